@@ -1,0 +1,55 @@
+//! What a policy asks the executor to do: the outputs of a policy.
+//!
+//! Plans say *what* to page; the executor's mechanisms decide *how*.
+
+use crate::model::{JobId, NodeId, Time};
+use serde::{Deserialize, Serialize};
+
+/// What to do with a job's memory when it is suspended.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum PageOutPlan {
+    /// Leave it to the kernel: pages are evicted on demand, least recently
+    /// used first, when another job needs the memory (the baseline).
+    #[default]
+    Lru,
+}
+
+/// What to do with a job's memory when it is resumed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum PageInPlan {
+    /// The job faults its pages back in as it touches them (the baseline).
+    #[default]
+    Demand,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Action {
+    /// Launch a queued job on these nodes.
+    Start { job: JobId, nodes: Vec<NodeId> },
+    /// Stop a running job (all its ranks) and treat its memory as planned.
+    Suspend { job: JobId, page_out: PageOutPlan },
+    /// Let a suspended job run again on the nodes it was started on.
+    Resume { job: JobId, page_in: PageInPlan },
+    /// Change a running job's CPU priority (a nice value, lower runs first).
+    Boost { job: JobId, nice: i32 },
+    /// Keep a queued job waiting, saying why (reported to the user). A job
+    /// that will never fit is deferred with `until: None`.
+    Defer { job: JobId, until: Option<Time>, reason: String },
+}
+
+impl Action {
+    pub fn job(&self) -> JobId {
+        match self {
+            Action::Start { job, .. }
+            | Action::Suspend { job, .. }
+            | Action::Resume { job, .. }
+            | Action::Boost { job, .. }
+            | Action::Defer { job, .. } => *job,
+        }
+    }
+
+    /// Actions that stop or restart jobs make up a switch.
+    pub fn is_switch(&self) -> bool {
+        matches!(self, Action::Suspend { .. } | Action::Resume { .. })
+    }
+}

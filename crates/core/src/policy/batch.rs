@@ -1,0 +1,40 @@
+//! `batch`: first come, first served, each job on dedicated nodes until it
+//! ends. Strict FCFS (no backfilling): a job never overtakes an earlier one,
+//! which is what the switching-overhead reference of paper 000 assumes.
+
+use super::{Decision, Policy, PolicyKind};
+use crate::action::Action;
+use crate::event::Event;
+use crate::model::JobId;
+use crate::state::State;
+use std::collections::VecDeque;
+
+#[derive(Debug, Default)]
+pub struct Batch {
+    queue: VecDeque<JobId>,
+}
+
+impl Policy for Batch {
+    fn kind(&self) -> PolicyKind {
+        PolicyKind::Batch
+    }
+
+    fn on_event(&mut self, event: &Event, state: &State) -> Decision {
+        match event {
+            Event::JobArrived(job) => self.queue.push_back(*job),
+            Event::JobFinished(_) => {}
+            _ => return Decision::default(),
+        }
+        let mut idle = state.idle_nodes();
+        let mut actions = Vec::new();
+        while let Some(&job) = self.queue.front() {
+            let need = state.cluster().nodes_needed(state.job(job).spec.ranks) as usize;
+            if need > idle.len() {
+                break;
+            }
+            self.queue.pop_front();
+            actions.push(Action::Start { job, nodes: idle.drain(..need).collect() });
+        }
+        Decision { actions, ..Decision::default() }
+    }
+}

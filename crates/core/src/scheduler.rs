@@ -1,0 +1,156 @@
+//! The scheduler: feeds events to a policy and keeps the [`State`] in step
+//! with the actions it returns. Executors (the runtime, the simulator) only
+//! carry the actions out and report back what happened, so neither of them
+//! holds scheduling logic of its own.
+
+use crate::action::Action;
+use crate::event::Event;
+use crate::model::{Cluster, JobId, JobSpec, Time};
+use crate::policy::{Policy, Timer};
+use crate::state::{JobStatus, State};
+
+#[derive(Debug)]
+pub struct Scheduler {
+    state: State,
+    policy: Box<dyn Policy>,
+    timer: Option<Time>,
+}
+
+impl Scheduler {
+    pub fn new(cluster: Cluster, jobs: Vec<JobSpec>, policy: Box<dyn Policy>) -> Self {
+        Scheduler { state: State::new(cluster, jobs), policy, timer: None }
+    }
+
+    pub fn state(&self) -> &State {
+        &self.state
+    }
+
+    pub fn policy(&self) -> &dyn Policy {
+        self.policy.as_ref()
+    }
+
+    /// When the executor must call [`advance`](Self::advance) next at the
+    /// latest: the policy's timer or the next arrival. `None` when nothing is
+    /// pending but job completions.
+    pub fn next_wakeup(&self) -> Option<Time> {
+        let arrival = self
+            .state
+            .with_status(JobStatus::Waiting)
+            .map(|j| j.spec.arrival)
+            .min();
+        match (self.timer, arrival) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Move the clock to `now`, delivering every arrival and the timer that
+    /// are due, in time order (arrivals first on a tie, so a job that arrives
+    /// at the end of a quantum takes part in the switch).
+    pub fn advance(&mut self, now: Time) -> Vec<Action> {
+        let mut out = Vec::new();
+        loop {
+            let next_arrival = self
+                .state
+                .with_status(JobStatus::Waiting)
+                .filter(|j| j.spec.arrival <= now)
+                .min_by_key(|j| (j.spec.arrival, j.id))
+                .map(|j| (j.spec.arrival, j.id));
+            let timer = self.timer.filter(|t| *t <= now);
+            match (next_arrival, timer) {
+                (Some((at, job)), t) if t.is_none_or(|t| at <= t) => {
+                    self.state.jobs[job.index()].status = JobStatus::Queued;
+                    out.extend(self.deliver(at, Event::JobArrived(job)));
+                }
+                (_, Some(t)) => {
+                    self.timer = None;
+                    out.extend(self.deliver(t, Event::QuantumExpired));
+                }
+                _ => break,
+            }
+        }
+        self.state.now = self.state.now.max(now);
+        out
+    }
+
+    /// Deliver an event that the executor observed at `now`.
+    pub fn handle(&mut self, now: Time, event: Event) -> Vec<Action> {
+        if let Event::JobFinished(job) = event {
+            let j = &mut self.state.jobs[job.index()];
+            assert!(
+                matches!(j.status, JobStatus::Running | JobStatus::Suspended),
+                "job {} finished while {:?}",
+                j.spec.name,
+                j.status
+            );
+            j.status = JobStatus::Finished;
+            j.finished_at = Some(now);
+        }
+        self.deliver(now, event)
+    }
+
+    pub fn all_finished(&self) -> bool {
+        self.state.all_finished()
+    }
+
+    fn deliver(&mut self, at: Time, event: Event) -> Vec<Action> {
+        self.state.now = self.state.now.max(at);
+        let decision = self.policy.on_event(&event, &self.state);
+        match decision.timer {
+            Timer::Keep => {}
+            Timer::At(t) => self.timer = Some(t),
+            Timer::Cancel => self.timer = None,
+        }
+        for action in &decision.actions {
+            self.apply(action);
+        }
+        decision.actions
+    }
+
+    /// A policy asking for something impossible is a bug in the policy, not
+    /// a condition an executor could handle: fail loudly.
+    fn apply(&mut self, action: &Action) {
+        let now = self.state.now;
+        let j = &mut self.state.jobs[action.job().index()];
+        let bad = |j: &crate::state::JobState| -> ! {
+            panic!("policy asked for {action:?} while job {} is {:?}", j.spec.name, j.status)
+        };
+        match action {
+            Action::Start { nodes, .. } => {
+                if j.status != JobStatus::Queued {
+                    bad(j)
+                }
+                j.status = JobStatus::Running;
+                j.nodes = nodes.clone();
+                j.started_at = Some(now);
+            }
+            Action::Suspend { .. } => {
+                if j.status != JobStatus::Running {
+                    bad(j)
+                }
+                j.status = JobStatus::Suspended;
+            }
+            Action::Resume { .. } => {
+                if j.status != JobStatus::Suspended {
+                    bad(j)
+                }
+                j.status = JobStatus::Running;
+            }
+            Action::Boost { .. } => {
+                if j.status != JobStatus::Running {
+                    bad(j)
+                }
+            }
+            Action::Defer { .. } => {
+                if j.status != JobStatus::Queued {
+                    bad(j)
+                }
+            }
+        }
+    }
+
+    /// Jobs in the order they were submitted.
+    pub fn job_ids(&self) -> impl Iterator<Item = JobId> + '_ {
+        self.state.jobs().iter().map(|j| j.id)
+    }
+}

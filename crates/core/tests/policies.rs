@@ -1,0 +1,182 @@
+//! Policy behaviour driven through the Scheduler, with time as plain values.
+
+use memgang_core::metrics::{fairness, mean_std, switching_overhead};
+use memgang_core::{Action, Cluster, Event, JobId, JobSpec, JobStatus, PolicyKind, Scheduler};
+use std::time::Duration;
+
+const GIB: u64 = 1 << 30;
+
+fn s(secs: u64) -> Duration {
+    Duration::from_secs(secs)
+}
+
+fn jobs(arrivals: &[u64]) -> Vec<JobSpec> {
+    arrivals
+        .iter()
+        .enumerate()
+        .map(|(i, a)| JobSpec { name: format!("j{i}"), ranks: 1, memory_bytes: None, arrival: s(*a) })
+        .collect()
+}
+
+fn sched(kind: PolicyKind, nodes: u32, arrivals: &[u64]) -> Scheduler {
+    Scheduler::new(Cluster::uniform(nodes, 2, GIB), jobs(arrivals), kind.build(s(10)))
+}
+
+/// Actions rendered compactly: "start j0", "suspend j1", "resume j2".
+fn show(s: &Scheduler, actions: &[Action]) -> Vec<String> {
+    actions
+        .iter()
+        .map(|a| {
+            let verb = match a {
+                Action::Start { .. } => "start",
+                Action::Suspend { .. } => "suspend",
+                Action::Resume { .. } => "resume",
+                Action::Boost { .. } => "boost",
+                Action::Defer { .. } => "defer",
+            };
+            format!("{verb} {}", s.state().job(a.job()).spec.name)
+        })
+        .collect()
+}
+
+#[test]
+fn batch_runs_one_job_at_a_time_in_arrival_order() {
+    let mut sc = sched(PolicyKind::Batch, 1, &[0, 0, 5]);
+    let a = sc.advance(s(0));
+    assert_eq!(show(&sc, &a), ["start j0"]);
+    assert_eq!(sc.next_wakeup(), Some(s(5)));
+    assert!(sc.advance(s(5)).is_empty(), "j2 waits behind j1");
+    let a = sc.handle(s(7), Event::JobFinished(JobId(0)));
+    assert_eq!(show(&sc, &a), ["start j1"]);
+    let a = sc.handle(s(9), Event::JobFinished(JobId(1)));
+    assert_eq!(show(&sc, &a), ["start j2"]);
+    sc.handle(s(12), Event::JobFinished(JobId(2)));
+    assert!(sc.all_finished());
+    assert_eq!(sc.next_wakeup(), None);
+}
+
+#[test]
+fn batch_fills_idle_nodes_without_overtaking() {
+    let mut sc = Scheduler::new(
+        Cluster::uniform(2, 2, GIB),
+        vec![
+            JobSpec { name: "wide".into(), ranks: 4, memory_bytes: None, arrival: s(0) },
+            JobSpec { name: "wide2".into(), ranks: 4, memory_bytes: None, arrival: s(0) },
+            JobSpec { name: "small".into(), ranks: 1, memory_bytes: None, arrival: s(0) },
+        ],
+        PolicyKind::Batch.build(s(10)),
+    );
+    let a = sc.advance(s(0));
+    assert_eq!(show(&sc, &a), ["start wide"]);
+    let a = sc.handle(s(3), Event::JobFinished(JobId(0)));
+    assert_eq!(show(&sc, &a), ["start wide2"], "small must not overtake wide2");
+    let a = sc.handle(s(4), Event::JobFinished(JobId(1)));
+    assert_eq!(show(&sc, &a), ["start small"]);
+}
+
+#[test]
+fn cosched_starts_everything_and_spreads_load() {
+    let mut sc = sched(PolicyKind::Cosched, 2, &[0, 0, 0]);
+    let a = sc.advance(s(0));
+    assert_eq!(show(&sc, &a), ["start j0", "start j1", "start j2"]);
+    let nodes: Vec<_> = sc.state().jobs().iter().map(|j| j.nodes[0].0).collect();
+    assert_eq!(nodes, [0, 1, 0]);
+    assert_eq!(sc.next_wakeup(), None, "cosched never time-slices");
+}
+
+#[test]
+fn gang_rotates_round_robin_every_quantum() {
+    let mut sc = sched(PolicyKind::Gang, 1, &[0, 0, 0]);
+    let a = sc.advance(s(0));
+    assert_eq!(show(&sc, &a), ["start j0"]);
+    assert_eq!(sc.next_wakeup(), Some(s(10)));
+    assert!(sc.advance(s(9)).is_empty(), "no switch before the quantum ends");
+    let a = sc.advance(s(10));
+    assert_eq!(show(&sc, &a), ["suspend j0", "start j1"]);
+    let a = sc.advance(s(20));
+    assert_eq!(show(&sc, &a), ["suspend j1", "start j2"]);
+    let a = sc.advance(s(30));
+    assert_eq!(show(&sc, &a), ["suspend j2", "resume j0"]);
+    let running: Vec<_> = sc.state().with_status(JobStatus::Running).map(|j| j.id).collect();
+    assert_eq!(running, [JobId(0)]);
+}
+
+#[test]
+fn gang_gives_the_next_slot_a_fresh_quantum_when_the_running_job_ends() {
+    let mut sc = sched(PolicyKind::Gang, 1, &[0, 0]);
+    sc.advance(s(0));
+    let a = sc.handle(s(4), Event::JobFinished(JobId(0)));
+    assert_eq!(show(&sc, &a), ["start j1"]);
+    assert_eq!(sc.next_wakeup(), Some(s(14)));
+    assert!(sc.advance(s(14)).is_empty(), "a lone job is not switched");
+    sc.handle(s(20), Event::JobFinished(JobId(1)));
+    assert!(sc.all_finished());
+    assert_eq!(sc.next_wakeup(), None);
+}
+
+#[test]
+fn gang_packs_rows_by_node_and_keeps_ranks_together() {
+    // Two nodes: j0 and j1 take one node each in slot 0; j2 needs both.
+    let mut sc = Scheduler::new(
+        Cluster::uniform(2, 2, GIB),
+        vec![
+            JobSpec { name: "a".into(), ranks: 2, memory_bytes: None, arrival: s(0) },
+            JobSpec { name: "b".into(), ranks: 1, memory_bytes: None, arrival: s(0) },
+            JobSpec { name: "wide".into(), ranks: 3, memory_bytes: None, arrival: s(0) },
+        ],
+        PolicyKind::Gang.build(s(10)),
+    );
+    let a = sc.advance(s(0));
+    assert_eq!(show(&sc, &a), ["start a", "start b"]);
+    let a = sc.advance(s(10));
+    assert_eq!(show(&sc, &a), ["suspend a", "suspend b", "start wide"]);
+    assert_eq!(sc.state().job(JobId(2)).nodes.len(), 2);
+}
+
+#[test]
+fn gang_late_arrival_waits_for_its_slot() {
+    let mut sc = sched(PolicyKind::Gang, 1, &[0, 15]);
+    sc.advance(s(0));
+    assert!(sc.advance(s(10)).is_empty(), "alone: quantum renewed without a switch");
+    assert_eq!(sc.next_wakeup(), Some(s(15)));
+    assert!(sc.advance(s(15)).is_empty());
+    assert_eq!(sc.state().job(JobId(1)).status, JobStatus::Queued);
+    let a = sc.advance(s(20));
+    assert_eq!(show(&sc, &a), ["suspend j0", "start j1"]);
+}
+
+#[test]
+fn advance_delivers_overdue_events_in_time_order() {
+    // The executor woke late, at 25 s: the quantum at 10 s switched to j1,
+    // and the one at 20 s back to j0.
+    let mut sc = sched(PolicyKind::Gang, 1, &[0, 0]);
+    sc.advance(s(0));
+    let a = sc.advance(s(25));
+    assert_eq!(show(&sc, &a), ["suspend j0", "start j1", "suspend j1", "resume j0"]);
+    assert_eq!(sc.next_wakeup(), Some(s(30)));
+}
+
+#[test]
+fn fairness_is_makespan_over_std_of_completion_times() {
+    assert_eq!(fairness(100.0, &[50.0, 100.0]), Some(4.0));
+    assert_eq!(fairness(100.0, &[100.0, 100.0]), None);
+    assert_eq!(fairness(100.0, &[100.0]), None);
+    let (mean, std) = mean_std(&[2.0, 4.0, 4.0, 4.0, 5.0, 5.0, 7.0, 9.0]).unwrap();
+    assert_eq!((mean, std), (5.0, 2.0));
+}
+
+#[test]
+fn switching_overhead_is_the_fraction_of_time_not_spent_on_the_work() {
+    assert_eq!(switching_overhead(200.0, 100.0), Some(0.5));
+    assert_eq!(switching_overhead(100.0, 100.0), Some(0.0));
+    assert_eq!(switching_overhead(80.0, 100.0), Some(-0.25));
+    assert_eq!(switching_overhead(0.0, 100.0), None);
+}
+
+#[test]
+fn policy_names_parse() {
+    for k in PolicyKind::ALL {
+        assert_eq!(k.name().parse::<PolicyKind>(), Ok(k));
+    }
+    assert!("fifo".parse::<PolicyKind>().unwrap_err().contains("batch, cosched, gang"));
+}
