@@ -1,0 +1,61 @@
+# Helpers shared by the scripts; sourced, not run.
+
+step() { printf '\n==> %s\n' "$*" >&2; }
+
+need_root_or_warn() {
+  if [ "$(id -u)" -ne 0 ]; then
+    printf '\n*** WARNING: not root: the tests that need cgroups and swap will be SKIPPED (each says so). Run as root for the full suite. ***\n\n' >&2
+  fi
+}
+
+ensure_toolchain() {
+  if ! command -v cargo >/dev/null 2>&1; then
+    [ -x "$HOME/.cargo/bin/cargo" ] && export PATH="$HOME/.cargo/bin:$PATH"
+  fi
+  if ! command -v cargo >/dev/null 2>&1; then
+    step "installing Rust (rustup, stable)"
+    if command -v rustup >/dev/null 2>&1; then
+      rustup toolchain install stable --profile minimal -c rustfmt,clippy
+    else
+      echo "cargo not found and rustup not installed: install Rust from your distribution or rustup, then rerun" >&2
+      exit 1
+    fi
+  fi
+  # rustfmt and clippy are part of every check; add them if the toolchain lacks them.
+  if ! cargo fmt --version >/dev/null 2>&1 || ! cargo clippy --version >/dev/null 2>&1; then
+    rustup component add rustfmt clippy
+  fi
+}
+
+# mkswap (util-linux) makes swap files; everything else is the kernel's.
+ensure_tools() {
+  if ! command -v mkswap >/dev/null 2>&1 && [ ! -x /usr/sbin/mkswap ] && [ ! -x /sbin/mkswap ]; then
+    if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
+      step "installing util-linux (mkswap)"
+      apt-get update -qq && apt-get install -y -qq util-linux
+    else
+      echo "mkswap not found: install util-linux" >&2
+      exit 1
+    fi
+  fi
+}
+
+check_leftovers() {
+  local bad=0
+  for root in /sys/fs/cgroup /sys/fs/cgroup/memory /sys/fs/cgroup/freezer /sys/fs/cgroup/unified; do
+    for d in "$root"/memgang*; do
+      if [ -d "$d" ]; then echo "LEFTOVER cgroup: $d" >&2; bad=1; fi
+    done
+  done
+  if grep -q memgang-test /proc/swaps 2>/dev/null; then
+    echo "LEFTOVER swap: $(grep memgang-test /proc/swaps)" >&2; bad=1
+  fi
+  local stopped
+  stopped=$(ps -eo pid=,stat=,args= | awk '$2 ~ /^T/' | grep memgang || true)
+  if [ -n "$stopped" ]; then echo "LEFTOVER stopped processes: $stopped" >&2; bad=1; fi
+  if [ "$bad" -ne 0 ]; then
+    echo "tests left things behind (see above)" >&2
+    exit 1
+  fi
+  echo "no leftovers" >&2
+}
