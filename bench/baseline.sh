@@ -33,9 +33,9 @@ QUANTUM=10s
 # Iterations and compute per page chosen so that each job alone runs about
 # 30 s: a few 10 s quanta each, as in the paper's runs of several quanta.
 declare -A ARGS=(
-  [seq]="--pattern seq --iterations ${SEQ_ITERS:-60} --compute ${SEQ_COMPUTE:-4}"
+  [seq]="--pattern seq --iterations ${SEQ_ITERS:-40} --compute ${SEQ_COMPUTE:-4}"
   [random]="--pattern random --iterations ${RANDOM_ITERS:-30} --compute ${RANDOM_COMPUTE:-4}"
-  [2rank]="--pattern stencil --iterations ${RANK_ITERS:-60} --compute ${RANK_COMPUTE:-4} --ranks 2"
+  [2rank]="--pattern stencil --iterations ${RANK_ITERS:-80} --compute ${RANK_COMPUTE:-4} --ranks 2"
 )
 
 for variant in seq random 2rank; do

@@ -1,0 +1,244 @@
+//! `memgang`: time-share memory-hungry jobs on one Linux node.
+//!
+//! Verbs: `run` an experiment, `report` results, set up a `testbed` (swap),
+//! and `cleanup` what a killed memgang left behind.
+
+use anyhow::{Context, Result};
+use clap::{Args, Parser, Subcommand};
+use memgang_core::units::{format_bytes, parse_bytes};
+use memgang_core::PolicyKind;
+use memgang_runtime::{Baseline, Experiment, Overrides, RunOptions, RunResult};
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+mod cleanup;
+mod report;
+
+#[derive(Parser)]
+#[command(name = "memgang", version, about = "Gang-schedule processors and memory: time-share memory-hungry jobs on one node")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run an experiment file's jobs under a policy and report the results.
+    Run(RunArgs),
+    /// Print results (JSON written by `run --json`) as tables; with several
+    /// files, one comparison row per file.
+    Report {
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+    },
+    /// Prepare (or tear down) this machine for experiments: a swap file.
+    Testbed {
+        #[command(subcommand)]
+        action: TestbedAction,
+    },
+    /// Remove cgroups, frozen jobs and processes left by a memgang that was
+    /// killed with SIGKILL (runs of live memgang processes are left alone).
+    Cleanup,
+}
+
+#[derive(Args)]
+struct RunArgs {
+    /// The experiment file (TOML): jobs and settings; see examples/.
+    experiment: PathBuf,
+    /// batch | cosched | gang (overrides the file).
+    #[arg(long)]
+    policy: Option<PolicyKind>,
+    /// Time slice of gang scheduling, e.g. 10s (overrides the file).
+    #[arg(long, value_parser = humantime_arg)]
+    quantum: Option<Duration>,
+    /// Memory the jobs share, e.g. 1G (overrides the file).
+    #[arg(long, value_parser = parse_bytes)]
+    pool_memory: Option<u64>,
+    /// Write the full results as JSON to this file.
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// Directory for the jobs' stdout and stderr (one directory per job).
+    #[arg(long)]
+    logs: Option<PathBuf>,
+    /// Batch reference for the switching overhead: auto (cached, else run
+    /// batch first), run (always run batch first), none, or a batch JSON file.
+    #[arg(long, default_value = "auto")]
+    baseline: Baseline,
+    /// Stop jobs with SIGSTOP/SIGCONT instead of the cgroup freezer.
+    #[arg(long)]
+    signals: bool,
+    /// Only check the experiment file and print what would run.
+    #[arg(long)]
+    check: bool,
+}
+
+#[derive(Subcommand)]
+enum TestbedAction {
+    /// Create and enable a swap file and measure its device's bandwidth.
+    Up {
+        /// Size of the swap file, e.g. 8G.
+        #[arg(long, value_parser = parse_bytes)]
+        swap: u64,
+        #[arg(long, default_value = memgang_linux::swap::DEFAULT_SWAP_PATH)]
+        path: PathBuf,
+    },
+    /// Disable and remove the swap file, and clean up leftovers.
+    Down {
+        #[arg(long, default_value = memgang_linux::swap::DEFAULT_SWAP_PATH)]
+        path: PathBuf,
+    },
+    /// Show active swap and memgang cgroups.
+    Status,
+}
+
+fn humantime_arg(s: &str) -> Result<Duration, String> {
+    let d = humantime::parse_duration(s).map_err(|e| format!("{e}; write e.g. 10s or 500ms"))?;
+    if d.is_zero() {
+        return Err("must be greater than zero".into());
+    }
+    Ok(d)
+}
+
+/// Exit codes: scripts can tell a run with failed jobs from a broken run.
+const EXIT_JOBS_FAILED: u8 = 3;
+const EXIT_INTERRUPTED: u8 = 130;
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("MEMGANG_LOG").unwrap_or_else(|_| "info".into()),
+        )
+        .with_target(false)
+        .with_ansi(std::io::stderr().is_terminal())
+        .without_time()
+        .with_writer(std::io::stderr)
+        .init();
+    match dispatch(Cli::parse()) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("memgang: error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn dispatch(cli: Cli) -> Result<ExitCode> {
+    match cli.command {
+        Command::Run(args) => run(args),
+        Command::Report { files } => {
+            let results = files
+                .iter()
+                .map(|f| memgang_runtime::baseline::load(f))
+                .collect::<Result<Vec<_>>>()?;
+            print!("{}", report::render(&results));
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Testbed { action } => testbed(action),
+        Command::Cleanup => {
+            cleanup::run()?;
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+fn run(args: RunArgs) -> Result<ExitCode> {
+    let overrides = Overrides { policy: args.policy, quantum: args.quantum, pool_memory: args.pool_memory };
+    let exp = Experiment::load(&args.experiment, &overrides)?;
+    if args.check {
+        println!(
+            "{}: {} job(s), policy {}, quantum {:?}, pool {}",
+            exp.name,
+            exp.jobs.len(),
+            exp.policy,
+            exp.quantum,
+            format_bytes(exp.pool_memory)
+        );
+        for j in &exp.jobs {
+            println!(
+                "  {:<12} ranks {:<3} memory {:<6} arrival {:?}  {}",
+                j.spec.name,
+                j.spec.ranks,
+                j.spec.memory_bytes.map(format_bytes).unwrap_or_else(|| "-".into()),
+                j.spec.arrival,
+                j.command.join(" ")
+            );
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    let opts = RunOptions {
+        logs: args.logs,
+        baseline: args.baseline,
+        live: std::io::stderr().is_terminal(),
+        signals: args.signals,
+    };
+    let result = memgang_runtime::run(&exp, &opts)?;
+    if let Some(path) = &args.json {
+        write_json(path, &result)?;
+    }
+    print!("{}", result.table());
+    if let Some(path) = &args.json {
+        println!("results: {}", path.display());
+    }
+    Ok(if result.interrupted {
+        ExitCode::from(EXIT_INTERRUPTED)
+    } else if result.jobs.iter().all(|j| j.ok()) {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(EXIT_JOBS_FAILED)
+    })
+}
+
+fn write_json(path: &PathBuf, result: &RunResult) -> Result<()> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    let text = serde_json::to_string_pretty(result)?;
+    std::fs::write(path, text).with_context(|| format!("writing results to {}", path.display()))
+}
+
+/// Sample size for the bandwidth measurement: large enough to get past the
+/// device's write cache and reach its sustained rate, small enough to take
+/// about a second at the ~1.4-2.4 GB/s of the machines we run on.
+const BANDWIDTH_SAMPLE: u64 = 1 << 30;
+
+fn testbed(action: TestbedAction) -> Result<ExitCode> {
+    use memgang_linux::swap;
+    match action {
+        TestbedAction::Up { swap: size, path } => {
+            let sf = swap::up(&path, size)?;
+            println!("swap: {} ({}) active", sf.path.display(), format_bytes(sf.size_bytes));
+            let dir = path.parent().unwrap_or(std::path::Path::new("/"));
+            let bw = swap::measure_bandwidth(dir, BANDWIDTH_SAMPLE)?;
+            println!(
+                "swap device bandwidth (sequential, O_DIRECT, {}): read {:.0} MB/s, write {:.0} MB/s",
+                format_bytes(bw.sample_bytes),
+                bw.read_bytes_per_s / 1e6,
+                bw.write_bytes_per_s / 1e6
+            );
+        }
+        TestbedAction::Down { path } => {
+            swap::down(&path)?;
+            cleanup::run()?;
+            println!("swap {} removed", path.display());
+        }
+        TestbedAction::Status => {
+            let areas = swap::active()?;
+            if areas.is_empty() {
+                println!("no active swap: run `memgang testbed up --swap 8G`");
+            }
+            for a in areas {
+                println!(
+                    "swap {} size {} used {} priority {}",
+                    a.path.display(),
+                    format_bytes(a.size_bytes),
+                    format_bytes(a.used_bytes),
+                    a.priority
+                );
+            }
+            cleanup::list()?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,481 @@
+//! The executor: carries a core policy's actions out on real processes on
+//! the real clock, and records what happened.
+//!
+//! One thread. The loop wakes when a job's first process exits (its pidfd
+//! becomes readable), when the scheduler's next timer or arrival is due, or
+//! when the next counter sample is; it never busy-waits.
+
+use crate::experiment::Experiment;
+use crate::procs::{self, Exit, Launched};
+use crate::results::{Interval, JobResult, JobSample, Machine, RunResult, Sample, Switch, SCHEMA_VERSION};
+use anyhow::{Context, Result};
+use memgang_core::{Action, Cluster, Event, JobId, JobStatus, Scheduler};
+use memgang_linux::cgroup::{CgroupBackend, GroupPath, MemoryStat};
+use memgang_linux::counters::{Psi, VmStat};
+use memgang_linux::freeze::Freezer;
+use std::collections::VecDeque;
+use std::os::fd::AsRawFd;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Lines of a failed job's stderr kept in the results: enough for an error
+/// message and a short backtrace, small enough for a table.
+const STDERR_TAIL_LINES: usize = 10;
+
+pub struct Env {
+    pub backend: Arc<dyn CgroupBackend>,
+    pub freezer: Box<dyn Freezer>,
+    pub machine: Machine,
+    pub logs: PathBuf,
+    pub stop: Arc<AtomicBool>,
+    pub progress: indicatif::ProgressBar,
+}
+
+struct JobRun {
+    group: GroupPath,
+    proc: Option<Launched>,
+    running_since: Option<Duration>,
+    last: MemoryStat,
+    result: JobResult,
+}
+
+/// Tears down every cgroup of the run, whatever way the run ends (return,
+/// error or panic): no process, frozen task or cgroup outlives memgang.
+struct Teardown<'a> {
+    backend: &'a dyn CgroupBackend,
+    pool: GroupPath,
+    jobs: Vec<(GroupPath, Option<i32>)>,
+}
+
+impl Drop for Teardown<'_> {
+    fn drop(&mut self) {
+        for (group, pid) in self.jobs.drain(..) {
+            if let Err(e) = procs::kill_and_remove(self.backend, &group, pid) {
+                tracing::error!("cleanup: {e:#}");
+            }
+        }
+        if let Err(e) = self.backend.remove(&self.pool) {
+            tracing::error!("cleanup: removing pool cgroup {}: {e}", self.pool.as_str());
+        }
+    }
+}
+
+pub fn execute(exp: &Experiment, env: &Env) -> Result<RunResult> {
+    let backend = env.backend.as_ref();
+    let pool = GroupPath::new(&format!("memgang-{}", std::process::id()))?;
+    backend.create(&pool).with_context(|| format!("creating the pool cgroup {}", pool.as_str()))?;
+    let mut teardown = Teardown { backend, pool: pool.clone(), jobs: Vec::new() };
+    backend
+        .set_memory_limit(&pool, Some(exp.pool_memory))
+        .with_context(|| format!("setting the pool's memory limit to {} bytes", exp.pool_memory))?;
+
+    // The node as the policy sees it: its CPUs (ranks beyond them share
+    // them) and the pool's memory.
+    let cpus = env.machine.cpus.max(exp.jobs.iter().map(|j| j.spec.ranks).max().unwrap_or(1));
+    let cluster = Cluster::uniform(1, cpus, exp.pool_memory);
+    let mut sched = Scheduler::new(cluster, exp.specs(), exp.policy.build(exp.quantum));
+    let mut run = Run {
+        exp,
+        pool: pool.clone(),
+        env,
+        t0: Instant::now(),
+        jobs: exp
+            .jobs
+            .iter()
+            .map(|j| {
+                Ok(JobRun {
+                    group: pool.join(&format!("job-{}", j.spec.name))?,
+                    proc: None,
+                    running_since: None,
+                    last: MemoryStat::default(),
+                    result: JobResult {
+                        name: j.spec.name.clone(),
+                        command: j.command.clone(),
+                        ranks: j.spec.ranks,
+                        declared_memory_bytes: j.spec.memory_bytes,
+                        arrival_s: j.spec.arrival.as_secs_f64(),
+                        ..JobResult::default()
+                    },
+                })
+            })
+            .collect::<Result<_>>()?,
+        timeline: Vec::new(),
+        switches: Vec::new(),
+        samples: Vec::new(),
+        vm_start: VmStat::read().context("reading /proc/vmstat")?,
+        vm_last: VmStat::default(),
+    };
+    run.vm_last = run.vm_start;
+    let started_unix_s = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+
+    let mut next_sample = Duration::ZERO;
+    let mut interrupted = false;
+    loop {
+        if env.stop.load(Ordering::Relaxed) {
+            interrupted = true;
+            break;
+        }
+        let now = run.now();
+        let actions = sched.advance(now);
+        run.execute(&mut sched, actions, &mut teardown)?;
+        run.reap(&mut sched, &mut teardown)?;
+        if sched.all_finished() {
+            break;
+        }
+        let now = run.now();
+        if now >= next_sample {
+            run.sample(now);
+            run.show_progress(&sched);
+            next_sample = (next_sample + exp.sample_interval).max(now);
+        }
+        let wake = sched.next_wakeup().map_or(next_sample, |w| w.min(next_sample));
+        run.wait_for_exit(wake.saturating_sub(run.now()));
+    }
+    let end = run.now();
+    run.sample(end);
+    // Close what is still open: interrupted jobs end now.
+    for (i, j) in run.jobs.iter_mut().enumerate() {
+        if let Some(since) = j.running_since.take() {
+            run.timeline.push(Interval { job: exp.jobs[i].spec.name.clone(), start_s: since.as_secs_f64(), end_s: end.as_secs_f64() });
+        }
+        if j.proc.is_some() {
+            j.result.error = Some("stopped: memgang was interrupted".into());
+            j.result.major_faults = j.last.major_faults;
+        }
+    }
+    drop(teardown);
+    let vm_end = VmStat::read().unwrap_or(run.vm_last);
+
+    let jobs: Vec<JobResult> = run.jobs.into_iter().map(|j| j.result).collect();
+    let first_arrival = jobs.iter().map(|j| j.arrival_s).fold(f64::INFINITY, f64::min);
+    let last_finish = jobs.iter().filter_map(|j| j.finish_s).fold(0.0, f64::max);
+    // An interrupted run lasted until the interruption.
+    let last_finish = if interrupted { end.as_secs_f64() } else { last_finish };
+    let makespan_s = (last_finish - first_arrival).max(0.0);
+    let completions: Vec<f64> = jobs.iter().filter_map(|j| j.completion_s).collect();
+    Ok(RunResult {
+        schema: SCHEMA_VERSION,
+        memgang_version: env!("CARGO_PKG_VERSION").into(),
+        experiment: exp.name.clone(),
+        policy: exp.policy.name().into(),
+        quantum_s: exp.quantum.as_secs_f64(),
+        pool_memory_bytes: exp.pool_memory,
+        machine: env.machine.clone(),
+        started_unix_s,
+        makespan_s,
+        switching_overhead: None,
+        batch_makespan_s: None,
+        baseline: "none".into(),
+        fairness: memgang_core::metrics::fairness(makespan_s, &completions),
+        swap_in_pages: vm_end.pswpin.saturating_sub(run.vm_start.pswpin),
+        swap_out_pages: vm_end.pswpout.saturating_sub(run.vm_start.pswpout),
+        switch_count: run.switches.len(),
+        switch_time_s: run.switches.iter().map(|s| s.took_s).sum(),
+        interrupted,
+        jobs,
+        timeline: run.timeline,
+        switches: run.switches,
+        samples: run.samples,
+    })
+}
+
+struct Run<'a> {
+    exp: &'a Experiment,
+    pool: GroupPath,
+    env: &'a Env,
+    t0: Instant,
+    jobs: Vec<JobRun>,
+    timeline: Vec<Interval>,
+    switches: Vec<Switch>,
+    samples: Vec<Sample>,
+    vm_start: VmStat,
+    vm_last: VmStat,
+}
+
+impl Run<'_> {
+    fn now(&self) -> Duration {
+        self.t0.elapsed()
+    }
+
+    fn name(&self, job: JobId) -> &str {
+        &self.exp.jobs[job.index()].spec.name
+    }
+
+    fn say(&self, msg: String) {
+        if self.env.progress.is_hidden() {
+            tracing::info!("{msg}");
+        } else {
+            self.env.progress.println(msg);
+        }
+    }
+
+    /// Carry out actions in order. Actions that stop or restart jobs form a
+    /// switch, timed as one; the policy hears of it as `SwitchDone`, and of
+    /// jobs that could not start as `JobFinished`, which may bring more
+    /// actions.
+    fn execute(&mut self, sched: &mut Scheduler, actions: Vec<Action>, teardown: &mut Teardown) -> Result<()> {
+        let mut queue: VecDeque<Action> = actions.into();
+        while !queue.is_empty() {
+            let batch: Vec<Action> = queue.drain(..).collect();
+            let began = Instant::now();
+            let at = self.now();
+            let is_switch = batch.iter().any(Action::is_switch);
+            let (mut suspended, mut resumed, mut failed) = (Vec::new(), Vec::new(), Vec::new());
+            for action in batch {
+                let job = action.job();
+                let i = job.index();
+                match action {
+                    Action::Start { .. } => match self.start(job, teardown) {
+                        Ok(()) => resumed.push(self.name(job).to_string()),
+                        Err(e) => {
+                            self.say(format!("{:>7.1}s  {} could not start: {e:#}", at.as_secs_f64(), self.name(job)));
+                            self.jobs[i].result.error = Some(format!("{e:#}"));
+                            failed.push(job);
+                        }
+                    },
+                    Action::Suspend { .. } => {
+                        self.env
+                            .freezer
+                            .freeze(&self.jobs[i].group)
+                            .with_context(|| format!("suspending job {}", self.name(job)))?;
+                        self.stop_interval(job, self.now());
+                        suspended.push(self.name(job).to_string());
+                    }
+                    Action::Resume { .. } => {
+                        self.env
+                            .freezer
+                            .thaw(&self.jobs[i].group)
+                            .with_context(|| format!("resuming job {}", self.name(job)))?;
+                        self.jobs[i].running_since = Some(self.now());
+                        resumed.push(self.name(job).to_string());
+                    }
+                    Action::Boost { nice, .. } => self.renice(job, nice),
+                    Action::Defer { reason, .. } => self.say(format!("{} waits: {reason}", self.name(job))),
+                }
+            }
+            if is_switch {
+                let took = began.elapsed();
+                self.switches.push(Switch { at_s: at.as_secs_f64(), took_s: took.as_secs_f64(), suspended, resumed });
+                queue.extend(sched.handle(self.now(), Event::SwitchDone { took }));
+            }
+            for job in failed {
+                let now = self.now();
+                let r = &mut self.jobs[job.index()].result;
+                r.finish_s = Some(now.as_secs_f64());
+                r.completion_s = Some(now.as_secs_f64() - r.arrival_s);
+                queue.extend(sched.handle(now, Event::JobFinished(job)));
+            }
+        }
+        Ok(())
+    }
+
+    fn start(&mut self, job: JobId, teardown: &mut Teardown) -> Result<()> {
+        let def = &self.exp.jobs[job.index()];
+        let group = self.jobs[job.index()].group.clone();
+        self.env.backend.create(&group).with_context(|| format!("creating cgroup {}", group.as_str()))?;
+        teardown.jobs.push((group.clone(), None));
+        let log_dir = self.env.logs.join(&def.spec.name);
+        let launched = procs::launch(self.env.backend.as_ref(), &group, &def.command, &def.env, &log_dir)?;
+        if let Some(entry) = teardown.jobs.iter_mut().find(|(g, _)| *g == group) {
+            entry.1 = Some(launched.pid);
+        }
+        let now = self.now();
+        let j = &mut self.jobs[job.index()];
+        j.proc = Some(launched);
+        j.running_since = Some(now);
+        j.result.start_s = Some(now.as_secs_f64());
+        j.result.log_dir = Some(log_dir.display().to_string());
+        self.say(format!("{:>7.1}s  {} started", now.as_secs_f64(), def.spec.name));
+        Ok(())
+    }
+
+    fn stop_interval(&mut self, job: JobId, now: Duration) {
+        if let Some(since) = self.jobs[job.index()].running_since.take() {
+            let name = self.name(job).to_string();
+            self.timeline.push(Interval { job: name, start_s: since.as_secs_f64(), end_s: now.as_secs_f64() });
+        }
+    }
+
+    fn renice(&self, job: JobId, nice: i32) {
+        for pid in self.env.backend.procs_recursive(&self.jobs[job.index()].group).unwrap_or_default() {
+            // SAFETY: setpriority takes plain integers.
+            if unsafe { libc::setpriority(libc::PRIO_PROCESS, pid as libc::id_t, nice) } != 0 {
+                tracing::warn!("renice of pid {pid} to {nice}: {}", std::io::Error::last_os_error());
+            }
+        }
+    }
+
+    /// Collect every job whose first process has exited.
+    fn reap(&mut self, sched: &mut Scheduler, teardown: &mut Teardown) -> Result<()> {
+        for i in 0..self.jobs.len() {
+            let Some(p) = &self.jobs[i].proc else { continue };
+            if p.pidfd.is_alive() {
+                continue;
+            }
+            let Some(exit) = procs::try_reap(p.pid) else { continue };
+            let now = self.now();
+            let job = JobId(i as u32);
+            self.finish(job, exit, now, teardown);
+            let actions = sched.handle(now, Event::JobFinished(job));
+            self.execute(sched, actions, teardown)?;
+        }
+        Ok(())
+    }
+
+    fn finish(&mut self, job: JobId, exit: Exit, now: Duration, teardown: &mut Teardown) {
+        self.stop_interval(job, now);
+        let backend = self.env.backend.as_ref();
+        let j = &mut self.jobs[job.index()];
+        j.proc = None;
+        // Read the cgroup's counters before it goes: they include processes
+        // the job did not reap itself.
+        if let Ok(stat) = backend.memory_stat(&j.group) {
+            j.last = stat;
+        }
+        // Daemons or orphans the job left behind go with it.
+        if let Err(e) = procs::kill_and_remove(backend, &j.group, None) {
+            tracing::error!("{e:#}");
+        } else {
+            teardown.jobs.retain(|(g, _)| *g != j.group);
+        }
+        let r = &mut j.result;
+        r.finish_s = Some(now.as_secs_f64());
+        r.completion_s = Some(now.as_secs_f64() - r.arrival_s);
+        r.exit_code = exit.code;
+        r.signal = exit.signal;
+        r.cpu_s = exit.cpu_s;
+        r.major_faults = j.last.major_faults.max(exit.major_faults);
+        if !r.ok() {
+            r.stderr_tail = r.log_dir.as_ref().and_then(|d| tail(&PathBuf::from(d).join("stderr")));
+        }
+        let status = match (exit.code, exit.signal) {
+            (Some(0), _) => "ok".to_string(),
+            (Some(c), _) => format!("FAILED with exit code {c}"),
+            (_, Some(s)) => format!("KILLED by signal {s}"),
+            _ => "ended".to_string(),
+        };
+        let name = r.name.clone();
+        self.say(format!("{:>7.1}s  {name} finished: {status}", now.as_secs_f64()));
+    }
+
+    /// Sleep until a job's first process exits or `timeout` passes.
+    fn wait_for_exit(&self, timeout: Duration) {
+        let mut fds: Vec<libc::pollfd> = self
+            .jobs
+            .iter()
+            .filter_map(|j| j.proc.as_ref())
+            .map(|p| libc::pollfd { fd: p.pidfd.as_raw_fd(), events: libc::POLLIN, revents: 0 })
+            .collect();
+        let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
+        // SAFETY: fds is a valid array of pollfd for its length. EINTR (a
+        // signal) just ends the wait early, which is what we want.
+        unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
+    }
+
+    fn sample(&mut self, now: Duration) {
+        let backend = self.env.backend.as_ref();
+        let vm = VmStat::read().unwrap_or(self.vm_last);
+        let (d_in, d_out) = (vm.pswpin.saturating_sub(self.vm_last.pswpin), vm.pswpout.saturating_sub(self.vm_last.pswpout));
+        self.vm_last = vm;
+        let mut jobs = Vec::new();
+        // (index, Δmajor faults, Δswapped bytes) for attributing the node's
+        // swap traffic where the cgroup does not count it itself.
+        let mut shares: Vec<(usize, u64, u64)> = Vec::new();
+        for (i, j) in self.jobs.iter_mut().enumerate() {
+            let Some(p) = &j.proc else { continue };
+            let Ok(stat) = backend.memory_stat(&j.group) else { continue };
+            let frozen = if self.env.freezer.name() == "signals" {
+                process_stopped(p.pid)
+            } else {
+                backend.is_frozen(&j.group).unwrap_or(false)
+            };
+            let r = &mut j.result;
+            match (stat.swap_ins, stat.swap_outs, j.last.swap_ins, j.last.swap_outs) {
+                (Some(si), Some(so), Some(lsi), Some(lso)) => {
+                    r.swap_in_pages += si.saturating_sub(lsi);
+                    r.swap_out_pages += so.saturating_sub(lso);
+                }
+                _ => shares.push((
+                    i,
+                    stat.major_faults.saturating_sub(j.last.major_faults),
+                    stat.swap_bytes.unwrap_or(0).saturating_sub(j.last.swap_bytes.unwrap_or(0)),
+                )),
+            }
+            r.peak_anon_bytes = r.peak_anon_bytes.max(stat.anon_bytes);
+            jobs.push(JobSample {
+                job: r.name.clone(),
+                state: if frozen { "frozen" } else { "running" }.into(),
+                anon_bytes: stat.anon_bytes,
+                swap_bytes: stat.swap_bytes,
+                major_faults: stat.major_faults,
+            });
+            j.last = stat;
+        }
+        let (maj_total, grow_total) = shares.iter().fold((0, 0), |(a, b), s| (a + s.1, b + s.2));
+        for (i, maj, grow) in shares {
+            let r = &mut self.jobs[i].result;
+            if maj_total > 0 {
+                r.swap_in_pages += d_in * maj / maj_total;
+            }
+            if grow_total > 0 {
+                r.swap_out_pages += d_out * grow / grow_total;
+            }
+        }
+        let pool_usage_bytes = backend.memory_stat(&self.pool).map_or(0, |s| s.usage_bytes);
+        self.samples.push(Sample {
+            t_s: now.as_secs_f64(),
+            swap_in: d_in,
+            swap_out: d_out,
+            pool_usage_bytes,
+            psi_some_avg10: Psi::node_memory().map(|p| p.some_avg10),
+            jobs,
+        });
+    }
+
+    fn show_progress(&self, sched: &Scheduler) {
+        let st = sched.state();
+        let names = |s: JobStatus| st.with_status(s).map(|j| j.spec.name.as_str()).collect::<Vec<_>>().join(",");
+        let done = st.with_status(JobStatus::Finished).count();
+        let last = self.samples.last();
+        let per_s = 1.0 / self.exp.sample_interval.as_secs_f64();
+        self.env.progress.set_message(format!(
+            "{:.1}s {} | running {} | suspended {} | done {done}/{} | pool {} | swap in {:.0}/s out {:.0}/s pages",
+            self.now().as_secs_f64(),
+            self.exp.policy,
+            none_if_empty(names(JobStatus::Running)),
+            none_if_empty(names(JobStatus::Suspended)),
+            st.jobs().len(),
+            memgang_core::units::format_bytes(last.map_or(0, |s| s.pool_usage_bytes)),
+            last.map_or(0.0, |s| s.swap_in as f64 * per_s),
+            last.map_or(0.0, |s| s.swap_out as f64 * per_s),
+        ));
+    }
+}
+
+fn none_if_empty(s: String) -> String {
+    if s.is_empty() {
+        "-".into()
+    } else {
+        s
+    }
+}
+
+/// Whether a process is stopped by a signal (state T in /proc/PID/stat).
+fn process_stopped(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| s.rsplit_once(')').map(|(_, rest)| rest.trim_start().starts_with('T')))
+        .unwrap_or(false)
+}
+
+fn tail(path: &std::path::Path) -> Option<String> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let lines: Vec<&str> = text.lines().collect();
+    let tail = lines[lines.len().saturating_sub(STDERR_TAIL_LINES)..].join("\n");
+    (!tail.is_empty()).then_some(tail)
+}

@@ -1,0 +1,271 @@
+//! The experiment file (TOML): which jobs to run and how. Every error names
+//! the file, the line and what to write instead.
+
+use memgang_core::units::parse_bytes;
+use memgang_core::{JobSpec, PolicyKind};
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use toml::Spanned;
+
+/// Counters are sampled this often: the papers' paging traces use 100 ms
+/// bins, fine enough to see a switch and cheap enough (a few file reads per
+/// job) not to disturb the jobs.
+pub const DEFAULT_SAMPLE_INTERVAL: Duration = Duration::from_millis(100);
+pub const DEFAULT_QUANTUM: Duration = Duration::from_secs(10);
+
+#[derive(Debug, thiserror::Error)]
+#[error("{file}{}: {message}", line.map(|l| format!(":{l}")).unwrap_or_default())]
+pub struct ExperimentError {
+    pub file: String,
+    pub line: Option<usize>,
+    pub message: String,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct JobDef {
+    pub spec: JobSpec,
+    pub command: Vec<String>,
+    pub env: BTreeMap<String, String>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Experiment {
+    pub name: String,
+    pub source: Option<PathBuf>,
+    pub policy: PolicyKind,
+    pub quantum: Duration,
+    pub pool_memory: u64,
+    pub sample_interval: Duration,
+    pub jobs: Vec<JobDef>,
+}
+
+/// Command-line settings that take precedence over the file's.
+#[derive(Clone, Debug, Default)]
+pub struct Overrides {
+    pub policy: Option<PolicyKind>,
+    pub quantum: Option<Duration>,
+    pub pool_memory: Option<u64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileDoc {
+    name: Option<String>,
+    policy: Option<Spanned<String>>,
+    quantum: Option<Spanned<String>>,
+    pool_memory: Option<Spanned<String>>,
+    sample_interval: Option<Spanned<String>>,
+    #[serde(default, rename = "job")]
+    jobs: Vec<Spanned<FileJob>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileJob {
+    name: Spanned<String>,
+    command: Spanned<Vec<String>>,
+    ranks: Option<Spanned<i64>>,
+    memory: Option<Spanned<String>>,
+    arrival: Option<Spanned<String>>,
+    #[serde(default)]
+    env: BTreeMap<String, String>,
+}
+
+impl Experiment {
+    pub fn load(path: &Path, overrides: &Overrides) -> Result<Self, ExperimentError> {
+        let text = std::fs::read_to_string(path).map_err(|e| ExperimentError {
+            file: path.display().to_string(),
+            line: None,
+            message: format!("cannot read the experiment file: {e}"),
+        })?;
+        let mut exp = Self::parse(&text, &path.display().to_string(), overrides)?;
+        exp.source = Some(path.to_path_buf());
+        Ok(exp)
+    }
+
+    /// Parse an experiment; `file` is only used in messages.
+    pub fn parse(text: &str, file: &str, overrides: &Overrides) -> Result<Self, ExperimentError> {
+        let err = |span: Option<std::ops::Range<usize>>, message: String| ExperimentError {
+            file: file.to_string(),
+            line: span.map(|s| line_of(text, s.start)),
+            message,
+        };
+        let doc: FileDoc = toml::from_str(text).map_err(|e| err(e.span(), e.message().to_string()))?;
+
+        let policy = match (overrides.policy, &doc.policy) {
+            (Some(p), _) => p,
+            (None, Some(p)) => p.get_ref().parse().map_err(|m| err(Some(p.span()), m))?,
+            (None, None) => PolicyKind::Gang,
+        };
+        let duration = |v: &Spanned<String>, what: &str| -> Result<Duration, ExperimentError> {
+            let d = humantime::parse_duration(v.get_ref()).map_err(|e| {
+                err(Some(v.span()), format!("invalid {what} {:?}: {e}; write e.g. \"10s\" or \"500ms\"", v.get_ref()))
+            })?;
+            if d.is_zero() {
+                return Err(err(Some(v.span()), format!("{what} must be greater than zero")));
+            }
+            Ok(d)
+        };
+        let quantum = match (overrides.quantum, &doc.quantum) {
+            (Some(q), _) => q,
+            (None, Some(q)) => duration(q, "quantum")?,
+            (None, None) => DEFAULT_QUANTUM,
+        };
+        let sample_interval = match &doc.sample_interval {
+            Some(v) => duration(v, "sample_interval")?,
+            None => DEFAULT_SAMPLE_INTERVAL,
+        };
+        let size = |v: &Spanned<String>| parse_bytes(v.get_ref()).map_err(|m| err(Some(v.span()), m));
+        let pool_memory = match (overrides.pool_memory, &doc.pool_memory) {
+            (Some(m), _) => m,
+            (None, Some(m)) => size(m)?,
+            (None, None) => {
+                return Err(err(None, "no pool_memory: say how much memory the jobs share, e.g. pool_memory = \"1G\" (or --pool-memory)".into()))
+            }
+        };
+        if pool_memory < 16 << 20 {
+            return Err(err(doc.pool_memory.as_ref().map(|p| p.span()), "pool_memory must be at least 16M".into()));
+        }
+
+        if doc.jobs.is_empty() {
+            return Err(err(None, "no jobs: add at least one [[job]] with a name and a command".into()));
+        }
+        let mut jobs: Vec<JobDef> = Vec::new();
+        for job in &doc.jobs {
+            let j = job.get_ref();
+            let name = j.name.get_ref();
+            if name.is_empty()
+                || !name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+                || name.starts_with('.')
+            {
+                return Err(err(Some(j.name.span()), format!("invalid job name {name:?}: use letters, digits, '-', '_' and '.' (it names the job's cgroup)")));
+            }
+            if jobs.iter().any(|o| &o.spec.name == name) {
+                return Err(err(Some(j.name.span()), format!("duplicate job name {name:?}: job names must be unique")));
+            }
+            if j.command.get_ref().is_empty() || j.command.get_ref()[0].is_empty() {
+                return Err(err(Some(j.command.span()), format!("job {name:?}: command is empty: give the program and its arguments, e.g. [\"memgang-workload\", \"--mib\", \"100\"]")));
+            }
+            let ranks = match &j.ranks {
+                None => 1,
+                Some(r) if (1..=4096).contains(r.get_ref()) => *r.get_ref() as u32,
+                Some(r) => return Err(err(Some(r.span()), format!("job {name:?}: ranks must be between 1 and 4096, not {}", r.get_ref()))),
+            };
+            let memory_bytes = j.memory.as_ref().map(size).transpose()?;
+            let arrival = match &j.arrival {
+                None => Duration::ZERO,
+                Some(a) => humantime::parse_duration(a.get_ref()).map_err(|e| {
+                    err(Some(a.span()), format!("job {name:?}: invalid arrival {:?}: {e}; write e.g. \"0s\" or \"30s\"", a.get_ref()))
+                })?,
+            };
+            jobs.push(JobDef {
+                spec: JobSpec { name: name.clone(), ranks, memory_bytes, arrival },
+                command: j.command.get_ref().clone(),
+                env: j.env.clone(),
+            });
+        }
+        let name = doc.name.unwrap_or_else(|| {
+            Path::new(file).file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "experiment".into())
+        });
+        Ok(Experiment { name, source: None, policy, quantum, pool_memory, sample_interval, jobs })
+    }
+
+    pub fn specs(&self) -> Vec<JobSpec> {
+        self.jobs.iter().map(|j| j.spec.clone()).collect()
+    }
+
+    /// The same jobs under another policy (the batch reference run).
+    pub fn with_policy(&self, policy: PolicyKind) -> Self {
+        Experiment { policy, ..self.clone() }
+    }
+}
+
+fn line_of(text: &str, offset: usize) -> usize {
+    text[..offset.min(text.len())].matches('\n').count() + 1
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"
+policy = "gang"
+quantum = "10s"
+pool_memory = "1G"
+[[job]]
+name = "a"
+command = ["memgang-workload", "--mib", "700"]
+ranks = 2
+memory = "700M"
+arrival = "5s"
+[[job]]
+name = "b"
+command = ["true"]
+"#;
+
+    fn parse(text: &str) -> Result<Experiment, ExperimentError> {
+        Experiment::parse(text, "exp.toml", &Overrides::default())
+    }
+
+    #[test]
+    fn parses_the_documented_shape() {
+        let e = parse(GOOD).unwrap();
+        assert_eq!(e.policy, PolicyKind::Gang);
+        assert_eq!(e.quantum, Duration::from_secs(10));
+        assert_eq!(e.pool_memory, 1 << 30);
+        assert_eq!(e.jobs[0].spec.ranks, 2);
+        assert_eq!(e.jobs[0].spec.memory_bytes, Some(700 << 20));
+        assert_eq!(e.jobs[0].spec.arrival, Duration::from_secs(5));
+        assert_eq!(e.jobs[1].spec.ranks, 1);
+        assert_eq!(e.name, "exp");
+    }
+
+    #[test]
+    fn overrides_win() {
+        let o = Overrides { policy: Some(PolicyKind::Batch), quantum: Some(Duration::from_secs(3)), pool_memory: Some(2 << 30) };
+        let e = Experiment::parse(GOOD, "x", &o).unwrap();
+        assert_eq!((e.policy, e.quantum, e.pool_memory), (PolicyKind::Batch, Duration::from_secs(3), 2 << 30));
+    }
+
+    fn error_of(text: &str) -> ExperimentError {
+        parse(text).unwrap_err()
+    }
+
+    #[test]
+    fn errors_carry_the_line() {
+        let e = error_of(&GOOD.replace("memory = \"700M\"", "memory = \"70QM\""));
+        assert_eq!(e.line, Some(10), "{e}");
+        assert!(e.to_string().starts_with("exp.toml:10: invalid size \"70QM\""), "{e}");
+
+        let e = error_of(&GOOD.replace("policy = \"gang\"", "policy = \"fifo\""));
+        assert_eq!(e.line, Some(2), "{e}");
+
+        let e = error_of(&GOOD.replace("ranks = 2", "ranks = 0"));
+        assert_eq!(e.line, Some(9), "{e}");
+
+        let e = error_of(&GOOD.replace("quantum = \"10s\"", "quantum = \"ten\""));
+        assert_eq!(e.line, Some(3), "{e}");
+
+        let e = error_of(&GOOD.replace("ranks = 2", "rank = 2"));
+        assert_eq!(e.line, Some(9), "{e}");
+        assert!(e.message.contains("unknown field"), "{e}");
+
+        let e = error_of(&GOOD.replace("name = \"b\"", "name = \"a\""));
+        assert_eq!(e.line, Some(12), "{e}");
+
+        let e = error_of(&GOOD.replace("[\"true\"]", "[]"));
+        assert_eq!(e.line, Some(13), "{e}");
+
+        let e = error_of(&GOOD.replace("pool_memory = \"1G\"\n", "pool_memory = [\n"));
+        assert!(e.line.is_some(), "{e}");
+    }
+
+    #[test]
+    fn missing_essentials_are_explained() {
+        assert!(error_of("pool_memory = \"1G\"").message.contains("no jobs"));
+        assert!(error_of("[[job]]\nname=\"a\"\ncommand=[\"true\"]").message.contains("no pool_memory"));
+        assert!(error_of(&GOOD.replace("name = \"a\"", "name = \"../a\"")).message.contains("invalid job name"));
+    }
+}

@@ -1,0 +1,153 @@
+//! Launching a job as a process tree inside its cgroup, and tearing a
+//! cgroup down so that nothing is left behind.
+
+use anyhow::{Context, Result};
+use memgang_linux::cgroup::{CgroupBackend, GroupPath};
+use memgang_linux::pidfd::PidFd;
+use std::fs::{File, OpenOptions};
+use std::os::fd::AsRawFd;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// How long teardown keeps killing a group before giving up on it. Killed
+/// processes leave in milliseconds; a process still there after this is in
+/// uninterruptible sleep (e.g. a stuck NFS read) and retrying will not help.
+const KILL_DEADLINE: Duration = Duration::from_secs(10);
+const KILL_POLL: Duration = Duration::from_millis(10);
+
+pub struct Launched {
+    pub pid: i32,
+    pub pidfd: PidFd,
+}
+
+/// Start `command` with its stdout/stderr in `log_dir`, already a member of
+/// `group` when it execs: the child writes "0" (itself) into the group's
+/// cgroup.procs files between fork and exec, so not one page it touches is
+/// charged elsewhere and nothing it forks can escape.
+pub fn launch(
+    backend: &dyn CgroupBackend,
+    group: &GroupPath,
+    command: &[String],
+    env: &std::collections::BTreeMap<String, String>,
+    log_dir: &Path,
+) -> Result<Launched> {
+    let procs: Vec<File> = backend
+        .procs_files(group)
+        .iter()
+        .map(|p| OpenOptions::new().write(true).open(p).with_context(|| format!("opening {}", p.display())))
+        .collect::<Result<_>>()?;
+    let fds: Vec<i32> = procs.iter().map(|f| f.as_raw_fd()).collect();
+    std::fs::create_dir_all(log_dir).with_context(|| format!("creating log directory {}", log_dir.display()))?;
+    let stdout = File::create(log_dir.join("stdout")).context("creating the job's stdout log")?;
+    let stderr = File::create(log_dir.join("stderr")).context("creating the job's stderr log")?;
+
+    let mut cmd = Command::new(&command[0]);
+    cmd.args(&command[1..])
+        .envs(env)
+        .env("PATH", search_path())
+        .stdin(Stdio::null())
+        .stdout(stdout)
+        .stderr(stderr)
+        // Its own process group: a Ctrl-C at the terminal reaches memgang,
+        // which then stops the jobs in order, not the jobs behind its back.
+        .process_group(0);
+    // SAFETY: the closure only calls write(2), which is async-signal-safe,
+    // on descriptors that stay open until spawn() returns.
+    unsafe {
+        cmd.pre_exec(move || {
+            for fd in &fds {
+                if libc::write(*fd, b"0".as_ptr().cast(), 1) != 1 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            Ok(())
+        });
+    }
+    let child = cmd.spawn().map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => anyhow::anyhow!("command not found: {:?} (not on PATH, nor next to memgang)", command[0]),
+        std::io::ErrorKind::PermissionDenied => anyhow::anyhow!("command {:?} is not executable: {e}", command[0]),
+        _ => anyhow::anyhow!("cannot start {:?}: {e}", command[0]),
+    })?;
+    let pid = child.id() as i32;
+    // Our unreaped child: its pid cannot be reused until we wait for it.
+    let pidfd = PidFd::open(pid).context("pidfd_open on the job's first process")?;
+    Ok(Launched { pid, pidfd })
+}
+
+/// PATH for jobs: memgang's own directory first, so that tools installed
+/// next to it (memgang-workload) are found without installing them.
+fn search_path() -> std::ffi::OsString {
+    let mut dirs: Vec<std::path::PathBuf> = Vec::new();
+    if let Some(dir) = std::env::current_exe().ok().and_then(|p| p.parent().map(Path::to_path_buf)) {
+        dirs.push(dir);
+    }
+    if let Some(path) = std::env::var_os("PATH") {
+        dirs.extend(std::env::split_paths(&path));
+    }
+    std::env::join_paths(dirs).unwrap_or_default()
+}
+
+/// Exit status and resource use of a reaped process.
+pub struct Exit {
+    pub code: Option<i32>,
+    pub signal: Option<i32>,
+    pub cpu_s: f64,
+    pub major_faults: u64,
+}
+
+/// Reap `pid` if it has exited (never blocks).
+pub fn try_reap(pid: i32) -> Option<Exit> {
+    let mut status = 0;
+    // SAFETY: wait4 writes into the two local out-parameters only.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    let r = unsafe { libc::wait4(pid, &mut status, libc::WNOHANG, &mut ru) };
+    if r != pid {
+        return None;
+    }
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    Some(Exit {
+        code: libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status)),
+        signal: libc::WIFSIGNALED(status).then(|| libc::WTERMSIG(status)),
+        cpu_s: secs(ru.ru_utime) + secs(ru.ru_stime),
+        major_faults: ru.ru_majflt as u64,
+    })
+}
+
+/// Kill every process of `group` (thawing it first: a frozen task cannot
+/// act on SIGKILL under cgroup v1), reap `child` if given, and remove the
+/// group. Safe to call on a group that is already gone.
+pub fn kill_and_remove(backend: &dyn CgroupBackend, group: &GroupPath, child: Option<i32>) -> Result<()> {
+    if backend.can_freeze() {
+        let _ = backend.set_frozen(group, false);
+    }
+    let deadline = Instant::now() + KILL_DEADLINE;
+    loop {
+        if let Some(pid) = child {
+            let _ = try_reap(pid);
+        }
+        let pids = backend.procs_recursive(group).unwrap_or_default();
+        if pids.is_empty() {
+            break;
+        }
+        if Instant::now() > deadline {
+            anyhow::bail!("processes {pids:?} of cgroup {} did not die within {KILL_DEADLINE:?}", group.as_str());
+        }
+        for pid in pids {
+            if let Ok(fd) = PidFd::open(pid) {
+                // SIGCONT too, for processes stopped by the signal freezer.
+                let _ = fd.send_signal(libc::SIGKILL);
+                let _ = fd.send_signal(libc::SIGCONT);
+            }
+        }
+        std::thread::sleep(KILL_POLL);
+    }
+    if let Some(pid) = child {
+        // The group is empty, so the child has exited: reap it for good.
+        // SAFETY: plain blocking wait on our own child.
+        unsafe { libc::waitpid(pid, std::ptr::null_mut(), 0) };
+    }
+    backend.remove(group).with_context(|| format!("removing cgroup {}", group.as_str()))?;
+    Ok(())
+}

@@ -1,0 +1,204 @@
+//! The results of a run: one JSON document (schema in docs/results.md) from
+//! which every table, plot and report is made.
+
+use serde::{Deserialize, Serialize};
+
+/// Bumped when a field changes meaning or is removed; adding fields keeps it.
+pub const SCHEMA_VERSION: u32 = 1;
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct RunResult {
+    pub schema: u32,
+    pub memgang_version: String,
+    pub experiment: String,
+    pub policy: String,
+    pub quantum_s: f64,
+    pub pool_memory_bytes: u64,
+    pub machine: Machine,
+    /// Unix time (s) at which the run started.
+    pub started_unix_s: u64,
+    /// From the first arrival to the last completion.
+    pub makespan_s: f64,
+    /// Paper 000 §4.1: (makespan - batch makespan) / makespan; null when no
+    /// batch reference was used.
+    pub switching_overhead: Option<f64>,
+    pub batch_makespan_s: Option<f64>,
+    /// Where the batch reference came from: "self", "cache <file>", "run",
+    /// "file <path>" or "none".
+    pub baseline: String,
+    /// Paper 001: makespan over the standard deviation of completion times;
+    /// null with fewer than two jobs or equal completion times.
+    pub fairness: Option<f64>,
+    /// Node-wide pages swapped in and out during the run (/proc/vmstat).
+    pub swap_in_pages: u64,
+    pub swap_out_pages: u64,
+    /// Switches and the time the mechanisms took for them, in total.
+    pub switch_count: usize,
+    pub switch_time_s: f64,
+    /// True when the run was stopped by a signal before all jobs ended.
+    pub interrupted: bool,
+    pub jobs: Vec<JobResult>,
+    /// Which job ran when: one interval per stretch of running.
+    pub timeline: Vec<Interval>,
+    pub switches: Vec<Switch>,
+    pub samples: Vec<Sample>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Machine {
+    pub hostname: String,
+    pub kernel: String,
+    pub cpus: u32,
+    pub memory_bytes: u64,
+    pub swap_bytes: u64,
+    pub cgroup: String,
+    pub freezer: String,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct JobResult {
+    pub name: String,
+    pub command: Vec<String>,
+    pub ranks: u32,
+    pub declared_memory_bytes: Option<u64>,
+    pub arrival_s: f64,
+    pub start_s: Option<f64>,
+    pub finish_s: Option<f64>,
+    /// Finish minus arrival: the time the user waited for the job.
+    pub completion_s: Option<f64>,
+    /// User plus system CPU time of all its processes (wait4 rusage).
+    pub cpu_s: f64,
+    pub major_faults: u64,
+    /// Pages swapped in and out on the job's behalf. Exact where the cgroup
+    /// counts them (v2 with pswpin/pswpout); otherwise the node's counts
+    /// attributed per 100 ms sample by the job's share of major faults
+    /// (swap-in) and of swap growth (swap-out). See docs/results.md.
+    pub swap_in_pages: u64,
+    pub swap_out_pages: u64,
+    pub peak_anon_bytes: u64,
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    /// Why the job could not run or was stopped, if it did not exit by itself.
+    pub error: Option<String>,
+    /// The last lines the job wrote to stderr, when it failed.
+    pub stderr_tail: Option<String>,
+    pub log_dir: Option<String>,
+}
+
+impl JobResult {
+    pub fn ok(&self) -> bool {
+        self.exit_code == Some(0) && self.error.is_none()
+    }
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Interval {
+    pub job: String,
+    pub start_s: f64,
+    pub end_s: f64,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Switch {
+    pub at_s: f64,
+    pub took_s: f64,
+    pub suspended: Vec<String>,
+    pub resumed: Vec<String>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Sample {
+    pub t_s: f64,
+    /// Node pages swapped in / out since the previous sample.
+    pub swap_in: u64,
+    pub swap_out: u64,
+    pub pool_usage_bytes: u64,
+    /// Node memory PSI "some" avg10 (%), when the kernel has PSI.
+    pub psi_some_avg10: Option<f64>,
+    pub jobs: Vec<JobSample>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct JobSample {
+    pub job: String,
+    /// What the kernel says: "running" or "frozen" (by the freezer or by
+    /// SIGSTOP), read at the sample instant, not what memgang intended.
+    pub state: String,
+    pub anon_bytes: u64,
+    pub swap_bytes: Option<u64>,
+    pub major_faults: u64,
+}
+
+impl RunResult {
+    /// A table for people, made from the JSON alone.
+    pub fn table(&self) -> String {
+        let mut out = String::new();
+        let w = &mut out;
+        use std::fmt::Write;
+        let _ = writeln!(
+            w,
+            "{} — policy {}{}, pool {}, {}",
+            self.experiment,
+            self.policy,
+            if self.policy == "gang" { format!(" (quantum {}s)", fmt_num(self.quantum_s)) } else { String::new() },
+            memgang_core::units::format_bytes(self.pool_memory_bytes),
+            if self.interrupted { "INTERRUPTED" } else { "completed" }
+        );
+        let _ = writeln!(
+            w,
+            "{:<12} {:>5} {:>9} {:>9} {:>11} {:>8} {:>10} {:>10} {:>10}  status",
+            "job", "ranks", "start_s", "finish_s", "completion", "cpu_s", "majflt", "swapin_pg", "swapout_pg"
+        );
+        for j in &self.jobs {
+            let status = match (&j.error, j.exit_code, j.signal) {
+                (Some(e), _, _) => e.clone(),
+                (None, Some(0), _) => "ok".into(),
+                (None, Some(c), _) => format!("exit {c}"),
+                (None, None, Some(s)) => format!("killed by signal {s}"),
+                (None, None, None) => "not run".into(),
+            };
+            let _ = writeln!(
+                w,
+                "{:<12} {:>5} {:>9} {:>9} {:>11} {:>8} {:>10} {:>10} {:>10}  {}",
+                j.name,
+                j.ranks,
+                opt(j.start_s),
+                opt(j.finish_s),
+                opt(j.completion_s),
+                fmt_num(j.cpu_s),
+                j.major_faults,
+                j.swap_in_pages,
+                j.swap_out_pages,
+                status
+            );
+        }
+        let _ = writeln!(
+            w,
+            "makespan {}s | switching overhead {} (batch {}) | fairness {} | switches {} ({}s) | swap in {} / out {} pages",
+            fmt_num(self.makespan_s),
+            self.switching_overhead.map(|o| format!("{:.1}%", o * 100.0)).unwrap_or_else(|| "n/a".into()),
+            match self.batch_makespan_s {
+                Some(b) => format!("{}s, {}", fmt_num(b), self.baseline),
+                None => self.baseline.clone(),
+            },
+            self.fairness.map(fmt_num).unwrap_or_else(|| "n/a".into()),
+            self.switch_count,
+            fmt_num(self.switch_time_s),
+            self.swap_in_pages,
+            self.swap_out_pages
+        );
+        out
+    }
+}
+
+fn opt(v: Option<f64>) -> String {
+    v.map(fmt_num).unwrap_or_else(|| "-".into())
+}
+
+fn fmt_num(v: f64) -> String {
+    if v.abs() >= 100.0 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.2}")
+    }
+}
