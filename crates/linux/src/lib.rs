@@ -1,0 +1,14 @@
+//! memgang-linux: the mechanisms memgang uses on a real Linux node, each
+//! behind a small interface. The kernel does the work (cgroups limit and
+//! account memory, the freezer stops jobs, swap holds what does not fit);
+//! this crate only knows *how* to ask for it. What to do and when is decided
+//! by `memgang-core`.
+
+pub mod cgroup;
+pub mod counters;
+pub mod error;
+pub mod freeze;
+pub mod pidfd;
+pub mod swap;
+
+pub use error::{Error, Result};
