@@ -5,7 +5,11 @@ use anyhow::Result;
 use memgang_linux::cgroup::{self, CgroupBackend, GroupPath};
 
 fn owner_alive(group: &GroupPath) -> bool {
-    match group.as_str().strip_prefix("memgang-").and_then(|p| p.parse::<i32>().ok()) {
+    match group
+        .as_str()
+        .strip_prefix("memgang-")
+        .and_then(|p| p.parse::<i32>().ok())
+    {
         // SAFETY: kill with signal 0 only checks that the process exists.
         Some(pid) => (unsafe { libc::kill(pid, 0) }) == 0,
         // Not one of ours by name: never touch it.
@@ -14,13 +18,25 @@ fn owner_alive(group: &GroupPath) -> bool {
 }
 
 fn stale(backend: &dyn CgroupBackend) -> Result<Vec<GroupPath>> {
-    Ok(backend.list_groups("memgang-")?.into_iter().filter(|g| !owner_alive(g)).collect())
+    Ok(backend
+        .list_groups("memgang-")?
+        .into_iter()
+        .filter(|g| !owner_alive(g))
+        .collect())
 }
 
 pub fn list() -> Result<()> {
     let backend = cgroup::detect()?;
     for g in backend.list_groups("memgang")? {
-        println!("cgroup {} ({})", g.as_str(), if owner_alive(&g) { "in use" } else { "stale: `memgang cleanup` removes it" });
+        println!(
+            "cgroup {} ({})",
+            g.as_str(),
+            if owner_alive(&g) {
+                "in use"
+            } else {
+                "stale: `memgang cleanup` removes it"
+            }
+        );
     }
     Ok(())
 }

@@ -17,7 +17,11 @@ mod cleanup;
 mod report;
 
 #[derive(Parser)]
-#[command(name = "memgang", version, about = "Gang-schedule processors and memory: time-share memory-hungry jobs on one node")]
+#[command(
+    name = "memgang",
+    version,
+    about = "Gang-schedule processors and memory: time-share memory-hungry jobs on one node"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -108,7 +112,8 @@ const EXIT_INTERRUPTED: u8 = 130;
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("MEMGANG_LOG").unwrap_or_else(|_| "info".into()),
+            tracing_subscriber::EnvFilter::try_from_env("MEMGANG_LOG")
+                .unwrap_or_else(|_| "info".into()),
         )
         .with_target(false)
         .with_ansi(std::io::stderr().is_terminal())
@@ -144,7 +149,11 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
 }
 
 fn run(args: RunArgs) -> Result<ExitCode> {
-    let overrides = Overrides { policy: args.policy, quantum: args.quantum, pool_memory: args.pool_memory };
+    let overrides = Overrides {
+        policy: args.policy,
+        quantum: args.quantum,
+        pool_memory: args.pool_memory,
+    };
     let exp = Experiment::load(&args.experiment, &overrides)?;
     if args.check {
         println!(
@@ -160,7 +169,10 @@ fn run(args: RunArgs) -> Result<ExitCode> {
                 "  {:<12} ranks {:<3} memory {:<6} arrival {:?}  {}",
                 j.spec.name,
                 j.spec.ranks,
-                j.spec.memory_bytes.map(format_bytes).unwrap_or_else(|| "-".into()),
+                j.spec
+                    .memory_bytes
+                    .map(format_bytes)
+                    .unwrap_or_else(|| "-".into()),
                 j.spec.arrival,
                 j.command.join(" ")
             );
@@ -208,7 +220,11 @@ fn testbed(action: TestbedAction) -> Result<ExitCode> {
     match action {
         TestbedAction::Up { swap: size, path } => {
             let sf = swap::up(&path, size)?;
-            println!("swap: {} ({}) active", sf.path.display(), format_bytes(sf.size_bytes));
+            println!(
+                "swap: {} ({}) active",
+                sf.path.display(),
+                format_bytes(sf.size_bytes)
+            );
             let dir = path.parent().unwrap_or(std::path::Path::new("/"));
             let bw = swap::measure_bandwidth(dir, BANDWIDTH_SAMPLE)?;
             println!(

@@ -11,7 +11,16 @@ pub fn render(results: &[RunResult]) -> String {
     let _ = writeln!(
         out,
         "{:<24} {:<8} {:>9} {:>11} {:>10} {:>9} {:>9} {:>11} {:>11} {:>6}",
-        "experiment", "policy", "quantum", "makespan_s", "overhead", "fairness", "switches", "swap_in_pg", "swap_out_pg", "failed"
+        "experiment",
+        "policy",
+        "quantum",
+        "makespan_s",
+        "overhead",
+        "fairness",
+        "switches",
+        "swap_in_pg",
+        "swap_out_pg",
+        "failed"
     );
     for r in results {
         let failed = r.jobs.iter().filter(|j| !j.ok()).count();
@@ -20,10 +29,18 @@ pub fn render(results: &[RunResult]) -> String {
             "{:<24} {:<8} {:>9} {:>11.1} {:>10} {:>9} {:>9} {:>11} {:>11} {:>6}",
             r.experiment,
             r.policy,
-            if r.policy == "gang" { format!("{}s", r.quantum_s) } else { "-".into() },
+            if r.policy == "gang" {
+                format!("{}s", r.quantum_s)
+            } else {
+                "-".into()
+            },
             r.makespan_s,
-            r.switching_overhead.map(|o| format!("{:.1}%", o * 100.0)).unwrap_or_else(|| "n/a".into()),
-            r.fairness.map(|f| format!("{f:.1}")).unwrap_or_else(|| "n/a".into()),
+            r.switching_overhead
+                .map(|o| format!("{:.1}%", o * 100.0))
+                .unwrap_or_else(|| "n/a".into()),
+            r.fairness
+                .map(|f| format!("{f:.1}"))
+                .unwrap_or_else(|| "n/a".into()),
             r.switch_count,
             r.swap_in_pages,
             r.swap_out_pages,

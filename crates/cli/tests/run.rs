@@ -44,20 +44,50 @@ fn gang_runs_one_job_at_a_time_and_no_data_is_lost() {
     assert!(out.status.success(), "{}", text(&out));
     let v = v.expect("results JSON");
     for j in jobs(&v) {
-        assert_eq!(j["exit_code"], 0, "job {} failed its self-check: {}", j["name"], text(&out));
+        assert_eq!(
+            j["exit_code"],
+            0,
+            "job {} failed its self-check: {}",
+            j["name"],
+            text(&out)
+        );
     }
     let samples = v["samples"].as_array().unwrap();
-    assert!(samples.len() > 20, "expected samples every 100 ms, got {}", samples.len());
+    assert!(
+        samples.len() > 20,
+        "expected samples every 100 ms, got {}",
+        samples.len()
+    );
     let mut both_present = 0;
     for s in samples {
-        let states: Vec<&str> = s["jobs"].as_array().unwrap().iter().map(|j| j["state"].as_str().unwrap()).collect();
+        let states: Vec<&str> = s["jobs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|j| j["state"].as_str().unwrap())
+            .collect();
         let running = states.iter().filter(|s| **s == "running").count();
-        assert!(running <= 1, "at {}s more than one job ran under gang: {states:?}", s["t_s"]);
+        assert!(
+            running <= 1,
+            "at {}s more than one job ran under gang: {states:?}",
+            s["t_s"]
+        );
         both_present += (states.len() == 2) as usize;
     }
-    assert!(both_present > 5, "the two jobs were never alive together ({both_present} samples)");
-    assert!(v["switch_count"].as_u64().unwrap() >= 2, "expected switches, got {}", v["switch_count"]);
-    assert!(v["swap_out_pages"].as_u64().unwrap() > 1000, "the pool should have paged: {}", v["swap_out_pages"]);
+    assert!(
+        both_present > 5,
+        "the two jobs were never alive together ({both_present} samples)"
+    );
+    assert!(
+        v["switch_count"].as_u64().unwrap() >= 2,
+        "expected switches, got {}",
+        v["switch_count"]
+    );
+    assert!(
+        v["swap_out_pages"].as_u64().unwrap() > 1000,
+        "the pool should have paged: {}",
+        v["swap_out_pages"]
+    );
     assert!(v["fairness"].is_number() || v["fairness"].is_null());
     let timeline = v["timeline"].as_array().unwrap();
     assert!(timeline.len() >= 3, "timeline: {timeline:?}");
@@ -79,7 +109,10 @@ fn batch_and_gang_complete_the_same_work() {
     let batch_out: Vec<String> = ["seq", "pair"].iter().map(|j| summary(j)).collect();
     // Batch runs the jobs one after the other.
     let (j0, j1) = (&jobs(&b)[0], &jobs(&b)[1]);
-    assert!(j1["start_s"].as_f64().unwrap() >= j0["finish_s"].as_f64().unwrap() - 0.05, "{b}");
+    assert!(
+        j1["start_s"].as_f64().unwrap() >= j0["finish_s"].as_f64().unwrap() - 0.05,
+        "{b}"
+    );
     assert_eq!(b["switching_overhead"], 0.0);
 
     let gang = bed.write("gang.toml", &two_jobs("gang", "1s", 1002));
@@ -88,14 +121,27 @@ fn batch_and_gang_complete_the_same_work() {
     let g = g.unwrap();
     for (i, job) in ["seq", "pair"].iter().enumerate() {
         assert_eq!(jobs(&g)[i]["exit_code"], 0);
-        let line = |s: &str| s.lines().find(|l| l.contains(" ok ")).map(|l| l.split(" seconds=").next().unwrap().to_string());
-        assert_eq!(line(&summary(job)), line(&batch_out[i]), "the same job did different work under gang");
+        let line = |s: &str| {
+            s.lines()
+                .find(|l| l.contains(" ok "))
+                .map(|l| l.split(" seconds=").next().unwrap().to_string())
+        };
+        assert_eq!(
+            line(&summary(job)),
+            line(&batch_out[i]),
+            "the same job did different work under gang"
+        );
     }
     // The gang run found the batch reference in the cache.
-    assert!(g["baseline"].as_str().unwrap().starts_with("cache"), "{}", g["baseline"]);
+    assert!(
+        g["baseline"].as_str().unwrap().starts_with("cache"),
+        "{}",
+        g["baseline"]
+    );
     assert_eq!(g["batch_makespan_s"], b["makespan_s"]);
     let overhead = g["switching_overhead"].as_f64().unwrap();
-    let expect = (g["makespan_s"].as_f64().unwrap() - b["makespan_s"].as_f64().unwrap()) / g["makespan_s"].as_f64().unwrap();
+    let expect = (g["makespan_s"].as_f64().unwrap() - b["makespan_s"].as_f64().unwrap())
+        / g["makespan_s"].as_f64().unwrap();
     assert!((overhead - expect).abs() < 1e-9);
 }
 
@@ -125,32 +171,63 @@ command = ["memgang-workload", "--mib", "16", "--pattern", "stencil", "--iterati
 "#,
     );
     let (out, v) = bed.run(&exp, &["--baseline", "none"]);
-    assert_eq!(out.status.code(), Some(3), "exit code 3 means some jobs failed: {}", text(&out));
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "exit code 3 means some jobs failed: {}",
+        text(&out)
+    );
     let v = v.unwrap();
     let j = jobs(&v);
     assert_eq!(j[0]["exit_code"], 7);
     assert!(j[0]["stderr_tail"].as_str().unwrap().contains("dying"));
-    assert!(j[1]["error"].as_str().unwrap().contains("command not found"), "{}", j[1]);
+    assert!(
+        j[1]["error"]
+            .as_str()
+            .unwrap()
+            .contains("command not found"),
+        "{}",
+        j[1]
+    );
     assert_eq!(j[2]["signal"], 11);
     assert_eq!(j[3]["exit_code"], 0);
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(stdout.contains("exit 7") && stdout.contains("command not found"), "{stdout}");
+    assert!(
+        stdout.contains("exit 7") && stdout.contains("command not found"),
+        "{stdout}"
+    );
 }
 
 #[test]
 fn a_bad_experiment_file_is_refused_with_its_line() {
     let dir = tempfile::tempdir().unwrap();
     let exp = dir.path().join("bad.toml");
-    std::fs::write(&exp, "pool_memory = \"1G\"\n[[job]]\nname = \"a\"\ncommand = [\"true\"]\nmemory = \"lots\"\n").unwrap();
+    std::fs::write(
+        &exp,
+        "pool_memory = \"1G\"\n[[job]]\nname = \"a\"\ncommand = [\"true\"]\nmemory = \"lots\"\n",
+    )
+    .unwrap();
     let out = memgang().arg("run").arg(&exp).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("bad.toml:5: invalid size \"lots\""), "{err}");
 
-    std::fs::write(&exp, "pool_memory = \"1G\"\n[[job]]\nname = \"a\"\ncomand = [\"true\"]\n").unwrap();
-    let out = memgang().arg("run").arg(&exp).arg("--check").output().unwrap();
+    std::fs::write(
+        &exp,
+        "pool_memory = \"1G\"\n[[job]]\nname = \"a\"\ncomand = [\"true\"]\n",
+    )
+    .unwrap();
+    let out = memgang()
+        .arg("run")
+        .arg(&exp)
+        .arg("--check")
+        .output()
+        .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("bad.toml:4:") && err.contains("unknown field `comand`"), "{err}");
+    assert!(
+        err.contains("bad.toml:4:") && err.contains("unknown field `comand`"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -165,7 +242,11 @@ fn a_job_that_cannot_fit_is_refused_up_front() {
     );
     let (out, _) = bed.run(&exp, &[]);
     assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot run"), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("cannot run"),
+        "{}",
+        text(&out)
+    );
 }
 
 #[test]
@@ -210,10 +291,17 @@ ranks = 2
     unsafe { libc::kill(pid as i32, libc::SIGTERM) };
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(130), "interrupted runs exit with 130");
-    assert!(leftover_cgroups(pid).is_empty(), "cgroups left: {:?}", leftover_cgroups(pid));
+    assert!(
+        leftover_cgroups(pid).is_empty(),
+        "cgroups left: {:?}",
+        leftover_cgroups(pid)
+    );
     let left = processes_with("777001");
     assert!(left.is_empty(), "processes left behind: {left:?}");
     let v: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
     assert_eq!(v["interrupted"], true);
-    assert!(v["switch_count"].as_u64().unwrap() >= 1, "no switch happened before SIGTERM: {v}");
+    assert!(
+        v["switch_count"].as_u64().unwrap() >= 1,
+        "no switch happened before SIGTERM: {v}"
+    );
 }

@@ -34,7 +34,11 @@ pub enum Action {
     Boost { job: JobId, nice: i32 },
     /// Keep a queued job waiting, saying why (reported to the user). A job
     /// that will never fit is deferred with `until: None`.
-    Defer { job: JobId, until: Option<Time>, reason: String },
+    Defer {
+        job: JobId,
+        until: Option<Time>,
+        reason: String,
+    },
 }
 
 impl Action {

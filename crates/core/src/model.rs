@@ -39,7 +39,11 @@ impl Cluster {
     pub fn uniform(count: u32, cpus: u32, memory_bytes: u64) -> Self {
         assert!(count > 0 && cpus > 0, "a cluster needs nodes with CPUs");
         let nodes = (0..count)
-            .map(|i| Node { id: NodeId(i), cpus, memory_bytes })
+            .map(|i| Node {
+                id: NodeId(i),
+                cpus,
+                memory_bytes,
+            })
             .collect();
         Cluster { nodes }
     }

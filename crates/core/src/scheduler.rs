@@ -18,7 +18,11 @@ pub struct Scheduler {
 
 impl Scheduler {
     pub fn new(cluster: Cluster, jobs: Vec<JobSpec>, policy: Box<dyn Policy>) -> Self {
-        Scheduler { state: State::new(cluster, jobs), policy, timer: None }
+        Scheduler {
+            state: State::new(cluster, jobs),
+            policy,
+            timer: None,
+        }
     }
 
     pub fn state(&self) -> &State {
@@ -113,7 +117,10 @@ impl Scheduler {
         let now = self.state.now;
         let j = &mut self.state.jobs[action.job().index()];
         let bad = |j: &crate::state::JobState| -> ! {
-            panic!("policy asked for {action:?} while job {} is {:?}", j.spec.name, j.status)
+            panic!(
+                "policy asked for {action:?} while job {} is {:?}",
+                j.spec.name, j.status
+            )
         };
         match action {
             Action::Start { nodes, .. } => {

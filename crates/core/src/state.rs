@@ -47,7 +47,11 @@ impl State {
                 finished_at: None,
             })
             .collect();
-        State { now: Time::ZERO, cluster, jobs }
+        State {
+            now: Time::ZERO,
+            cluster,
+            jobs,
+        }
     }
 
     pub fn now(&self) -> Time {

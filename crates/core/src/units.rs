@@ -5,9 +5,13 @@
 /// followed by `i`/`iB`/`B`, case-insensitive, and a decimal fraction.
 pub fn parse_bytes(text: &str) -> Result<u64, String> {
     let s = text.trim();
-    let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(s.len());
     let (num, unit) = s.split_at(split);
-    let bad = || format!("invalid size {text:?}: expected a number with an optional unit, like 700M, 1G or 1.5GiB");
+    let bad = || {
+        format!("invalid size {text:?}: expected a number with an optional unit, like 700M, 1G or 1.5GiB")
+    };
     let value: f64 = num.parse().map_err(|_| bad())?;
     let shift = match unit.trim().to_ascii_lowercase().as_str() {
         "" | "b" => 0,

@@ -14,12 +14,21 @@ fn jobs(arrivals: &[u64]) -> Vec<JobSpec> {
     arrivals
         .iter()
         .enumerate()
-        .map(|(i, a)| JobSpec { name: format!("j{i}"), ranks: 1, memory_bytes: None, arrival: s(*a) })
+        .map(|(i, a)| JobSpec {
+            name: format!("j{i}"),
+            ranks: 1,
+            memory_bytes: None,
+            arrival: s(*a),
+        })
         .collect()
 }
 
 fn sched(kind: PolicyKind, nodes: u32, arrivals: &[u64]) -> Scheduler {
-    Scheduler::new(Cluster::uniform(nodes, 2, GIB), jobs(arrivals), kind.build(s(10)))
+    Scheduler::new(
+        Cluster::uniform(nodes, 2, GIB),
+        jobs(arrivals),
+        kind.build(s(10)),
+    )
 }
 
 /// Actions rendered compactly: "start j0", "suspend j1", "resume j2".
@@ -60,16 +69,35 @@ fn batch_fills_idle_nodes_without_overtaking() {
     let mut sc = Scheduler::new(
         Cluster::uniform(2, 2, GIB),
         vec![
-            JobSpec { name: "wide".into(), ranks: 4, memory_bytes: None, arrival: s(0) },
-            JobSpec { name: "wide2".into(), ranks: 4, memory_bytes: None, arrival: s(0) },
-            JobSpec { name: "small".into(), ranks: 1, memory_bytes: None, arrival: s(0) },
+            JobSpec {
+                name: "wide".into(),
+                ranks: 4,
+                memory_bytes: None,
+                arrival: s(0),
+            },
+            JobSpec {
+                name: "wide2".into(),
+                ranks: 4,
+                memory_bytes: None,
+                arrival: s(0),
+            },
+            JobSpec {
+                name: "small".into(),
+                ranks: 1,
+                memory_bytes: None,
+                arrival: s(0),
+            },
         ],
         PolicyKind::Batch.build(s(10)),
     );
     let a = sc.advance(s(0));
     assert_eq!(show(&sc, &a), ["start wide"]);
     let a = sc.handle(s(3), Event::JobFinished(JobId(0)));
-    assert_eq!(show(&sc, &a), ["start wide2"], "small must not overtake wide2");
+    assert_eq!(
+        show(&sc, &a),
+        ["start wide2"],
+        "small must not overtake wide2"
+    );
     let a = sc.handle(s(4), Event::JobFinished(JobId(1)));
     assert_eq!(show(&sc, &a), ["start small"]);
 }
@@ -90,14 +118,21 @@ fn gang_rotates_round_robin_every_quantum() {
     let a = sc.advance(s(0));
     assert_eq!(show(&sc, &a), ["start j0"]);
     assert_eq!(sc.next_wakeup(), Some(s(10)));
-    assert!(sc.advance(s(9)).is_empty(), "no switch before the quantum ends");
+    assert!(
+        sc.advance(s(9)).is_empty(),
+        "no switch before the quantum ends"
+    );
     let a = sc.advance(s(10));
     assert_eq!(show(&sc, &a), ["suspend j0", "start j1"]);
     let a = sc.advance(s(20));
     assert_eq!(show(&sc, &a), ["suspend j1", "start j2"]);
     let a = sc.advance(s(30));
     assert_eq!(show(&sc, &a), ["suspend j2", "resume j0"]);
-    let running: Vec<_> = sc.state().with_status(JobStatus::Running).map(|j| j.id).collect();
+    let running: Vec<_> = sc
+        .state()
+        .with_status(JobStatus::Running)
+        .map(|j| j.id)
+        .collect();
     assert_eq!(running, [JobId(0)]);
 }
 
@@ -120,9 +155,24 @@ fn gang_packs_rows_by_node_and_keeps_ranks_together() {
     let mut sc = Scheduler::new(
         Cluster::uniform(2, 2, GIB),
         vec![
-            JobSpec { name: "a".into(), ranks: 2, memory_bytes: None, arrival: s(0) },
-            JobSpec { name: "b".into(), ranks: 1, memory_bytes: None, arrival: s(0) },
-            JobSpec { name: "wide".into(), ranks: 3, memory_bytes: None, arrival: s(0) },
+            JobSpec {
+                name: "a".into(),
+                ranks: 2,
+                memory_bytes: None,
+                arrival: s(0),
+            },
+            JobSpec {
+                name: "b".into(),
+                ranks: 1,
+                memory_bytes: None,
+                arrival: s(0),
+            },
+            JobSpec {
+                name: "wide".into(),
+                ranks: 3,
+                memory_bytes: None,
+                arrival: s(0),
+            },
         ],
         PolicyKind::Gang.build(s(10)),
     );
@@ -137,7 +187,10 @@ fn gang_packs_rows_by_node_and_keeps_ranks_together() {
 fn gang_late_arrival_waits_for_its_slot() {
     let mut sc = sched(PolicyKind::Gang, 1, &[0, 15]);
     sc.advance(s(0));
-    assert!(sc.advance(s(10)).is_empty(), "alone: quantum renewed without a switch");
+    assert!(
+        sc.advance(s(10)).is_empty(),
+        "alone: quantum renewed without a switch"
+    );
     assert_eq!(sc.next_wakeup(), Some(s(15)));
     assert!(sc.advance(s(15)).is_empty());
     assert_eq!(sc.state().job(JobId(1)).status, JobStatus::Queued);
@@ -152,7 +205,10 @@ fn advance_delivers_overdue_events_in_time_order() {
     let mut sc = sched(PolicyKind::Gang, 1, &[0, 0]);
     sc.advance(s(0));
     let a = sc.advance(s(25));
-    assert_eq!(show(&sc, &a), ["suspend j0", "start j1", "suspend j1", "resume j0"]);
+    assert_eq!(
+        show(&sc, &a),
+        ["suspend j0", "start j1", "suspend j1", "resume j0"]
+    );
     assert_eq!(sc.next_wakeup(), Some(s(30)));
 }
 
@@ -178,5 +234,8 @@ fn policy_names_parse() {
     for k in PolicyKind::ALL {
         assert_eq!(k.name().parse::<PolicyKind>(), Ok(k));
     }
-    assert!("fifo".parse::<PolicyKind>().unwrap_err().contains("batch, cosched, gang"));
+    assert!("fifo"
+        .parse::<PolicyKind>()
+        .unwrap_err()
+        .contains("batch, cosched, gang"));
 }

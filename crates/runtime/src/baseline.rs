@@ -54,7 +54,15 @@ pub fn key(exp: &Experiment, machine: &Machine) -> String {
     let jobs: Vec<_> = exp
         .jobs
         .iter()
-        .map(|j| (&j.spec.name, &j.command, j.spec.ranks, j.spec.arrival.as_nanos() as u64, &j.env))
+        .map(|j| {
+            (
+                &j.spec.name,
+                &j.command,
+                j.spec.ranks,
+                j.spec.arrival.as_nanos() as u64,
+                &j.env,
+            )
+        })
         .collect();
     let material = serde_json::json!({
         "memgang": env!("CARGO_PKG_VERSION"),
@@ -76,19 +84,22 @@ pub fn store(exp: &Experiment, result: &RunResult) -> Result<PathBuf> {
     let dir = cache_dir();
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let path = dir.join(format!("{}.json", key(exp, &result.machine)));
-    std::fs::write(&path, serde_json::to_vec_pretty(result)?).with_context(|| format!("writing {}", path.display()))?;
+    std::fs::write(&path, serde_json::to_vec_pretty(result)?)
+        .with_context(|| format!("writing {}", path.display()))?;
     Ok(path)
 }
 
 pub fn load(path: &Path) -> Result<RunResult> {
     let text = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
-    serde_json::from_slice(&text).with_context(|| format!("{} is not a memgang result file", path.display()))
+    serde_json::from_slice(&text)
+        .with_context(|| format!("{} is not a memgang result file", path.display()))
 }
 
 /// Fill in the overhead of `result` from a batch reference.
 pub fn apply(result: &mut RunResult, batch_makespan_s: f64, how: String) {
     result.batch_makespan_s = Some(batch_makespan_s);
-    result.switching_overhead = memgang_core::metrics::switching_overhead(result.makespan_s, batch_makespan_s);
+    result.switching_overhead =
+        memgang_core::metrics::switching_overhead(result.makespan_s, batch_makespan_s);
     result.baseline = how;
 }
 

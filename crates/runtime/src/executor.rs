@@ -7,7 +7,9 @@
 
 use crate::experiment::Experiment;
 use crate::procs::{self, Exit, Launched};
-use crate::results::{Interval, JobResult, JobSample, Machine, RunResult, Sample, Switch, SCHEMA_VERSION};
+use crate::results::{
+    Interval, JobResult, JobSample, Machine, RunResult, Sample, Switch, SCHEMA_VERSION,
+};
 use anyhow::{Context, Result};
 use memgang_core::{Action, Cluster, Event, JobId, JobStatus, Scheduler};
 use memgang_linux::cgroup::{CgroupBackend, GroupPath, MemoryStat};
@@ -65,15 +67,29 @@ impl Drop for Teardown<'_> {
 pub fn execute(exp: &Experiment, env: &Env) -> Result<RunResult> {
     let backend = env.backend.as_ref();
     let pool = GroupPath::new(&format!("memgang-{}", std::process::id()))?;
-    backend.create(&pool).with_context(|| format!("creating the pool cgroup {}", pool.as_str()))?;
-    let mut teardown = Teardown { backend, pool: pool.clone(), jobs: Vec::new() };
+    backend
+        .create(&pool)
+        .with_context(|| format!("creating the pool cgroup {}", pool.as_str()))?;
+    let mut teardown = Teardown {
+        backend,
+        pool: pool.clone(),
+        jobs: Vec::new(),
+    };
     backend
         .set_memory_limit(&pool, Some(exp.pool_memory))
-        .with_context(|| format!("setting the pool's memory limit to {} bytes", exp.pool_memory))?;
+        .with_context(|| {
+            format!(
+                "setting the pool's memory limit to {} bytes",
+                exp.pool_memory
+            )
+        })?;
 
     // The node as the policy sees it: its CPUs (ranks beyond them share
     // them) and the pool's memory.
-    let cpus = env.machine.cpus.max(exp.jobs.iter().map(|j| j.spec.ranks).max().unwrap_or(1));
+    let cpus = env
+        .machine
+        .cpus
+        .max(exp.jobs.iter().map(|j| j.spec.ranks).max().unwrap_or(1));
     let cluster = Cluster::uniform(1, cpus, exp.pool_memory);
     let mut sched = Scheduler::new(cluster, exp.specs(), exp.policy.build(exp.quantum));
     let mut run = Run {
@@ -133,7 +149,9 @@ pub fn execute(exp: &Experiment, env: &Env) -> Result<RunResult> {
             run.show_progress(&sched);
             next_sample = (next_sample + exp.sample_interval).max(now);
         }
-        let wake = sched.next_wakeup().map_or(next_sample, |w| w.min(next_sample));
+        let wake = sched
+            .next_wakeup()
+            .map_or(next_sample, |w| w.min(next_sample));
         run.wait_for_exit(wake.saturating_sub(run.now()));
     }
     let end = run.now();
@@ -141,7 +159,11 @@ pub fn execute(exp: &Experiment, env: &Env) -> Result<RunResult> {
     // Close what is still open: interrupted jobs end now.
     for (i, j) in run.jobs.iter_mut().enumerate() {
         if let Some(since) = j.running_since.take() {
-            run.timeline.push(Interval { job: exp.jobs[i].spec.name.clone(), start_s: since.as_secs_f64(), end_s: end.as_secs_f64() });
+            run.timeline.push(Interval {
+                job: exp.jobs[i].spec.name.clone(),
+                start_s: since.as_secs_f64(),
+                end_s: end.as_secs_f64(),
+            });
         }
         if j.proc.is_some() {
             j.result.error = Some("stopped: memgang was interrupted".into());
@@ -152,10 +174,17 @@ pub fn execute(exp: &Experiment, env: &Env) -> Result<RunResult> {
     let vm_end = VmStat::read().unwrap_or(run.vm_last);
 
     let jobs: Vec<JobResult> = run.jobs.into_iter().map(|j| j.result).collect();
-    let first_arrival = jobs.iter().map(|j| j.arrival_s).fold(f64::INFINITY, f64::min);
+    let first_arrival = jobs
+        .iter()
+        .map(|j| j.arrival_s)
+        .fold(f64::INFINITY, f64::min);
     let last_finish = jobs.iter().filter_map(|j| j.finish_s).fold(0.0, f64::max);
     // An interrupted run lasted until the interruption.
-    let last_finish = if interrupted { end.as_secs_f64() } else { last_finish };
+    let last_finish = if interrupted {
+        end.as_secs_f64()
+    } else {
+        last_finish
+    };
     let makespan_s = (last_finish - first_arrival).max(0.0);
     let completions: Vec<f64> = jobs.iter().filter_map(|j| j.completion_s).collect();
     Ok(RunResult {
@@ -218,7 +247,12 @@ impl Run<'_> {
     /// switch, timed as one; the policy hears of it as `SwitchDone`, and of
     /// jobs that could not start as `JobFinished`, which may bring more
     /// actions.
-    fn execute(&mut self, sched: &mut Scheduler, actions: Vec<Action>, teardown: &mut Teardown) -> Result<()> {
+    fn execute(
+        &mut self,
+        sched: &mut Scheduler,
+        actions: Vec<Action>,
+        teardown: &mut Teardown,
+    ) -> Result<()> {
         let mut queue: VecDeque<Action> = actions.into();
         while !queue.is_empty() {
             let batch: Vec<Action> = queue.drain(..).collect();
@@ -233,7 +267,11 @@ impl Run<'_> {
                     Action::Start { .. } => match self.start(job, teardown) {
                         Ok(()) => resumed.push(self.name(job).to_string()),
                         Err(e) => {
-                            self.say(format!("{:>7.1}s  {} could not start: {e:#}", at.as_secs_f64(), self.name(job)));
+                            self.say(format!(
+                                "{:>7.1}s  {} could not start: {e:#}",
+                                at.as_secs_f64(),
+                                self.name(job)
+                            ));
                             self.jobs[i].result.error = Some(format!("{e:#}"));
                             failed.push(job);
                         }
@@ -255,12 +293,19 @@ impl Run<'_> {
                         resumed.push(self.name(job).to_string());
                     }
                     Action::Boost { nice, .. } => self.renice(job, nice),
-                    Action::Defer { reason, .. } => self.say(format!("{} waits: {reason}", self.name(job))),
+                    Action::Defer { reason, .. } => {
+                        self.say(format!("{} waits: {reason}", self.name(job)))
+                    }
                 }
             }
             if is_switch {
                 let took = began.elapsed();
-                self.switches.push(Switch { at_s: at.as_secs_f64(), took_s: took.as_secs_f64(), suspended, resumed });
+                self.switches.push(Switch {
+                    at_s: at.as_secs_f64(),
+                    took_s: took.as_secs_f64(),
+                    suspended,
+                    resumed,
+                });
                 queue.extend(sched.handle(self.now(), Event::SwitchDone { took }));
             }
             for job in failed {
@@ -277,10 +322,19 @@ impl Run<'_> {
     fn start(&mut self, job: JobId, teardown: &mut Teardown) -> Result<()> {
         let def = &self.exp.jobs[job.index()];
         let group = self.jobs[job.index()].group.clone();
-        self.env.backend.create(&group).with_context(|| format!("creating cgroup {}", group.as_str()))?;
+        self.env
+            .backend
+            .create(&group)
+            .with_context(|| format!("creating cgroup {}", group.as_str()))?;
         teardown.jobs.push((group.clone(), None));
         let log_dir = self.env.logs.join(&def.spec.name);
-        let launched = procs::launch(self.env.backend.as_ref(), &group, &def.command, &def.env, &log_dir)?;
+        let launched = procs::launch(
+            self.env.backend.as_ref(),
+            &group,
+            &def.command,
+            &def.env,
+            &log_dir,
+        )?;
         if let Some(entry) = teardown.jobs.iter_mut().find(|(g, _)| *g == group) {
             entry.1 = Some(launched.pid);
         }
@@ -290,22 +344,38 @@ impl Run<'_> {
         j.running_since = Some(now);
         j.result.start_s = Some(now.as_secs_f64());
         j.result.log_dir = Some(log_dir.display().to_string());
-        self.say(format!("{:>7.1}s  {} started", now.as_secs_f64(), def.spec.name));
+        self.say(format!(
+            "{:>7.1}s  {} started",
+            now.as_secs_f64(),
+            def.spec.name
+        ));
         Ok(())
     }
 
     fn stop_interval(&mut self, job: JobId, now: Duration) {
         if let Some(since) = self.jobs[job.index()].running_since.take() {
             let name = self.name(job).to_string();
-            self.timeline.push(Interval { job: name, start_s: since.as_secs_f64(), end_s: now.as_secs_f64() });
+            self.timeline.push(Interval {
+                job: name,
+                start_s: since.as_secs_f64(),
+                end_s: now.as_secs_f64(),
+            });
         }
     }
 
     fn renice(&self, job: JobId, nice: i32) {
-        for pid in self.env.backend.procs_recursive(&self.jobs[job.index()].group).unwrap_or_default() {
+        for pid in self
+            .env
+            .backend
+            .procs_recursive(&self.jobs[job.index()].group)
+            .unwrap_or_default()
+        {
             // SAFETY: setpriority takes plain integers.
             if unsafe { libc::setpriority(libc::PRIO_PROCESS, pid as libc::id_t, nice) } != 0 {
-                tracing::warn!("renice of pid {pid} to {nice}: {}", std::io::Error::last_os_error());
+                tracing::warn!(
+                    "renice of pid {pid} to {nice}: {}",
+                    std::io::Error::last_os_error()
+                );
             }
         }
     }
@@ -313,11 +383,15 @@ impl Run<'_> {
     /// Collect every job whose first process has exited.
     fn reap(&mut self, sched: &mut Scheduler, teardown: &mut Teardown) -> Result<()> {
         for i in 0..self.jobs.len() {
-            let Some(p) = &self.jobs[i].proc else { continue };
+            let Some(p) = &self.jobs[i].proc else {
+                continue;
+            };
             if p.pidfd.is_alive() {
                 continue;
             }
-            let Some(exit) = procs::try_reap(p.pid) else { continue };
+            let Some(exit) = procs::try_reap(p.pid) else {
+                continue;
+            };
             let now = self.now();
             let job = JobId(i as u32);
             self.finish(job, exit, now, teardown);
@@ -351,7 +425,10 @@ impl Run<'_> {
         r.cpu_s = exit.cpu_s;
         r.major_faults = j.last.major_faults.max(exit.major_faults);
         if !r.ok() {
-            r.stderr_tail = r.log_dir.as_ref().and_then(|d| tail(&PathBuf::from(d).join("stderr")));
+            r.stderr_tail = r
+                .log_dir
+                .as_ref()
+                .and_then(|d| tail(&PathBuf::from(d).join("stderr")));
         }
         let status = match (exit.code, exit.signal) {
             (Some(0), _) => "ok".to_string(),
@@ -360,7 +437,10 @@ impl Run<'_> {
             _ => "ended".to_string(),
         };
         let name = r.name.clone();
-        self.say(format!("{:>7.1}s  {name} finished: {status}", now.as_secs_f64()));
+        self.say(format!(
+            "{:>7.1}s  {name} finished: {status}",
+            now.as_secs_f64()
+        ));
     }
 
     /// Sleep until a job's first process exits or `timeout` passes.
@@ -369,7 +449,11 @@ impl Run<'_> {
             .jobs
             .iter()
             .filter_map(|j| j.proc.as_ref())
-            .map(|p| libc::pollfd { fd: p.pidfd.as_raw_fd(), events: libc::POLLIN, revents: 0 })
+            .map(|p| libc::pollfd {
+                fd: p.pidfd.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            })
             .collect();
         let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
         // SAFETY: fds is a valid array of pollfd for its length. EINTR (a
@@ -380,7 +464,10 @@ impl Run<'_> {
     fn sample(&mut self, now: Duration) {
         let backend = self.env.backend.as_ref();
         let vm = VmStat::read().unwrap_or(self.vm_last);
-        let (d_in, d_out) = (vm.pswpin.saturating_sub(self.vm_last.pswpin), vm.pswpout.saturating_sub(self.vm_last.pswpout));
+        let (d_in, d_out) = (
+            vm.pswpin.saturating_sub(self.vm_last.pswpin),
+            vm.pswpout.saturating_sub(self.vm_last.pswpout),
+        );
         self.vm_last = vm;
         let mut jobs = Vec::new();
         // (index, Δmajor faults, Δswapped bytes) for attributing the node's
@@ -388,14 +475,21 @@ impl Run<'_> {
         let mut shares: Vec<(usize, u64, u64)> = Vec::new();
         for (i, j) in self.jobs.iter_mut().enumerate() {
             let Some(p) = &j.proc else { continue };
-            let Ok(stat) = backend.memory_stat(&j.group) else { continue };
+            let Ok(stat) = backend.memory_stat(&j.group) else {
+                continue;
+            };
             let frozen = if self.env.freezer.name() == "signals" {
                 process_stopped(p.pid)
             } else {
                 backend.is_frozen(&j.group).unwrap_or(false)
             };
             let r = &mut j.result;
-            match (stat.swap_ins, stat.swap_outs, j.last.swap_ins, j.last.swap_outs) {
+            match (
+                stat.swap_ins,
+                stat.swap_outs,
+                j.last.swap_ins,
+                j.last.swap_outs,
+            ) {
                 (Some(si), Some(so), Some(lsi), Some(lso)) => {
                     r.swap_in_pages += si.saturating_sub(lsi);
                     r.swap_out_pages += so.saturating_sub(lso);
@@ -403,7 +497,9 @@ impl Run<'_> {
                 _ => shares.push((
                     i,
                     stat.major_faults.saturating_sub(j.last.major_faults),
-                    stat.swap_bytes.unwrap_or(0).saturating_sub(j.last.swap_bytes.unwrap_or(0)),
+                    stat.swap_bytes
+                        .unwrap_or(0)
+                        .saturating_sub(j.last.swap_bytes.unwrap_or(0)),
                 )),
             }
             r.peak_anon_bytes = r.peak_anon_bytes.max(stat.anon_bytes);
@@ -439,7 +535,12 @@ impl Run<'_> {
 
     fn show_progress(&self, sched: &Scheduler) {
         let st = sched.state();
-        let names = |s: JobStatus| st.with_status(s).map(|j| j.spec.name.as_str()).collect::<Vec<_>>().join(",");
+        let names = |s: JobStatus| {
+            st.with_status(s)
+                .map(|j| j.spec.name.as_str())
+                .collect::<Vec<_>>()
+                .join(",")
+        };
         let done = st.with_status(JobStatus::Finished).count();
         let last = self.samples.last();
         let per_s = 1.0 / self.exp.sample_interval.as_secs_f64();
@@ -469,7 +570,10 @@ fn none_if_empty(s: String) -> String {
 fn process_stopped(pid: i32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
         .ok()
-        .and_then(|s| s.rsplit_once(')').map(|(_, rest)| rest.trim_start().starts_with('T')))
+        .and_then(|s| {
+            s.rsplit_once(')')
+                .map(|(_, rest)| rest.trim_start().starts_with('T'))
+        })
         .unwrap_or(false)
 }
 

@@ -92,7 +92,8 @@ impl Experiment {
             line: span.map(|s| line_of(text, s.start)),
             message,
         };
-        let doc: FileDoc = toml::from_str(text).map_err(|e| err(e.span(), e.message().to_string()))?;
+        let doc: FileDoc =
+            toml::from_str(text).map_err(|e| err(e.span(), e.message().to_string()))?;
 
         let policy = match (overrides.policy, &doc.policy) {
             (Some(p), _) => p,
@@ -101,10 +102,19 @@ impl Experiment {
         };
         let duration = |v: &Spanned<String>, what: &str| -> Result<Duration, ExperimentError> {
             let d = humantime::parse_duration(v.get_ref()).map_err(|e| {
-                err(Some(v.span()), format!("invalid {what} {:?}: {e}; write e.g. \"10s\" or \"500ms\"", v.get_ref()))
+                err(
+                    Some(v.span()),
+                    format!(
+                        "invalid {what} {:?}: {e}; write e.g. \"10s\" or \"500ms\"",
+                        v.get_ref()
+                    ),
+                )
             })?;
             if d.is_zero() {
-                return Err(err(Some(v.span()), format!("{what} must be greater than zero")));
+                return Err(err(
+                    Some(v.span()),
+                    format!("{what} must be greater than zero"),
+                ));
             }
             Ok(d)
         };
@@ -117,7 +127,8 @@ impl Experiment {
             Some(v) => duration(v, "sample_interval")?,
             None => DEFAULT_SAMPLE_INTERVAL,
         };
-        let size = |v: &Spanned<String>| parse_bytes(v.get_ref()).map_err(|m| err(Some(v.span()), m));
+        let size =
+            |v: &Spanned<String>| parse_bytes(v.get_ref()).map_err(|m| err(Some(v.span()), m));
         let pool_memory = match (overrides.pool_memory, &doc.pool_memory) {
             (Some(m), _) => m,
             (None, Some(m)) => size(m)?,
@@ -126,24 +137,35 @@ impl Experiment {
             }
         };
         if pool_memory < 16 << 20 {
-            return Err(err(doc.pool_memory.as_ref().map(|p| p.span()), "pool_memory must be at least 16M".into()));
+            return Err(err(
+                doc.pool_memory.as_ref().map(|p| p.span()),
+                "pool_memory must be at least 16M".into(),
+            ));
         }
 
         if doc.jobs.is_empty() {
-            return Err(err(None, "no jobs: add at least one [[job]] with a name and a command".into()));
+            return Err(err(
+                None,
+                "no jobs: add at least one [[job]] with a name and a command".into(),
+            ));
         }
         let mut jobs: Vec<JobDef> = Vec::new();
         for job in &doc.jobs {
             let j = job.get_ref();
             let name = j.name.get_ref();
             if name.is_empty()
-                || !name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+                || !name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
                 || name.starts_with('.')
             {
                 return Err(err(Some(j.name.span()), format!("invalid job name {name:?}: use letters, digits, '-', '_' and '.' (it names the job's cgroup)")));
             }
             if jobs.iter().any(|o| &o.spec.name == name) {
-                return Err(err(Some(j.name.span()), format!("duplicate job name {name:?}: job names must be unique")));
+                return Err(err(
+                    Some(j.name.span()),
+                    format!("duplicate job name {name:?}: job names must be unique"),
+                ));
             }
             if j.command.get_ref().is_empty() || j.command.get_ref()[0].is_empty() {
                 return Err(err(Some(j.command.span()), format!("job {name:?}: command is empty: give the program and its arguments, e.g. [\"memgang-workload\", \"--mib\", \"100\"]")));
@@ -151,25 +173,55 @@ impl Experiment {
             let ranks = match &j.ranks {
                 None => 1,
                 Some(r) if (1..=4096).contains(r.get_ref()) => *r.get_ref() as u32,
-                Some(r) => return Err(err(Some(r.span()), format!("job {name:?}: ranks must be between 1 and 4096, not {}", r.get_ref()))),
+                Some(r) => {
+                    return Err(err(
+                        Some(r.span()),
+                        format!(
+                            "job {name:?}: ranks must be between 1 and 4096, not {}",
+                            r.get_ref()
+                        ),
+                    ))
+                }
             };
             let memory_bytes = j.memory.as_ref().map(size).transpose()?;
             let arrival = match &j.arrival {
                 None => Duration::ZERO,
                 Some(a) => humantime::parse_duration(a.get_ref()).map_err(|e| {
-                    err(Some(a.span()), format!("job {name:?}: invalid arrival {:?}: {e}; write e.g. \"0s\" or \"30s\"", a.get_ref()))
+                    err(
+                        Some(a.span()),
+                        format!(
+                            "job {name:?}: invalid arrival {:?}: {e}; write e.g. \"0s\" or \"30s\"",
+                            a.get_ref()
+                        ),
+                    )
                 })?,
             };
             jobs.push(JobDef {
-                spec: JobSpec { name: name.clone(), ranks, memory_bytes, arrival },
+                spec: JobSpec {
+                    name: name.clone(),
+                    ranks,
+                    memory_bytes,
+                    arrival,
+                },
                 command: j.command.get_ref().clone(),
                 env: j.env.clone(),
             });
         }
         let name = doc.name.unwrap_or_else(|| {
-            Path::new(file).file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "experiment".into())
+            Path::new(file)
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_else(|| "experiment".into())
         });
-        Ok(Experiment { name, source: None, policy, quantum, pool_memory, sample_interval, jobs })
+        Ok(Experiment {
+            name,
+            source: None,
+            policy,
+            quantum,
+            pool_memory,
+            sample_interval,
+            jobs,
+        })
     }
 
     pub fn specs(&self) -> Vec<JobSpec> {
@@ -178,7 +230,10 @@ impl Experiment {
 
     /// The same jobs under another policy (the batch reference run).
     pub fn with_policy(&self, policy: PolicyKind) -> Self {
-        Experiment { policy, ..self.clone() }
+        Experiment {
+            policy,
+            ..self.clone()
+        }
     }
 }
 
@@ -224,9 +279,16 @@ command = ["true"]
 
     #[test]
     fn overrides_win() {
-        let o = Overrides { policy: Some(PolicyKind::Batch), quantum: Some(Duration::from_secs(3)), pool_memory: Some(2 << 30) };
+        let o = Overrides {
+            policy: Some(PolicyKind::Batch),
+            quantum: Some(Duration::from_secs(3)),
+            pool_memory: Some(2 << 30),
+        };
         let e = Experiment::parse(GOOD, "x", &o).unwrap();
-        assert_eq!((e.policy, e.quantum, e.pool_memory), (PolicyKind::Batch, Duration::from_secs(3), 2 << 30));
+        assert_eq!(
+            (e.policy, e.quantum, e.pool_memory),
+            (PolicyKind::Batch, Duration::from_secs(3), 2 << 30)
+        );
     }
 
     fn error_of(text: &str) -> ExperimentError {
@@ -237,7 +299,11 @@ command = ["true"]
     fn errors_carry_the_line() {
         let e = error_of(&GOOD.replace("memory = \"700M\"", "memory = \"70QM\""));
         assert_eq!(e.line, Some(10), "{e}");
-        assert!(e.to_string().starts_with("exp.toml:10: invalid size \"70QM\""), "{e}");
+        assert!(
+            e.to_string()
+                .starts_with("exp.toml:10: invalid size \"70QM\""),
+            "{e}"
+        );
 
         let e = error_of(&GOOD.replace("policy = \"gang\"", "policy = \"fifo\""));
         assert_eq!(e.line, Some(2), "{e}");
@@ -265,7 +331,11 @@ command = ["true"]
     #[test]
     fn missing_essentials_are_explained() {
         assert!(error_of("pool_memory = \"1G\"").message.contains("no jobs"));
-        assert!(error_of("[[job]]\nname=\"a\"\ncommand=[\"true\"]").message.contains("no pool_memory"));
-        assert!(error_of(&GOOD.replace("name = \"a\"", "name = \"../a\"")).message.contains("invalid job name"));
+        assert!(error_of("[[job]]\nname=\"a\"\ncommand=[\"true\"]")
+            .message
+            .contains("no pool_memory"));
+        assert!(error_of(&GOOD.replace("name = \"a\"", "name = \"../a\""))
+            .message
+            .contains("invalid job name"));
     }
 }

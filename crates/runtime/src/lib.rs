@@ -41,17 +41,19 @@ pub struct RunOptions {
 /// a result marked `interrupted` returned.
 pub fn run(exp: &Experiment, opts: &RunOptions) -> Result<RunResult> {
     require_root()?;
-    let backend: Arc<dyn cgroup::CgroupBackend> = Arc::from(cgroup::detect().context("finding a cgroup hierarchy with a memory controller")?);
+    let backend: Arc<dyn cgroup::CgroupBackend> =
+        Arc::from(cgroup::detect().context("finding a cgroup hierarchy with a memory controller")?);
     check_pool(exp)?;
     let stop = Arc::new(AtomicBool::new(false));
     let mut registered = Vec::new();
     for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
-        registered.push(signal_hook::flag::register(sig, stop.clone()).context("installing signal handlers")?);
+        registered.push(
+            signal_hook::flag::register(sig, stop.clone()).context("installing signal handlers")?,
+        );
     }
-    let logs = opts
-        .logs
-        .clone()
-        .unwrap_or_else(|| std::env::temp_dir().join(format!("memgang-logs-{}", std::process::id())));
+    let logs = opts.logs.clone().unwrap_or_else(|| {
+        std::env::temp_dir().join(format!("memgang-logs-{}", std::process::id()))
+    });
     let progress = if opts.live {
         let pb = indicatif::ProgressBar::new_spinner();
         pb.enable_steady_tick(std::time::Duration::from_millis(250));
@@ -75,7 +77,11 @@ pub fn run(exp: &Experiment, opts: &RunOptions) -> Result<RunResult> {
     result
 }
 
-fn run_with_baseline(exp: &Experiment, opts: &RunOptions, env: &executor::Env) -> Result<RunResult> {
+fn run_with_baseline(
+    exp: &Experiment,
+    opts: &RunOptions,
+    env: &executor::Env,
+) -> Result<RunResult> {
     if exp.policy == PolicyKind::Batch {
         let mut r = executor::execute(exp, env)?;
         let m = r.makespan_s;
@@ -97,7 +103,11 @@ fn run_with_baseline(exp: &Experiment, opts: &RunOptions, env: &executor::Env) -
             Some((b.makespan_s, format!("file {}", path.display())))
         }
         Baseline::Auto | Baseline::Run => {
-            let hit = if opts.baseline == Baseline::Auto { baseline::cached(exp, &env.machine) } else { None };
+            let hit = if opts.baseline == Baseline::Auto {
+                baseline::cached(exp, &env.machine)
+            } else {
+                None
+            };
             match hit {
                 Some((path, b)) => Some((b.makespan_s, format!("cache {}", path.display()))),
                 None => {
@@ -113,7 +123,9 @@ fn run_with_baseline(exp: &Experiment, opts: &RunOptions, env: &executor::Env) -
                         }
                         Some((b.makespan_s, "run".to_string()))
                     } else {
-                        tracing::warn!("the batch reference run had failed jobs: no switching overhead");
+                        tracing::warn!(
+                            "the batch reference run had failed jobs: no switching overhead"
+                        );
                         None
                     }
                 }
@@ -141,7 +153,12 @@ fn require_root() -> Result<()> {
 
 /// A job larger than the pool can only run if swap holds the rest.
 fn check_pool(exp: &Experiment) -> Result<()> {
-    let Some(big) = exp.jobs.iter().filter(|j| j.spec.memory_bytes.is_some()).max_by_key(|j| j.spec.memory_bytes) else {
+    let Some(big) = exp
+        .jobs
+        .iter()
+        .filter(|j| j.spec.memory_bytes.is_some())
+        .max_by_key(|j| j.spec.memory_bytes)
+    else {
         return Ok(());
     };
     let need = big.spec.memory_bytes.unwrap_or(0);
@@ -155,12 +172,17 @@ fn check_pool(exp: &Experiment) -> Result<()> {
         bail!(
             "job {:?} declares {} but the pool has {} and free swap is {}: it cannot run. \
              Raise pool_memory, or add swap with `memgang testbed up --swap SIZE`.",
-            big.spec.name, fmt(need), fmt(exp.pool_memory), fmt(free)
+            big.spec.name,
+            fmt(need),
+            fmt(exp.pool_memory),
+            fmt(free)
         );
     }
     tracing::warn!(
         "job {:?} declares {}, more than the pool's {}: it will page even when alone",
-        big.spec.name, fmt(need), fmt(exp.pool_memory)
+        big.spec.name,
+        fmt(need),
+        fmt(exp.pool_memory)
     );
     Ok(())
 }
@@ -168,7 +190,9 @@ fn check_pool(exp: &Experiment) -> Result<()> {
 fn machine(backend: &dyn cgroup::CgroupBackend, signals: bool) -> results::Machine {
     let uts = nix::sys::utsname::uname().ok();
     let field = |f: fn(&nix::sys::utsname::UtsName) -> &std::ffi::OsStr| {
-        uts.as_ref().map(|u| f(u).to_string_lossy().into_owned()).unwrap_or_default()
+        uts.as_ref()
+            .map(|u| f(u).to_string_lossy().into_owned())
+            .unwrap_or_default()
     };
     let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
     let kb = |key: &str| {
@@ -187,12 +211,20 @@ fn machine(backend: &dyn cgroup::CgroupBackend, signals: bool) -> results::Machi
         memory_bytes: kb("MemTotal:"),
         swap_bytes: kb("SwapTotal:"),
         cgroup: backend.describe(),
-        freezer: if signals || !backend.can_freeze() { "signals" } else { "cgroup-freezer" }.into(),
+        freezer: if signals || !backend.can_freeze() {
+            "signals"
+        } else {
+            "cgroup-freezer"
+        }
+        .into(),
     }
 }
 
 /// Kill every process of a cgroup (thawing it first) and remove it: for
 /// cleaning up after a memgang that was killed.
-pub fn teardown_group(backend: &dyn cgroup::CgroupBackend, group: &cgroup::GroupPath) -> Result<()> {
+pub fn teardown_group(
+    backend: &dyn cgroup::CgroupBackend,
+    group: &cgroup::GroupPath,
+) -> Result<()> {
     procs::kill_and_remove(backend, group, None)
 }

@@ -36,10 +36,16 @@ pub fn launch(
     let procs: Vec<File> = backend
         .procs_files(group)
         .iter()
-        .map(|p| OpenOptions::new().write(true).open(p).with_context(|| format!("opening {}", p.display())))
+        .map(|p| {
+            OpenOptions::new()
+                .write(true)
+                .open(p)
+                .with_context(|| format!("opening {}", p.display()))
+        })
         .collect::<Result<_>>()?;
     let fds: Vec<i32> = procs.iter().map(|f| f.as_raw_fd()).collect();
-    std::fs::create_dir_all(log_dir).with_context(|| format!("creating log directory {}", log_dir.display()))?;
+    std::fs::create_dir_all(log_dir)
+        .with_context(|| format!("creating log directory {}", log_dir.display()))?;
     let stdout = File::create(log_dir.join("stdout")).context("creating the job's stdout log")?;
     let stderr = File::create(log_dir.join("stderr")).context("creating the job's stderr log")?;
 
@@ -66,8 +72,13 @@ pub fn launch(
         });
     }
     let child = cmd.spawn().map_err(|e| match e.kind() {
-        std::io::ErrorKind::NotFound => anyhow::anyhow!("command not found: {:?} (not on PATH, nor next to memgang)", command[0]),
-        std::io::ErrorKind::PermissionDenied => anyhow::anyhow!("command {:?} is not executable: {e}", command[0]),
+        std::io::ErrorKind::NotFound => anyhow::anyhow!(
+            "command not found: {:?} (not on PATH, nor next to memgang)",
+            command[0]
+        ),
+        std::io::ErrorKind::PermissionDenied => {
+            anyhow::anyhow!("command {:?} is not executable: {e}", command[0])
+        }
         _ => anyhow::anyhow!("cannot start {:?}: {e}", command[0]),
     })?;
     let pid = child.id() as i32;
@@ -80,7 +91,10 @@ pub fn launch(
 /// next to it (memgang-workload) are found without installing them.
 fn search_path() -> std::ffi::OsString {
     let mut dirs: Vec<std::path::PathBuf> = Vec::new();
-    if let Some(dir) = std::env::current_exe().ok().and_then(|p| p.parent().map(Path::to_path_buf)) {
+    if let Some(dir) = std::env::current_exe()
+        .ok()
+        .and_then(|p| p.parent().map(Path::to_path_buf))
+    {
         dirs.push(dir);
     }
     if let Some(path) = std::env::var_os("PATH") {
@@ -118,7 +132,11 @@ pub fn try_reap(pid: i32) -> Option<Exit> {
 /// Kill every process of `group` (thawing it first: a frozen task cannot
 /// act on SIGKILL under cgroup v1), reap `child` if given, and remove the
 /// group. Safe to call on a group that is already gone.
-pub fn kill_and_remove(backend: &dyn CgroupBackend, group: &GroupPath, child: Option<i32>) -> Result<()> {
+pub fn kill_and_remove(
+    backend: &dyn CgroupBackend,
+    group: &GroupPath,
+    child: Option<i32>,
+) -> Result<()> {
     if backend.can_freeze() {
         let _ = backend.set_frozen(group, false);
     }
@@ -132,7 +150,10 @@ pub fn kill_and_remove(backend: &dyn CgroupBackend, group: &GroupPath, child: Op
             break;
         }
         if Instant::now() > deadline {
-            anyhow::bail!("processes {pids:?} of cgroup {} did not die within {KILL_DEADLINE:?}", group.as_str());
+            anyhow::bail!(
+                "processes {pids:?} of cgroup {} did not die within {KILL_DEADLINE:?}",
+                group.as_str()
+            );
         }
         for pid in pids {
             if let Ok(fd) = PidFd::open(pid) {
@@ -148,6 +169,8 @@ pub fn kill_and_remove(backend: &dyn CgroupBackend, group: &GroupPath, child: Op
         // SAFETY: plain blocking wait on our own child.
         unsafe { libc::waitpid(pid, std::ptr::null_mut(), 0) };
     }
-    backend.remove(group).with_context(|| format!("removing cgroup {}", group.as_str()))?;
+    backend
+        .remove(group)
+        .with_context(|| format!("removing cgroup {}", group.as_str()))?;
     Ok(())
 }

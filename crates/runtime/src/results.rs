@@ -140,14 +140,30 @@ impl RunResult {
             "{} — policy {}{}, pool {}, {}",
             self.experiment,
             self.policy,
-            if self.policy == "gang" { format!(" (quantum {}s)", fmt_num(self.quantum_s)) } else { String::new() },
+            if self.policy == "gang" {
+                format!(" (quantum {}s)", fmt_num(self.quantum_s))
+            } else {
+                String::new()
+            },
             memgang_core::units::format_bytes(self.pool_memory_bytes),
-            if self.interrupted { "INTERRUPTED" } else { "completed" }
+            if self.interrupted {
+                "INTERRUPTED"
+            } else {
+                "completed"
+            }
         );
         let _ = writeln!(
             w,
             "{:<12} {:>5} {:>9} {:>9} {:>11} {:>8} {:>10} {:>10} {:>10}  status",
-            "job", "ranks", "start_s", "finish_s", "completion", "cpu_s", "majflt", "swapin_pg", "swapout_pg"
+            "job",
+            "ranks",
+            "start_s",
+            "finish_s",
+            "completion",
+            "cpu_s",
+            "majflt",
+            "swapin_pg",
+            "swapout_pg"
         );
         for j in &self.jobs {
             let status = match (&j.error, j.exit_code, j.signal) {

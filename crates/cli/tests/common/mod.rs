@@ -40,7 +40,10 @@ const TEST_SWAP: u64 = 2 << 30;
 impl Bed {
     pub fn new() -> Bed {
         let swap = TestSwap::new(TEST_SWAP).expect("creating the test swap file");
-        Bed { dir: tempfile::tempdir().expect("tempdir"), _swap: swap }
+        Bed {
+            dir: tempfile::tempdir().expect("tempdir"),
+            _swap: swap,
+        }
     }
 
     pub fn write(&self, name: &str, text: &str) -> PathBuf {
@@ -51,7 +54,10 @@ impl Bed {
 
     /// `memgang run` with results and logs in the bed and a private cache.
     pub fn run(&self, exp: &Path, extra: &[&str]) -> (Output, Option<serde_json::Value>) {
-        let json = self.dir.path().join(format!("{}.json", exp.file_stem().unwrap().to_string_lossy()));
+        let json = self.dir.path().join(format!(
+            "{}.json",
+            exp.file_stem().unwrap().to_string_lossy()
+        ));
         let _ = std::fs::remove_file(&json);
         let out = memgang()
             .arg("run")
@@ -64,19 +70,30 @@ impl Bed {
             .env("MEMGANG_CACHE", self.dir.path().join("cache"))
             .output()
             .unwrap();
-        let value = std::fs::read(&json).ok().map(|b| serde_json::from_slice(&b).unwrap());
+        let value = std::fs::read(&json)
+            .ok()
+            .map(|b| serde_json::from_slice(&b).unwrap());
         (out, value)
     }
 }
 
 pub fn text(out: &Output) -> String {
-    format!("stdout:\n{}\nstderr:\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+    format!(
+        "stdout:\n{}\nstderr:\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
 }
 
 /// cgroups named memgang-<pid> of `pid` in any hierarchy.
 pub fn leftover_cgroups(pid: u32) -> Vec<PathBuf> {
     let mut found = Vec::new();
-    for root in ["/sys/fs/cgroup", "/sys/fs/cgroup/memory", "/sys/fs/cgroup/freezer", "/sys/fs/cgroup/unified"] {
+    for root in [
+        "/sys/fs/cgroup",
+        "/sys/fs/cgroup/memory",
+        "/sys/fs/cgroup/freezer",
+        "/sys/fs/cgroup/unified",
+    ] {
         let p = Path::new(root).join(format!("memgang-{pid}"));
         if p.exists() {
             found.push(p);
@@ -89,12 +106,19 @@ pub fn leftover_cgroups(pid: u32) -> Vec<PathBuf> {
 pub fn processes_with(marker: &str) -> Vec<(i32, String)> {
     let mut found = Vec::new();
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else { continue };
-        let Ok(cmd) = std::fs::read(entry.path().join("cmdline")) else { continue };
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(cmd) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
         let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
         if cmd.contains(marker) {
             let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
-            found.push((pid, format!("{cmd} [{}]", stat.rsplit(')').next().unwrap_or("").trim())));
+            found.push((
+                pid,
+                format!("{cmd} [{}]", stat.rsplit(')').next().unwrap_or("").trim()),
+            ));
         }
     }
     found

@@ -33,8 +33,14 @@ impl Policy for Batch {
                 break;
             }
             self.queue.pop_front();
-            actions.push(Action::Start { job, nodes: idle.drain(..need).collect() });
+            actions.push(Action::Start {
+                job,
+                nodes: idle.drain(..need).collect(),
+            });
         }
-        Decision { actions, ..Decision::default() }
+        Decision {
+            actions,
+            ..Decision::default()
+        }
     }
 }

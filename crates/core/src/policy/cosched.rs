@@ -29,6 +29,9 @@ impl Policy for Cosched {
         nodes.sort_by_key(|n| (load[n.0 as usize], *n));
         let need = state.cluster().nodes_needed(state.job(*job).spec.ranks) as usize;
         nodes.truncate(need);
-        Decision { actions: vec![Action::Start { job: *job, nodes }], ..Decision::default() }
+        Decision {
+            actions: vec![Action::Start { job: *job, nodes }],
+            ..Decision::default()
+        }
     }
 }

@@ -28,12 +28,18 @@ pub struct Gang {
 impl Gang {
     pub fn new(quantum: Duration) -> Self {
         assert!(!quantum.is_zero(), "gang scheduling needs a quantum > 0");
-        Gang { quantum, rows: Vec::new(), current: None }
+        Gang {
+            quantum,
+            rows: Vec::new(),
+            current: None,
+        }
     }
 
     /// The matrix, row by row, for reports and tests.
     pub fn rows(&self) -> impl Iterator<Item = Vec<JobId>> + '_ {
-        self.rows.iter().map(|r| r.iter().map(|(j, _)| *j).collect())
+        self.rows
+            .iter()
+            .map(|r| r.iter().map(|(j, _)| *j).collect())
     }
 
     fn place(&mut self, job: JobId, state: &State) -> usize {
@@ -59,8 +65,14 @@ impl Gang {
         self.current = Some(row);
         for (job, nodes) in &self.rows[row] {
             actions.push(match state.job(*job).status {
-                JobStatus::Suspended => Action::Resume { job: *job, page_in: PageInPlan::Demand },
-                _ => Action::Start { job: *job, nodes: nodes.clone() },
+                JobStatus::Suspended => Action::Resume {
+                    job: *job,
+                    page_in: PageInPlan::Demand,
+                },
+                _ => Action::Start {
+                    job: *job,
+                    nodes: nodes.clone(),
+                },
             });
         }
     }
@@ -89,7 +101,10 @@ impl Policy for Gang {
                     // Joining the running slot: start at once, as its
                     // columns are free in this quantum.
                     Some(cur) if cur == row => {
-                        let nodes = self.rows[row].last().map(|(_, n)| n.clone()).unwrap_or_default();
+                        let nodes = self.rows[row]
+                            .last()
+                            .map(|(_, n)| n.clone())
+                            .unwrap_or_default();
                         actions.push(Action::Start { job: *job, nodes });
                         Timer::Keep
                     }
@@ -97,7 +112,11 @@ impl Policy for Gang {
                 }
             }
             Event::JobFinished(job) => {
-                let Some(r) = self.rows.iter().position(|row| row.iter().any(|(j, _)| j == job)) else {
+                let Some(r) = self
+                    .rows
+                    .iter()
+                    .position(|row| row.iter().any(|(j, _)| j == job))
+                else {
                     return Decision::default();
                 };
                 self.rows[r].retain(|(j, _)| j != job);
@@ -128,7 +147,10 @@ impl Policy for Gang {
             Event::QuantumExpired => match self.current {
                 Some(cur) if self.rows.len() > 1 => {
                     for (job, _) in &self.rows[cur] {
-                        actions.push(Action::Suspend { job: *job, page_out: PageOutPlan::Lru });
+                        actions.push(Action::Suspend {
+                            job: *job,
+                            page_out: PageOutPlan::Lru,
+                        });
                     }
                     self.activate((cur + 1) % self.rows.len(), state, &mut actions);
                     self.next_quantum(now)
