@@ -101,31 +101,45 @@ impl SignalFreezer {
         }
         Ok(out)
     }
+}
 
-    /// Open pidfds for `pids`, keep those still in the group afterwards,
-    /// send them `sig`. Returns the handles of the processes signalled.
-    fn signal_verified(&self, group: &GroupPath, pids: &[i32], sig: i32) -> Result<Vec<PidFd>> {
-        let mut opened = Vec::with_capacity(pids.len());
-        for &pid in pids {
-            // Gone already: nothing to stop.
-            if let Some(fd) = PidFd::try_open(pid)? {
-                opened.push(fd);
-            }
+/// Send `sig` to every process of `group` and its subgroups, through
+/// pidfds checked against a listing taken after the open, so that a pid
+/// recycled by an unrelated process is never signalled. Returns how many
+/// processes were signalled.
+pub fn signal_group(backend: &dyn CgroupBackend, group: &GroupPath, sig: i32) -> Result<usize> {
+    let pids = backend.procs_recursive(group)?;
+    Ok(signal_verified(backend, group, &pids, sig)?.len())
+}
+
+/// Open pidfds for `pids`, keep those still in the group afterwards, send
+/// them `sig`. Returns the handles of the processes signalled.
+fn signal_verified(
+    backend: &dyn CgroupBackend,
+    group: &GroupPath,
+    pids: &[i32],
+    sig: i32,
+) -> Result<Vec<PidFd>> {
+    let mut opened = Vec::with_capacity(pids.len());
+    for &pid in pids {
+        // Gone already: nothing to signal.
+        if let Some(fd) = PidFd::try_open(pid)? {
+            opened.push(fd);
         }
-        if opened.is_empty() {
-            return Ok(opened);
-        }
-        // The check after the open: if `pid` was recycled between listing
-        // and open, the new holder is only signalled if it is in the group.
-        let members = self.members(group)?;
-        let mut signalled = Vec::with_capacity(opened.len());
-        for fd in opened {
-            if members.contains(&fd.pid()) && fd.send_signal(sig)? {
-                signalled.push(fd);
-            }
-        }
-        Ok(signalled)
     }
+    if opened.is_empty() {
+        return Ok(opened);
+    }
+    // The check after the open: if `pid` was recycled between listing and
+    // open, the new holder is only signalled if it is in the group.
+    let members: BTreeSet<i32> = backend.procs_recursive(group)?.into_iter().collect();
+    let mut signalled = Vec::with_capacity(opened.len());
+    for fd in opened {
+        if members.contains(&fd.pid()) && fd.send_signal(sig)? {
+            signalled.push(fd);
+        }
+    }
+    Ok(signalled)
 }
 
 /// Whether a process sent SIGSTOP has stopped, or cannot run another
@@ -162,7 +176,7 @@ impl Freezer for SignalFreezer {
         loop {
             let new = self.unstopped(group, &stopped)?;
             if !new.is_empty() {
-                for fd in self.signal_verified(group, &new, libc::SIGSTOP)? {
+                for fd in signal_verified(self.backend.as_ref(), group, &new, libc::SIGSTOP)? {
                     stopped.insert(fd.pid(), fd);
                 }
             } else if stopped.values().all(has_stopped) {
@@ -195,7 +209,7 @@ impl Freezer for SignalFreezer {
     fn thaw(&self, group: &GroupPath) -> Result<()> {
         // Stopped processes cannot fork, so one listing finds them all.
         let pids: Vec<i32> = self.members(group)?.into_iter().collect();
-        self.signal_verified(group, &pids, libc::SIGCONT)?;
+        signal_verified(self.backend.as_ref(), group, &pids, libc::SIGCONT)?;
         Ok(())
     }
 }

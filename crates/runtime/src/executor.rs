@@ -515,12 +515,8 @@ impl Run<'_> {
         let (maj_total, grow_total) = shares.iter().fold((0, 0), |(a, b), s| (a + s.1, b + s.2));
         for (i, maj, grow) in shares {
             let r = &mut self.jobs[i].result;
-            if maj_total > 0 {
-                r.swap_in_pages += d_in * maj / maj_total;
-            }
-            if grow_total > 0 {
-                r.swap_out_pages += d_out * grow / grow_total;
-            }
+            r.swap_in_pages += (d_in * maj).checked_div(maj_total).unwrap_or(0);
+            r.swap_out_pages += (d_out * grow).checked_div(grow_total).unwrap_or(0);
         }
         let pool_usage_bytes = backend.memory_stat(&self.pool).map_or(0, |s| s.usage_bytes);
         self.samples.push(Sample {

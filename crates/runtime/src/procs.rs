@@ -3,6 +3,7 @@
 
 use anyhow::{Context, Result};
 use memgang_linux::cgroup::{CgroupBackend, GroupPath};
+use memgang_linux::freeze::signal_group;
 use memgang_linux::pidfd::PidFd;
 use std::fs::{File, OpenOptions};
 use std::os::fd::AsRawFd;
@@ -155,11 +156,10 @@ pub fn kill_and_remove(
                 group.as_str()
             );
         }
-        for pid in pids {
-            if let Ok(fd) = PidFd::open(pid) {
-                // SIGCONT too, for processes stopped by the signal freezer.
-                let _ = fd.send_signal(libc::SIGKILL);
-                let _ = fd.send_signal(libc::SIGCONT);
+        // SIGCONT too, for processes stopped by the signal freezer.
+        for sig in [libc::SIGKILL, libc::SIGCONT] {
+            if let Err(e) = signal_group(backend, group, sig) {
+                tracing::warn!("signalling cgroup {}: {e}", group.as_str());
             }
         }
         std::thread::sleep(KILL_POLL);
