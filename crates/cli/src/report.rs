@@ -10,9 +10,10 @@ pub fn render(results: &[RunResult]) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "{:<24} {:<8} {:>9} {:>11} {:>10} {:>9} {:>9} {:>11} {:>11} {:>6}",
+        "{:<16} {:<8} {:<8} {:>8} {:>11} {:>9} {:>9} {:>9} {:>11} {:>11} {:>6}",
         "experiment",
         "policy",
+        "stop",
         "quantum",
         "makespan_s",
         "overhead",
@@ -24,12 +25,19 @@ pub fn render(results: &[RunResult]) -> String {
     );
     for r in results {
         let failed = r.jobs.iter().filter(|j| !j.ok()).count();
+        let gang = r.policy == "gang";
         let _ = writeln!(
             out,
-            "{:<24} {:<8} {:>9} {:>11.1} {:>10} {:>9} {:>9} {:>11} {:>11} {:>6}",
+            "{:<16} {:<8} {:<8} {:>8} {:>11.1} {:>9} {:>9} {:>9} {:>11} {:>11} {:>6}",
             r.experiment,
             r.policy,
-            if r.policy == "gang" {
+            // How jobs were stopped matters only where they were.
+            if gang {
+                r.machine.freezer.trim_start_matches("cgroup-")
+            } else {
+                "-"
+            },
+            if gang {
                 format!("{}s", r.quantum_s)
             } else {
                 "-".into()

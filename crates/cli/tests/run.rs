@@ -305,3 +305,27 @@ ranks = 2
         "no switch happened before SIGTERM: {v}"
     );
 }
+
+#[test]
+fn the_examples_are_valid_experiments() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
+    let mut checked = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "toml") {
+            let out = memgang()
+                .arg("run")
+                .arg("--check")
+                .arg(&path)
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{}: {}", path.display(), text(&out));
+            checked += 1;
+        }
+    }
+    assert!(
+        checked >= 2,
+        "expected example experiments in {}",
+        dir.display()
+    );
+}
