@@ -91,6 +91,17 @@ fn gang_runs_one_job_at_a_time_and_no_data_is_lost() {
     assert!(v["fairness"].is_number() || v["fairness"].is_null());
     let timeline = v["timeline"].as_array().unwrap();
     assert!(timeline.len() >= 3, "timeline: {timeline:?}");
+
+    // The table `run` printed is the one `report` makes from the JSON.
+    let json = bed.dir.path().join("gang.json");
+    let report = memgang().arg("report").arg(&json).output().unwrap();
+    assert!(report.status.success());
+    let table = String::from_utf8_lossy(&report.stdout).into_owned();
+    assert!(
+        String::from_utf8_lossy(&out.stdout).starts_with(&table),
+        "{table}\nvs\n{}",
+        text(&out)
+    );
 }
 
 #[test]
@@ -328,4 +339,64 @@ fn the_examples_are_valid_experiments() {
         "expected example experiments in {}",
         dir.display()
     );
+}
+
+/// Run `memgang` as the unprivileged user nobody.
+fn as_nobody(args: &[&str]) -> Option<std::process::Output> {
+    let setpriv = ["/usr/bin/setpriv", "/bin/setpriv"]
+        .into_iter()
+        .find(|p| std::path::Path::new(p).exists());
+    let Some(setpriv) = setpriv else {
+        eprintln!("\n*** SKIPPED without-root checks: setpriv (util-linux) not found ***\n");
+        return None;
+    };
+    let exe = env!("CARGO_BIN_EXE_memgang");
+    let out = std::process::Command::new(setpriv)
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", exe])
+        .args(args)
+        .output()
+        .unwrap();
+    Some(out)
+}
+
+#[test]
+fn without_root_memgang_says_what_it_needs_and_what_works() {
+    if !root_or_skip("without_root_memgang_says_what_it_needs_and_what_works") {
+        return;
+    }
+    let exp = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/demo.toml");
+    let exp = exp.to_str().unwrap();
+    let Some(out) = as_nobody(&["run", exp]) else {
+        return;
+    };
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("needs root") && err.contains("--check"),
+        "{err}"
+    );
+
+    let out = as_nobody(&["run", "--check", exp]).unwrap();
+    assert!(
+        out.status.success(),
+        "--check works without root: {}",
+        text(&out)
+    );
+
+    let out = as_nobody(&[
+        "testbed",
+        "up",
+        "--swap",
+        "1G",
+        "--path",
+        "/tmp/memgang-nobody.swap",
+    ])
+    .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("root"),
+        "{}",
+        text(&out)
+    );
+    assert!(!std::path::Path::new("/tmp/memgang-nobody.swap").exists());
 }
