@@ -239,3 +239,14 @@ fn policy_names_parse() {
         .unwrap_err()
         .contains("batch, cosched, gang"));
 }
+
+#[test]
+fn gang_quantum_starts_when_the_switch_is_done() {
+    let mut sc = sched(PolicyKind::Gang, 1, &[0, 0]);
+    sc.advance(s(0));
+    sc.advance(s(10));
+    // The executor took 3 s to page j0 out and j1 in.
+    let a = sc.handle(s(13), Event::SwitchDone { took: s(3) });
+    assert!(a.is_empty());
+    assert_eq!(sc.next_wakeup(), Some(s(23)), "j1 gets a full quantum of running");
+}
