@@ -248,5 +248,9 @@ fn gang_quantum_starts_when_the_switch_is_done() {
     // The executor took 3 s to page j0 out and j1 in.
     let a = sc.handle(s(13), Event::SwitchDone { took: s(3) });
     assert!(a.is_empty());
-    assert_eq!(sc.next_wakeup(), Some(s(23)), "j1 gets a full quantum of running");
+    assert_eq!(
+        sc.next_wakeup(),
+        Some(s(23)),
+        "j1 gets a full quantum of running"
+    );
 }

@@ -3,11 +3,14 @@
 //! and cgroup v2 `memory.pressure`), swap space (`/proc/meminfo`) and a
 //! process's resident and swapped-out memory (`/proc/<pid>/status`).
 //!
-//! Every file has a pure `parse` next to its `read`, so the formats are
-//! tested without the kernel.
+//! procfs parses the files (see [`crate::proc`]); every reader has a pure
+//! `parse` next to its `read`, so the conversions are tested without the
+//! kernel.
 
-use crate::cgroup::{parse_keyed, required};
 use crate::error::{Error, Result};
+use crate::proc;
+use procfs::process::{Stat, Status};
+use procfs::{Meminfo, MemoryPressure, PressureRecord};
 use std::path::{Path, PathBuf};
 
 const VMSTAT: &str = "/proc/vmstat";
@@ -27,17 +30,26 @@ pub struct VmStat {
 
 impl VmStat {
     pub fn read() -> Result<Self> {
-        let text = std::fs::read_to_string(VMSTAT).map_err(|e| Error::io("reading", VMSTAT, e))?;
-        Self::parse(&text)
+        Self::parse(&proc::read_to_string(Path::new(VMSTAT))?)
     }
 
     pub fn parse(text: &str) -> Result<Self> {
-        let m = parse_keyed(text);
         let path = Path::new(VMSTAT);
+        let v: procfs::VmStat = proc::parse(path, text)?;
+        let field = |key: &str| {
+            let bad = |reason: String| Error::Parse {
+                path: path.to_path_buf(),
+                content: crate::cgroup::truncate_for_error(text),
+                reason,
+            };
+            let n = v.0.get(key).copied();
+            let n = n.ok_or_else(|| bad(format!("no {key:?} field")))?;
+            u64::try_from(n).map_err(|_| bad(format!("{key} is negative: {n}")))
+        };
         Ok(VmStat {
-            pswpin: required(&m, "pswpin", path, text)?,
-            pswpout: required(&m, "pswpout", path, text)?,
-            pgmajfault: required(&m, "pgmajfault", path, text)?,
+            pswpin: field("pswpin")?,
+            pswpout: field("pswpout")?,
+            pgmajfault: field("pgmajfault")?,
         })
     }
 }
@@ -61,48 +73,38 @@ impl Psi {
     /// unreadable (PSI disabled at boot reads as EOPNOTSUPP): pressure is an
     /// extra signal, its absence is not an error.
     pub fn read(path: &Path) -> Option<Self> {
-        std::fs::read_to_string(path)
-            .ok()
-            .and_then(|t| Self::parse(&t))
+        proc::read(path).ok().map(Self::from_procfs)
     }
 
-    /// Parse "some avg10=.. avg60=.. avg300=.. total=..\nfull ...". A missing
-    /// "full" line (CPU pressure on old kernels) counts as zero.
+    /// Parse a memory pressure file ("some avg10=.. avg60=.. avg300=..
+    /// total=..\nfull ..."; `/proc/pressure/memory` and cgroup v2
+    /// `memory.pressure` share the format). None unless it has both lines.
     pub fn parse(text: &str) -> Option<Self> {
-        let mut psi = Psi::default();
-        let mut have_some = false;
-        for line in text.lines() {
-            let mut fields = line.split_whitespace();
-            let kind = fields.next()?;
-            let mut avg10 = None;
-            let mut total = None;
-            for f in fields {
-                match f.split_once('=') {
-                    Some(("avg10", v)) => avg10 = Some(v.parse::<f64>().ok()?),
-                    Some(("total", v)) => total = Some(v.parse::<u64>().ok()?),
-                    _ => {}
-                }
-            }
-            match kind {
-                "some" => {
-                    psi.some_avg10 = avg10?;
-                    psi.some_total_us = total?;
-                    have_some = true;
-                }
-                "full" => {
-                    psi.full_avg10 = avg10?;
-                    psi.full_total_us = total?;
-                }
-                _ => {}
-            }
+        proc::parse(Path::new(NODE_MEMORY_PSI), text)
+            .ok()
+            .map(Self::from_procfs)
+    }
+
+    fn from_procfs(p: MemoryPressure) -> Self {
+        Psi {
+            some_avg10: avg10(&p.some),
+            full_avg10: avg10(&p.full),
+            some_total_us: p.some.total,
+            full_total_us: p.full.total,
         }
-        have_some.then_some(psi)
     }
 
     /// The whole node's memory pressure.
     pub fn node_memory() -> Option<Self> {
         Self::read(Path::new(NODE_MEMORY_PSI))
     }
+}
+
+/// procfs holds averages as f32; the kernel prints them with two decimals,
+/// so rounding the f64 to those gives back the printed value (1.1, not
+/// 1.100000023841858).
+fn avg10(r: &PressureRecord) -> f64 {
+    (f64::from(r.avg10) * 100.0).round() / 100.0
 }
 
 /// Swap space on the node (`/proc/meminfo` SwapTotal and SwapFree).
@@ -114,91 +116,44 @@ pub struct SwapStatus {
 
 impl SwapStatus {
     pub fn read() -> Result<Self> {
-        let text =
-            std::fs::read_to_string(MEMINFO).map_err(|e| Error::io("reading", MEMINFO, e))?;
-        Self::parse(&text)
+        proc::read(Path::new(MEMINFO)).map(Self::from_procfs)
     }
 
     pub fn parse(text: &str) -> Result<Self> {
-        let total = meminfo_bytes(text, "SwapTotal", Path::new(MEMINFO))?;
-        let free = meminfo_bytes(text, "SwapFree", Path::new(MEMINFO))?;
-        Ok(SwapStatus {
-            total_bytes: total,
-            used_bytes: total.saturating_sub(free),
-        })
+        proc::parse(Path::new(MEMINFO), text).map(Self::from_procfs)
     }
-}
 
-/// A "Key:   N kB" field of meminfo-style files, in bytes.
-fn meminfo_bytes(text: &str, key: &str, path: &Path) -> Result<u64> {
-    meminfo_optional(text, key, path)?.ok_or_else(|| Error::Parse {
-        path: path.to_path_buf(),
-        content: crate::cgroup::truncate_for_error(text),
-        reason: format!("no {key:?} field"),
-    })
-}
-
-fn meminfo_optional(text: &str, key: &str, path: &Path) -> Result<Option<u64>> {
-    for line in text.lines() {
-        let Some((k, rest)) = line.split_once(':') else {
-            continue;
-        };
-        if k.trim() != key {
-            continue;
+    /// procfs has already converted kB to bytes.
+    fn from_procfs(m: Meminfo) -> Self {
+        SwapStatus {
+            total_bytes: m.swap_total,
+            used_bytes: m.swap_total.saturating_sub(m.swap_free),
         }
-        let mut it = rest.split_whitespace();
-        let bad = |reason: &str| Error::Parse {
-            path: path.to_path_buf(),
-            content: line.to_string(),
-            reason: reason.into(),
-        };
-        let n: u64 = it
-            .next()
-            .ok_or_else(|| bad("no value"))?
-            .parse()
-            .map_err(|_| bad("value is not a number"))?;
-        return match it.next() {
-            Some("kB") => Ok(Some(n * 1024)),
-            None => Ok(Some(n)),
-            Some(_) => Err(bad("unknown unit (expected kB)")),
-        };
     }
-    Ok(None)
 }
 
 /// Resident and swapped-out memory of a process, in bytes, from
 /// `/proc/<pid>/status` (`VmRSS`, `VmSwap`). Both are 0 for processes
 /// without a user address space (kernel threads, zombies).
 pub fn process_rss_swap(pid: i32) -> Result<(u64, u64)> {
-    let path = PathBuf::from(format!("/proc/{pid}/status"));
-    let text = std::fs::read_to_string(&path).map_err(|e| Error::io("reading", &path, e))?;
-    parse_rss_swap(&text, &path)
+    let status: Status = proc::read(&proc_pid_file(pid, "status"))?;
+    Ok(rss_swap(&status))
 }
 
-pub(crate) fn parse_rss_swap(text: &str, path: &Path) -> Result<(u64, u64)> {
-    Ok((
-        meminfo_optional(text, "VmRSS", path)?.unwrap_or(0),
-        meminfo_optional(text, "VmSwap", path)?.unwrap_or(0),
-    ))
+/// procfs gives these in KiB.
+fn rss_swap(s: &Status) -> (u64, u64) {
+    (s.vmrss.unwrap_or(0) * 1024, s.vmswap.unwrap_or(0) * 1024)
 }
 
 /// The scheduler state letter of a process (`R`, `S`, `D`, `T` stopped,
 /// `t` traced, `Z` zombie, ...), field 3 of `/proc/<pid>/stat`.
 pub fn process_state(pid: i32) -> Result<char> {
-    let path = PathBuf::from(format!("/proc/{pid}/stat"));
-    let text = std::fs::read_to_string(&path).map_err(|e| Error::io("reading", &path, e))?;
-    parse_stat_state(&text).ok_or_else(|| Error::Parse {
-        path,
-        content: crate::cgroup::truncate_for_error(&text),
-        reason: "no state field after the command name".into(),
-    })
+    let stat: Stat = proc::read(&proc_pid_file(pid, "stat"))?;
+    Ok(stat.state)
 }
 
-/// The command name (field 2) is in parentheses and may itself contain
-/// spaces and ')', so the state is found after the *last* ')'.
-fn parse_stat_state(text: &str) -> Option<char> {
-    let rest = &text[text.rfind(')')? + 1..];
-    rest.trim_start().chars().next()
+fn proc_pid_file(pid: i32, name: &str) -> PathBuf {
+    PathBuf::from(format!("/proc/{pid}/{name}"))
 }
 
 #[cfg(test)]
@@ -218,6 +173,12 @@ mod tests {
         );
         let e = VmStat::parse("pswpin 1\n").unwrap_err().to_string();
         assert!(e.contains("/proc/vmstat") && e.contains("pswpout"), "{e}");
+        let e = VmStat::parse("pswpin 1\npswpout -2\npgmajfault 3\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("negative"), "{e}");
+        let e = VmStat::parse("pswpin x\n").unwrap_err().to_string();
+        assert!(e.contains("/proc/vmstat") && e.contains("pswpin x"), "{e}");
     }
 
     #[test]
@@ -228,74 +189,124 @@ mod tests {
 
     #[test]
     fn psi() {
-        let text = "some avg10=1.50 avg60=0.20 avg300=0.00 total=123456\nfull avg10=0.75 avg60=0.10 avg300=0.00 total=6543\n";
+        let text = "some avg10=1.10 avg60=0.20 avg300=0.00 total=123456\nfull avg10=0.75 avg60=0.10 avg300=0.00 total=6543\n";
         assert_eq!(
             Psi::parse(text),
             Some(Psi {
-                some_avg10: 1.5,
+                // Exactly what the kernel printed, despite procfs's f32.
+                some_avg10: 1.1,
                 full_avg10: 0.75,
                 some_total_us: 123456,
                 full_total_us: 6543
             })
         );
-        let some_only = "some avg10=2.00 avg60=0.00 avg300=0.00 total=9\n";
+        // Memory pressure always has both lines; anything else is not PSI.
         assert_eq!(
-            Psi::parse(some_only),
-            Some(Psi {
-                some_avg10: 2.0,
-                some_total_us: 9,
-                ..Psi::default()
-            })
+            Psi::parse("some avg10=2.00 avg60=0.00 avg300=0.00 total=9\n"),
+            None
         );
         assert_eq!(Psi::parse(""), None);
-        assert_eq!(Psi::parse("some avg10=x total=1\n"), None);
         assert_eq!(
-            Psi::parse("full avg10=1.00 avg60=0 avg300=0 total=1\n"),
+            Psi::parse(
+                "some avg10=x avg60=0 avg300=0 total=1\nfull avg10=0 avg60=0 avg300=0 total=1\n"
+            ),
             None
         );
         assert_eq!(Psi::read(Path::new("/nonexistent/memory.pressure")), None);
+        // Present on kernels with PSI enabled (it is here).
+        if Path::new(NODE_MEMORY_PSI).exists() {
+            assert!(Psi::node_memory().is_some());
+        }
     }
+
+    /// A complete /proc/meminfo (procfs requires the fields every kernel has).
+    const MEMINFO_TEXT: &str = "\
+MemTotal:        8000000 kB
+MemFree:         4000000 kB
+MemAvailable:    6000000 kB
+Buffers:           13824 kB
+Cached:          2851376 kB
+SwapCached:            0 kB
+Active:           980196 kB
+Inactive:        1880952 kB
+SwapTotal:       1048576 kB
+SwapFree:         786432 kB
+Dirty:               168 kB
+Writeback:             0 kB
+Mapped:            10800 kB
+Slab:             161436 kB
+Committed_AS:      50784 kB
+VmallocTotal:   34359738367 kB
+VmallocUsed:       14076 kB
+VmallocChunk:          0 kB
+HugePages_Total:       0
+Hugepagesize:       2048 kB
+";
 
     #[test]
     fn meminfo() {
-        let text = "MemTotal:        8000000 kB\nSwapCached:            0 kB\nSwapTotal:       1048576 kB\nSwapFree:         786432 kB\n";
         assert_eq!(
-            SwapStatus::parse(text).unwrap(),
+            SwapStatus::parse(MEMINFO_TEXT).unwrap(),
             SwapStatus {
                 total_bytes: 1 << 30,
                 used_bytes: 256 << 20
             }
         );
-        assert!(SwapStatus::parse("MemTotal: 1 kB\n")
+        let e = SwapStatus::parse("MemTotal: 1 kB\n")
             .unwrap_err()
-            .to_string()
-            .contains("SwapTotal"));
-        assert!(SwapStatus::parse("SwapTotal: x kB\nSwapFree: 0 kB\n").is_err());
-        SwapStatus::read().unwrap();
+            .to_string();
+        assert!(e.contains("/proc/meminfo") && e.contains("MemTotal"), "{e}");
+        let garbled = MEMINFO_TEXT.replace("SwapTotal:       1048576", "SwapTotal: x");
+        assert!(SwapStatus::parse(&garbled).is_err());
+        let s = SwapStatus::read().unwrap();
+        assert!(s.used_bytes <= s.total_bytes);
+    }
+
+    fn status_text(vm: &str) -> String {
+        format!(
+            "Name:\tx\nUmask:\t0022\nState:\tS (sleeping)\nTgid:\t42\nNgid:\t0\nPid:\t42\nPPid:\t1\n\
+             TracerPid:\t0\nUid:\t0\t0\t0\t0\nGid:\t0\t0\t0\t0\nFDSize:\t64\nGroups:\t \n{vm}\
+             Threads:\t1\nSigQ:\t0/96551\nSigPnd:\t0000000000000000\nShdPnd:\t0000000000000000\n\
+             SigBlk:\t0000000000000000\nSigIgn:\t0000000000000000\nSigCgt:\t0000000000000000\n\
+             CapInh:\t0000000000000000\nCapPrm:\t000001fffeffffff\nCapEff:\t000001fffeffffff\n"
+        )
+    }
+
+    fn parse_status(text: &str) -> Status {
+        proc::parse(Path::new("/proc/42/status"), text).unwrap()
     }
 
     #[test]
     fn status_rss_swap() {
-        let text = "Name:\tx\nVmRSS:\t    2048 kB\nVmSwap:\t     512 kB\n";
-        assert_eq!(
-            parse_rss_swap(text, Path::new("s")).unwrap(),
-            (2 << 20, 512 << 10)
-        );
-        assert_eq!(
-            parse_rss_swap("Name:\tkthreadd\n", Path::new("s")).unwrap(),
-            (0, 0)
-        );
+        let with_mm =
+            status_text("VmSize:\t    3060 kB\nVmRSS:\t    2048 kB\nVmSwap:\t     512 kB\n");
+        assert_eq!(rss_swap(&parse_status(&with_mm)), (2 << 20, 512 << 10));
+        // Kernel threads and zombies have no Vm* lines.
+        assert_eq!(rss_swap(&parse_status(&status_text(""))), (0, 0));
         let (rss, _) = process_rss_swap(std::process::id() as i32).unwrap();
         assert!(rss > 0);
+        let e = process_rss_swap(-1).unwrap_err().to_string();
+        assert!(e.contains("reading /proc/-1/status"), "{e}");
     }
 
     #[test]
     fn stat_state() {
-        assert_eq!(parse_stat_state("42 (a) b) c) T 1 2 3"), Some('T'));
-        assert_eq!(parse_stat_state("1 (init) S 0"), Some('S'));
-        assert_eq!(parse_stat_state("garbage"), None);
+        // The command name may contain spaces and ')': the state follows the
+        // last ')'.
+        let tail = "1 2 3 0 -1 4194304 98 0 0 0 0 0 0 0 20 0 1 0 339045 3133440 390 \
+                    18446744073709551615 1 1 1 0 0 0 0 0 0 0 0 0 17 0 0 0 0 0 0 1 1 1 1 1 1 1 0";
+        let state = |line: String| {
+            proc::parse::<Stat>(Path::new("/proc/42/stat"), &line)
+                .unwrap()
+                .state
+        };
+        assert_eq!(state(format!("42 (a) b) c) T {tail}\n")), 'T');
+        assert_eq!(state(format!("1 (init) S {tail}\n")), 'S');
+        assert!(proc::parse::<Stat>(Path::new("/proc/42/stat"), "garbage").is_err());
         // The harness's main thread (whose state /proc/<pid>/stat shows) waits
         // for this test, or runs.
         assert!("RS".contains(process_state(std::process::id() as i32).unwrap()));
+        let e = process_state(-1).unwrap_err().to_string();
+        assert!(e.contains("reading /proc/-1/stat"), "{e}");
     }
 }

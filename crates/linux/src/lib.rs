@@ -9,6 +9,7 @@ pub mod counters;
 pub mod error;
 pub mod freeze;
 pub mod pidfd;
+mod proc;
 pub mod swap;
 
 pub use error::{Error, Result};

@@ -14,10 +14,11 @@
 //! so pointing it at an admin's own swap cannot destroy it.
 
 use crate::error::{Error, Result};
-use std::ffi::{CString, OsString};
+use crate::proc::unescape_octal;
+use std::ffi::CString;
 use std::fs::{self, File, OpenOptions};
 use std::io;
-use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileExt, OpenOptionsExt, PermissionsExt};
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
@@ -246,9 +247,9 @@ pub fn active() -> Result<Vec<SwapArea>> {
     parse_proc_swaps(&text)
 }
 
-/// Parse the text of /proc/swaps: a header line, then
-/// `Filename Type Size Used Priority` with sizes in KiB and the file name
-/// octal-escaped (`\040` for a space).
+/// Parse the text of /proc/swaps (procfs 0.18 has no reader for it): a
+/// header line, then `Filename Type Size Used Priority` with sizes in KiB
+/// and the file name octal-escaped (`\040` for a space).
 pub fn parse_proc_swaps(text: &str) -> Result<Vec<SwapArea>> {
     let bad = |line: &str, reason: String| Error::Parse {
         path: PathBuf::from(PROC_SWAPS),
@@ -636,31 +637,6 @@ fn swapoff_hint(e: io::Error) -> io::Error {
         Some(libc::EPERM) => with_hint(e, "swapoff needs CAP_SYS_ADMIN"),
         _ => e,
     }
-}
-
-/// Undo the kernel's `\ooo` escaping of whitespace and backslashes in paths.
-fn unescape_octal(s: &str) -> OsString {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'\\'
-            && i + 3 < b.len()
-            && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
-        {
-            let v = (b[i + 1] - b'0') as u32 * 64
-                + (b[i + 2] - b'0') as u32 * 8
-                + (b[i + 3] - b'0') as u32;
-            if v <= 255 {
-                out.push(v as u8);
-                i += 4;
-                continue;
-            }
-        }
-        out.push(b[i]);
-        i += 1;
-    }
-    OsString::from_vec(out)
 }
 
 fn fmt_bytes(b: u64) -> String {

@@ -18,6 +18,7 @@ pub mod v2;
 
 use crate::counters::Psi;
 use crate::error::{Error, Result};
+use crate::proc::unescape_octal;
 use std::collections::BTreeSet;
 use std::fmt;
 use std::io::{ErrorKind, Write};
@@ -317,57 +318,38 @@ pub struct Mount {
     /// hierarchy; a subtree for bind mounts and some containers).
     pub root: String,
     pub fstype: String,
-    /// Per-superblock options; for cgroup v1 these name the controllers.
+    /// Per-superblock options (`name` or `name=value`), sorted; for cgroup
+    /// v1 these name the controllers.
     pub super_options: Vec<String>,
 }
 
-/// Parse `/proc/self/mountinfo` (proc(5)): `id parent maj:min root
-/// mount-point options [optional fields...] - fstype source super-options`.
-/// Malformed lines are skipped: one odd mount must not hide the others.
-pub fn parse_mountinfo(text: &str) -> Vec<Mount> {
-    text.lines()
-        .filter_map(|line| {
-            let fields: Vec<&str> = line.split_whitespace().collect();
-            let sep = fields.iter().position(|f| *f == "-")?;
-            if sep < 6 || fields.len() < sep + 3 {
-                return None;
-            }
-            Some(Mount {
-                root: unescape_mount(fields[3]),
-                mount_point: PathBuf::from(unescape_mount(fields[4])),
-                fstype: fields[sep + 1].to_string(),
-                super_options: fields[sep + 3].split(',').map(str::to_string).collect(),
+impl Mount {
+    fn from_procfs(m: procfs::process::MountInfo) -> Self {
+        let mut super_options: Vec<String> = m
+            .super_options
+            .into_iter()
+            .map(|(k, v)| match v {
+                Some(v) => format!("{k}={v}"),
+                None => k,
             })
-        })
-        .collect()
+            .collect();
+        super_options.sort();
+        Mount {
+            mount_point: PathBuf::from(unescape_octal(&m.mount_point.to_string_lossy())),
+            root: unescape_octal(&m.root).to_string_lossy().into_owned(),
+            fstype: m.fs_type,
+            super_options,
+        }
+    }
 }
 
-/// Undo the kernel's octal escaping of space, tab, newline and backslash
-/// in mountinfo paths.
-fn unescape_mount(s: &str) -> String {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'\\'
-            && i + 3 < bytes.len()
-            && bytes[i + 1..i + 4]
-                .iter()
-                .all(|b| (b'0'..=b'7').contains(b))
-        {
-            let v = (bytes[i + 1] - b'0') as u32 * 64
-                + (bytes[i + 2] - b'0') as u32 * 8
-                + (bytes[i + 3] - b'0') as u32;
-            if let Ok(b) = u8::try_from(v) {
-                out.push(b);
-                i += 4;
-                continue;
-            }
-        }
-        out.push(bytes[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
+/// Parse `/proc/self/mountinfo` (proc(5)) with procfs, line by line:
+/// malformed lines are skipped, as one odd mount must not hide the others.
+pub fn parse_mountinfo(text: &str) -> Vec<Mount> {
+    text.lines()
+        .filter_map(|line| procfs::process::MountInfo::from_line(line).ok())
+        .map(Mount::from_procfs)
+        .collect()
 }
 
 // ---- helpers shared by the two backends ---------------------------------
@@ -688,24 +670,27 @@ mod tests {
         assert_eq!(m.len(), 5);
         assert_eq!(m[2].mount_point, PathBuf::from("/sys/fs/cgroup/memory"));
         assert_eq!(m[2].fstype, "cgroup");
-        assert_eq!(m[2].super_options, vec!["rw", "memory"]);
+        assert_eq!(m[2].super_options, vec!["memory", "rw"]);
+        assert_eq!(m[0].super_options, vec!["mode=755", "rw"]);
         assert_eq!(m[2].root, "/");
         let p = parse_mountinfo(PURE_V2);
         assert_eq!(p[1].fstype, "cgroup2");
         assert_eq!(
             p[1].super_options,
-            vec!["rw", "nsdelegate", "memory_recursiveprot"]
+            vec!["memory_recursiveprot", "nsdelegate", "rw"]
         );
     }
 
     #[test]
     fn mountinfo_unescapes_and_skips_garbage() {
-        let text = "1 2 0:1 / /mnt/with\\040space rw - cgroup cgroup rw,cpu,memory\nnot a mountinfo line\n";
+        let text = "1 2 0:1 /sub\\134dir /mnt/with\\040space rw - cgroup cgroup rw,cpu,memory\n\
+                    not a mountinfo line\n\
+                    2 1 0:2 / /x rw - cgroup\n";
         let m = parse_mountinfo(text);
         assert_eq!(m.len(), 1);
         assert_eq!(m[0].mount_point, PathBuf::from("/mnt/with space"));
-        assert_eq!(unescape_mount("a\\134b"), "a\\b");
-        assert_eq!(unescape_mount("trailing\\04"), "trailing\\04");
+        assert_eq!(m[0].root, "/sub\\dir");
+        assert_eq!(m[0].super_options, vec!["cpu", "memory", "rw"]);
     }
 
     #[test]

@@ -189,23 +189,11 @@ fn is_cgroup2_fs(path: &Path) -> bool {
     st.f_type as i64 == CGROUP2_SUPER_MAGIC
 }
 
-/// (major, minor) of the running kernel, from uname(2).
+/// (major, minor) of the running kernel (`/proc/sys/kernel/osrelease`,
+/// what uname(2) reports, parsed by procfs).
 fn kernel_version() -> Option<(u32, u32)> {
-    // SAFETY: uname fills the zeroed struct we own.
-    let mut u: libc::utsname = unsafe { std::mem::zeroed() };
-    if unsafe { libc::uname(&mut u) } != 0 {
-        return None;
-    }
-    let release: String = u
-        .release
-        .iter()
-        .take_while(|c| **c != 0)
-        .map(|c| *c as u8 as char)
-        .collect();
-    let mut it = release
-        .split(|c: char| !c.is_ascii_digit())
-        .filter(|s| !s.is_empty());
-    Some((it.next()?.parse().ok()?, it.next()?.parse().ok()?))
+    let v = procfs::KernelVersion::current().ok()?;
+    Some((u32::from(v.major), u32::from(v.minor)))
 }
 
 impl CgroupBackend for V2 {
