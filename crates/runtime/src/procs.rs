@@ -2,11 +2,10 @@
 //! cgroup down so that nothing is left behind.
 
 use anyhow::{Context, Result};
-use memgang_linux::cgroup::{CgroupBackend, GroupPath};
+use memgang_linux::cgroup::{spawn_into, CgroupBackend, GroupPath};
 use memgang_linux::freeze::signal_group;
 use memgang_linux::pidfd::PidFd;
-use std::fs::{File, OpenOptions};
-use std::os::fd::AsRawFd;
+use std::fs::File;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -24,9 +23,7 @@ pub struct Launched {
 }
 
 /// Start `command` with its stdout/stderr in `log_dir`, already a member of
-/// `group` when it execs: the child writes "0" (itself) into the group's
-/// cgroup.procs files between fork and exec, so not one page it touches is
-/// charged elsewhere and nothing it forks can escape.
+/// `group` when it execs (see [`spawn_into`]).
 pub fn launch(
     backend: &dyn CgroupBackend,
     group: &GroupPath,
@@ -34,17 +31,6 @@ pub fn launch(
     env: &std::collections::BTreeMap<String, String>,
     log_dir: &Path,
 ) -> Result<Launched> {
-    let procs: Vec<File> = backend
-        .procs_files(group)
-        .iter()
-        .map(|p| {
-            OpenOptions::new()
-                .write(true)
-                .open(p)
-                .with_context(|| format!("opening {}", p.display()))
-        })
-        .collect::<Result<_>>()?;
-    let fds: Vec<i32> = procs.iter().map(|f| f.as_raw_fd()).collect();
     std::fs::create_dir_all(log_dir)
         .with_context(|| format!("creating log directory {}", log_dir.display()))?;
     let stdout = File::create(log_dir.join("stdout")).context("creating the job's stdout log")?;
@@ -60,19 +46,7 @@ pub fn launch(
         // Its own process group: a Ctrl-C at the terminal reaches memgang,
         // which then stops the jobs in order, not the jobs behind its back.
         .process_group(0);
-    // SAFETY: the closure only calls write(2), which is async-signal-safe,
-    // on descriptors that stay open until spawn() returns.
-    unsafe {
-        cmd.pre_exec(move || {
-            for fd in &fds {
-                if libc::write(*fd, b"0".as_ptr().cast(), 1) != 1 {
-                    return Err(std::io::Error::last_os_error());
-                }
-            }
-            Ok(())
-        });
-    }
-    let child = cmd.spawn().map_err(|e| match e.kind() {
+    let child = spawn_into(backend, group, &mut cmd)?.map_err(|e| match e.kind() {
         std::io::ErrorKind::NotFound => anyhow::anyhow!(
             "command not found: {:?} (not on PATH, nor next to memgang)",
             command[0]

@@ -219,6 +219,47 @@ pub trait CgroupBackend: Send + Sync + std::fmt::Debug {
 ///
 /// Mounts come from `/proc/self/mountinfo`, so nothing depends on where a
 /// distribution mounts its hierarchies.
+/// Spawn `cmd` as a member of `group` from its first instruction: the
+/// child writes "0" (itself) into the group's `cgroup.procs` files between
+/// fork and exec, so every page it touches is charged to the group and
+/// nothing it forks can escape. The outer error is about the group (its
+/// files could not be opened); the inner one is spawn's own, so a caller can
+/// tell "command not found" apart.
+pub fn spawn_into(
+    backend: &dyn CgroupBackend,
+    group: &GroupPath,
+    cmd: &mut std::process::Command,
+) -> Result<std::io::Result<std::process::Child>> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::process::CommandExt;
+    let files = backend
+        .procs_files(group)
+        .iter()
+        .map(|p| {
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open(p)
+                .map_err(|e| io_error("opening for writing", p, e))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let fds: Vec<i32> = files.iter().map(|f| f.as_raw_fd()).collect();
+    // SAFETY: the closure only calls write(2), which is async-signal-safe,
+    // on descriptors that stay open until spawn() returns (`files`).
+    unsafe {
+        cmd.pre_exec(move || {
+            for fd in &fds {
+                if libc::write(*fd, b"0".as_ptr().cast(), 1) != 1 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            Ok(())
+        });
+    }
+    let child = cmd.spawn();
+    drop(files);
+    Ok(child)
+}
+
 pub fn detect() -> Result<Box<dyn CgroupBackend>> {
     const MOUNTINFO: &str = "/proc/self/mountinfo";
     let text = std::fs::read_to_string(MOUNTINFO).map_err(|e| io_error("reading", MOUNTINFO, e))?;

@@ -75,25 +75,18 @@ fn open_procs(backend: &dyn CgroupBackend, group: &GroupPath) -> Vec<File> {
 /// registers the pid with a [`Cleanup`], which reaps it with waitpid.
 #[allow(clippy::zombie_processes)]
 pub fn spawn_in(backend: &dyn CgroupBackend, group: &GroupPath, cmd: &mut Command) -> i32 {
-    let files = open_procs(backend, group);
-    let fds: Vec<i32> = files.iter().map(|f| f.as_raw_fd()).collect();
     cmd.stdin(Stdio::null()).stdout(Stdio::null());
-    // SAFETY: only write(2) and prctl(2), async-signal-safe, on descriptors
-    // that outlive spawn().
+    // SAFETY: prctl(2) is async-signal-safe.
     unsafe {
-        cmd.pre_exec(move || {
+        cmd.pre_exec(|| {
             // Die with the test if it dies without cleaning up.
             libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-            for fd in &fds {
-                if libc::write(*fd, b"0".as_ptr().cast(), 1) != 1 {
-                    return Err(std::io::Error::last_os_error());
-                }
-            }
             Ok(())
         });
     }
-    let child = cmd.spawn().expect("spawning a test process");
-    drop(files);
+    let child = memgang_linux::cgroup::spawn_into(backend, group, cmd)
+        .expect("opening the group's cgroup.procs")
+        .expect("spawning a test process");
     child.id() as i32
 }
 
