@@ -298,10 +298,10 @@ command = ["true"]
     #[test]
     fn errors_carry_the_line() {
         let e = error_of(&GOOD.replace("memory = \"700M\"", "memory = \"70QM\""));
-        assert_eq!(e.line, Some(10), "{e}");
+        assert_eq!(e.line, Some(9), "{e}");
         assert!(
             e.to_string()
-                .starts_with("exp.toml:10: invalid size \"70QM\""),
+                .starts_with("exp.toml:9: invalid size \"70QM\""),
             "{e}"
         );
 
@@ -309,13 +309,13 @@ command = ["true"]
         assert_eq!(e.line, Some(2), "{e}");
 
         let e = error_of(&GOOD.replace("ranks = 2", "ranks = 0"));
-        assert_eq!(e.line, Some(9), "{e}");
+        assert_eq!(e.line, Some(8), "{e}");
 
         let e = error_of(&GOOD.replace("quantum = \"10s\"", "quantum = \"ten\""));
         assert_eq!(e.line, Some(3), "{e}");
 
         let e = error_of(&GOOD.replace("ranks = 2", "rank = 2"));
-        assert_eq!(e.line, Some(9), "{e}");
+        assert_eq!(e.line, Some(8), "{e}");
         assert!(e.message.contains("unknown field"), "{e}");
 
         let e = error_of(&GOOD.replace("name = \"b\"", "name = \"a\""));
