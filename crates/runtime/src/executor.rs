@@ -204,7 +204,7 @@ pub fn execute(exp: &Experiment, env: &Env) -> Result<RunResult> {
         swap_in_pages: vm_end.pswpin.saturating_sub(run.vm_start.pswpin),
         swap_out_pages: vm_end.pswpout.saturating_sub(run.vm_start.pswpout),
         switch_count: run.switches.len(),
-        switch_time_s: run.switches.iter().map(|s| s.took_s).sum(),
+        switch_time_s: run.switches.iter().fold(0.0, |t, s| t + s.took_s),
         interrupted,
         jobs,
         timeline: run.timeline,
