@@ -11,7 +11,7 @@ use crate::results::{
     Interval, JobResult, JobSample, Machine, RunResult, Sample, Switch, SCHEMA_VERSION,
 };
 use anyhow::{Context, Result};
-use memgang_core::{Action, Cluster, Event, JobId, JobStatus, Scheduler};
+use memgang_core::{Action, Cluster, Event, JobId, JobStatus, NodeId, Scheduler};
 use memgang_linux::cgroup::{CgroupBackend, GroupPath, MemoryStat};
 use memgang_linux::counters::{Psi, VmStat};
 use memgang_linux::freeze::Freezer;
@@ -25,6 +25,11 @@ use std::time::{Duration, Instant};
 /// Lines of a failed job's stderr kept in the results: enough for an error
 /// message and a short backtrace, small enough for a table.
 const STDERR_TAIL_LINES: usize = 10;
+/// Node memory PSI "some" avg10 (%) from which the node counts as under
+/// memory pressure: tasks stalled on memory a tenth of the time is paging
+/// that costs the jobs real progress, well above the background reclaim a
+/// healthy node shows (0% on this machine when idle).
+const PRESSURE_PSI_SOME: f64 = 10.0;
 
 pub struct Env {
     pub backend: Arc<dyn CgroupBackend>,
@@ -131,6 +136,7 @@ pub fn execute(exp: &Experiment, env: &Env) -> Result<RunResult> {
 
     let mut next_sample = Duration::ZERO;
     let mut interrupted = false;
+    let mut pressured = false;
     loop {
         if env.stop.load(Ordering::Relaxed) {
             interrupted = true;
@@ -147,6 +153,19 @@ pub fn execute(exp: &Experiment, env: &Env) -> Result<RunResult> {
         if now >= next_sample {
             run.sample(now);
             run.show_progress(&sched);
+            // Tell the policy when the node enters memory pressure (edge,
+            // not level: one event per episode, not one per sample).
+            let psi = run.samples.last().and_then(|s| s.psi_some_avg10);
+            let now_pressured = psi.is_some_and(|p| p >= PRESSURE_PSI_SOME);
+            if now_pressured && !pressured {
+                let event = Event::MemoryPressure {
+                    node: NodeId(0),
+                    some_avg10: psi.unwrap_or_default(),
+                };
+                let actions = sched.handle(now, event);
+                run.execute(&mut sched, actions, &mut teardown)?;
+            }
+            pressured = now_pressured;
             next_sample = (next_sample + exp.sample_interval).max(now);
         }
         let wake = sched
