@@ -5,7 +5,7 @@
 
 use crate::action::Action;
 use crate::event::Event;
-use crate::model::{Cluster, JobId, JobSpec, Time};
+use crate::model::{Cluster, JobSpec, Time};
 use crate::policy::{Policy, Timer};
 use crate::state::{JobStatus, State};
 
@@ -27,10 +27,6 @@ impl Scheduler {
 
     pub fn state(&self) -> &State {
         &self.state
-    }
-
-    pub fn policy(&self) -> &dyn Policy {
-        self.policy.as_ref()
     }
 
     /// When the executor must call [`advance`](Self::advance) next at the
@@ -154,10 +150,5 @@ impl Scheduler {
                 }
             }
         }
-    }
-
-    /// Jobs in the order they were submitted.
-    pub fn job_ids(&self) -> impl Iterator<Item = JobId> + '_ {
-        self.state.jobs().iter().map(|j| j.id)
     }
 }

@@ -35,13 +35,6 @@ impl Gang {
         }
     }
 
-    /// The matrix, row by row, for reports and tests.
-    pub fn rows(&self) -> impl Iterator<Item = Vec<JobId>> + '_ {
-        self.rows
-            .iter()
-            .map(|r| r.iter().map(|(j, _)| *j).collect())
-    }
-
     fn place(&mut self, job: JobId, state: &State) -> usize {
         let need = state.cluster().nodes_needed(state.job(job).spec.ranks) as usize;
         let all = state.cluster().nodes.len();

@@ -65,11 +65,6 @@ impl PolicyKind {
         }
     }
 
-    /// Whether the policy time-slices, so that a quantum applies.
-    pub fn uses_quantum(self) -> bool {
-        self == PolicyKind::Gang
-    }
-
     pub fn build(self, quantum: Duration) -> Box<dyn Policy> {
         match self {
             PolicyKind::Batch => Box::new(Batch::default()),
