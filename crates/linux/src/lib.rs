@@ -8,6 +8,7 @@ pub mod cgroup;
 pub mod counters;
 pub mod error;
 pub mod freeze;
+pub mod paging;
 pub mod pidfd;
 mod proc;
 pub mod swap;

@@ -1,0 +1,1033 @@
+//! Bulk paging at the job switch: the mechanisms behind paper 000 §3.
+//!
+//! Under plain demand paging a switched-in job faults its working set back
+//! one page (plus a small readahead) at a time, and each of those faults may
+//! first have to push a page of the switched-out job to swap: page-ins and
+//! page-outs interleave and the switch drags on (paper 000, Fig. 1). The
+//! paper moves that paging to the switch and does it in bulk:
+//!
+//! - **Aggressive page-out** (§3.2, Fig. 3): at the switch, page the
+//!   outgoing job's resident set out at once, so that the incoming job's
+//!   faults find free memory and never wait for a page-out. Here:
+//!   [`page_out`], `process_madvise(2)` with `MADV_PAGEOUT` over the job's
+//!   anonymous memory, up to [`IOV_BATCH`] ranges per call. Call it on a
+//!   stopped (frozen) job, or it touches its pages straight back in.
+//! - **Adaptive page-in** (§3.3, Fig. 4): at page-out, *record* which pages
+//!   were resident, as runs of contiguous pages (address, count) rather than
+//!   single pages, which keeps the record small; at the job's next switch-in,
+//!   bring exactly those pages back in bulk instead of waiting for the job
+//!   to fault them. Here: [`record`] ([`anon_ranges`] + [`resident_runs`],
+//!   the `PAGEMAP_SCAN` ioctl on `/proc/<pid>/pagemap`) gives a
+//!   [`PageRecord`], and [`page_in`] issues `MADV_WILLNEED` over its runs
+//!   (swap readahead submits all the reads at once) and then, if asked,
+//!   makes the pages resident without the job faulting: remote
+//!   `MADV_POPULATE_READ` where the kernel allows it, else reading the job's
+//!   memory with `process_vm_readv(2)`, which faults swapped-out pages in on
+//!   the job's behalf without changing them.
+//!
+//! Only *how* lives here; when and for which job is the policy's business
+//! (`memgang-core`). Everything is best effort against a live process: a run
+//! that no longer exists (the job unmapped or shrank) is skipped and counted,
+//! never an error that stops the rest. A job that has exited is an error
+//! ([`is_gone`] tells it apart), and so is a caller without the rights
+//! (`Error::Permission`): memgang then leaves paging to the kernel's LRU.
+//!
+//! The process is named by pid but every step holds a pidfd
+//! ([`PidFd`]): `process_madvise` acts through it, and `/proc/<pid>` files
+//! are only trusted if the pidfd shows the process still alive after they
+//! were opened, so a recycled pid is never paged.
+
+use crate::error::{Error, Result};
+use crate::pidfd::PidFd;
+use procfs::process::{MMPermissions, MMapPath, MemoryMap, MemoryMaps};
+use std::fs::File;
+use std::io;
+use std::ops::Range;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::FileExt;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+/// Ranges per `process_madvise` / `process_vm_readv` call: the kernel's
+/// `UIO_MAXIOV`; it refuses longer vectors with EINVAL.
+pub const IOV_BATCH: usize = 1024;
+
+/// Bytes per `process_madvise` call at most. The kernel's `import_iovec`
+/// silently truncates a vector to `MAX_RW_COUNT` (`INT_MAX` rounded down to
+/// a page), so a longer batch would look like a failure half-way.
+const MAX_CALL_BYTES: u64 = (i32::MAX as u64) & !0xfff;
+
+/// A range is cut into pieces of at most this size, so that any one piece
+/// fits in a call (madvise: below [`MAX_CALL_BYTES`]; readv: exactly what
+/// the [`READ_BUF`] × [`IOV_BATCH`] local vector can take).
+const MAX_PIECE_BYTES: u64 = (READ_BUF * IOV_BATCH) as u64;
+
+/// Output vector of one `PAGEMAP_SCAN` call, in regions (24 bytes each, so
+/// 96 KiB). A compact job has far fewer runs and is done in one call; a
+/// fragmented one takes more calls instead of an unbounded buffer.
+const SCAN_REGIONS: usize = 4096;
+
+/// `/proc/<pid>/pagemap` entries per read in the fallback scan: 512 KiB of
+/// entries cover 256 MiB of address space per syscall.
+const PAGEMAP_CHUNK: usize = 1 << 16;
+
+/// The buffer `process_vm_readv` copies into when faulting pages in. Every
+/// local iovec points at this same buffer (the data is thrown away), so one
+/// call covers up to 1 GiB of the job's memory while we hold only 1 MiB.
+const READ_BUF: usize = 1 << 20;
+
+/// How often an interrupted (EINTR/EAGAIN) call is retried before the range
+/// it was working on is given up as skipped.
+const RETRIES: u32 = 100;
+
+/// `MADV_POPULATE_READ` (Linux 5.14): fault the range in readable, as a read
+/// would, without changing it.
+const MADV_POPULATE_READ: i32 = 22;
+
+// --- PAGEMAP_SCAN, include/uapi/linux/fs.h (Linux 6.7) --------------------
+
+/// `struct pm_scan_arg`.
+#[repr(C)]
+#[derive(Debug, Default, Clone, Copy)]
+struct PmScanArg {
+    size: u64,
+    flags: u64,
+    start: u64,
+    end: u64,
+    walk_end: u64,
+    vec: u64,
+    vec_len: u64,
+    max_pages: u64,
+    category_inverted: u64,
+    category_mask: u64,
+    category_anyof_mask: u64,
+    return_mask: u64,
+}
+
+/// `struct page_region`: `[start, end)` with the (returned) categories.
+#[repr(C)]
+#[derive(Debug, Default, Clone, Copy)]
+struct PageRegion {
+    start: u64,
+    end: u64,
+    categories: u64,
+}
+
+const PAGE_IS_FILE: u64 = 1 << 2;
+const PAGE_IS_PRESENT: u64 = 1 << 3;
+const PAGE_IS_PFNZERO: u64 = 1 << 5;
+
+/// `_IOWR('f', 16, struct pm_scan_arg)`.
+const PAGEMAP_SCAN: u64 =
+    (3 << 30) | ((std::mem::size_of::<PmScanArg>() as u64) << 16) | ((b'f' as u64) << 8) | 16;
+
+/// `/proc/<pid>/pagemap` entry bits (Documentation/admin-guide/mm/pagemap.rst).
+const PM_PRESENT: u64 = 1 << 63;
+const PM_FILE_OR_SHARED_ANON: u64 = 1 << 61;
+
+/// Set once `PAGEMAP_SCAN` has been refused: later scans go straight to the
+/// pagemap read.
+static SCAN_IOCTL_MISSING: AtomicBool = AtomicBool::new(false);
+
+/// The system page size.
+pub fn page_size() -> u64 {
+    static PAGE: OnceLock<u64> = OnceLock::new();
+    *PAGE.get_or_init(|| {
+        // SAFETY: sysconf has no preconditions.
+        let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+        if p > 0 {
+            p as u64
+        } else {
+            4096
+        }
+    })
+}
+
+/// `pages` contiguous virtual pages from `start` (page aligned).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Run {
+    pub start: u64,
+    pub pages: u64,
+}
+
+impl Run {
+    pub fn bytes(&self) -> u64 {
+        self.pages * page_size()
+    }
+
+    /// First address after the run.
+    pub fn end(&self) -> u64 {
+        self.start + self.bytes()
+    }
+}
+
+/// Which pages of process `pid` were resident when it was paged out: the
+/// adaptive page-in record of paper 000 Fig. 4, one [`Run`] per stretch of
+/// contiguous pages (a 1 GiB array touched throughout is one run, not 262144
+/// pages).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PageRecord {
+    pub pid: i32,
+    pub runs: Vec<Run>,
+}
+
+impl PageRecord {
+    /// Pages over all runs.
+    pub fn pages(&self) -> u64 {
+        self.runs.iter().map(|r| r.pages).sum()
+    }
+
+    pub fn bytes(&self) -> u64 {
+        self.pages() * page_size()
+    }
+}
+
+/// Something that names a stretch of address space: `(start, length in
+/// bytes)`. [`page_out`] takes runs or ranges alike.
+pub trait Span {
+    fn span(&self) -> (u64, u64);
+}
+
+impl Span for Run {
+    fn span(&self) -> (u64, u64) {
+        (self.start, self.bytes())
+    }
+}
+
+impl Span for Range<u64> {
+    fn span(&self) -> (u64, u64) {
+        (self.start, self.end.saturating_sub(self.start))
+    }
+}
+
+/// How [`resident_runs`] found the resident pages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ScanMethod {
+    /// The `PAGEMAP_SCAN` ioctl (Linux 6.7): the kernel returns runs.
+    PagemapScan,
+    /// Reading `/proc/<pid>/pagemap`, 8 bytes per page.
+    PagemapRead,
+}
+
+impl ScanMethod {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            ScanMethod::PagemapScan => "PAGEMAP_SCAN ioctl",
+            ScanMethod::PagemapRead => "/proc/pid/pagemap read",
+        }
+    }
+}
+
+/// How [`page_in`] brought pages in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PageInMethod {
+    /// `MADV_WILLNEED` only (no fault-in asked for): reads started into the
+    /// swap cache, the job's first touch maps each page (a minor fault).
+    WillNeed,
+    /// `MADV_WILLNEED`, then remote `MADV_POPULATE_READ`.
+    PopulateRead,
+    /// `MADV_WILLNEED`, then reading the job's memory with
+    /// `process_vm_readv`, which faults the pages in.
+    ProcessVmReadv,
+}
+
+impl PageInMethod {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            PageInMethod::WillNeed => "MADV_WILLNEED",
+            PageInMethod::PopulateRead => "MADV_WILLNEED + MADV_POPULATE_READ",
+            PageInMethod::ProcessVmReadv => "MADV_WILLNEED + process_vm_readv",
+        }
+    }
+}
+
+/// What [`page_out`] did.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PageOutReport {
+    /// Length of the ranges the kernel took the advice for (not the pages
+    /// actually written: absent or shared pages are passed over).
+    pub bytes_advised: u64,
+    /// `process_madvise` calls, the permission probe included.
+    pub calls: u64,
+    /// Ranges refused (unmapped by now, locked, ...) and left alone.
+    pub skipped_ranges: u64,
+    pub duration: Duration,
+}
+
+/// What [`page_in`] did.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PageInReport {
+    /// Length of the runs `MADV_WILLNEED` was taken for.
+    pub bytes: u64,
+    /// Bytes made resident by the fault-in step (0 without it).
+    pub faulted_bytes: u64,
+    /// Syscalls over both steps, probes included.
+    pub calls: u64,
+    pub method: PageInMethod,
+    pub duration: Duration,
+    /// Runs of the record that no longer exist (in part or whole) and were
+    /// skipped.
+    pub skipped_runs: u64,
+}
+
+/// True if `e` says the process has exited (and is gone or a zombie).
+pub fn is_gone(e: &Error) -> bool {
+    matches!(e, Error::Io { source, .. } if source.raw_os_error() == Some(libc::ESRCH))
+}
+
+/// The private memory of process `pid` that swap can hold, from
+/// `/proc/<pid>/maps`: anonymous mappings (named or not), `[heap]`,
+/// `[stack]`, and private writable file mappings (`.data`/`.bss`, whose
+/// written pages are anonymous copies). Skipped: shared mappings (files,
+/// shared memory: their pages are not the job's alone), `[vdso]`, `[vvar]`,
+/// `[vsyscall]` and other kernel pseudo-mappings, read-only file mappings
+/// (clean page cache, dropped rather than swapped) and inaccessible
+/// (`---p`) reservations and guard pages, which hold no data.
+pub fn anon_ranges(pid: i32) -> Result<Vec<Range<u64>>> {
+    let fd = open_pidfd(pid, "reading the memory map of")?;
+    let path = proc_file(pid, "maps");
+    let bytes = std::fs::read(&path)
+        .map_err(|e| proc_error(pid, "reading the memory map of", path.clone(), e))?;
+    ensure_alive(&fd, "reading the memory map of")?;
+    let maps: MemoryMaps = crate::proc::parse(&path, &String::from_utf8_lossy(&bytes))?;
+    let mut out: Vec<Range<u64>> = Vec::new();
+    for m in maps.iter().filter(|m| swappable(m)) {
+        let (start, end) = m.address;
+        match out.last_mut() {
+            Some(last) if last.end == start => last.end = end,
+            _ => out.push(start..end),
+        }
+    }
+    Ok(out)
+}
+
+fn swappable(m: &MemoryMap) -> bool {
+    let p = m.perms;
+    if !p.contains(MMPermissions::PRIVATE)
+        || !p.intersects(MMPermissions::READ | MMPermissions::WRITE)
+    {
+        return false;
+    }
+    match &m.pathname {
+        MMapPath::Anonymous | MMapPath::Heap | MMapPath::Stack | MMapPath::TStack(_) => true,
+        MMapPath::Path(_) => p.contains(MMPermissions::WRITE),
+        // "[anon:<name>]" from prctl(PR_SET_VMA_ANON_NAME) (procfs strips
+        // the brackets); anything else in brackets ([vvar_vclock],
+        // [uprobes], ...) belongs to the kernel.
+        MMapPath::Other(name) => name.starts_with("anon:"),
+        MMapPath::Vdso | MMapPath::Vvar | MMapPath::Vsyscall | MMapPath::Rollup => false,
+        MMapPath::Vsys(_) => false,
+    }
+}
+
+/// The pages of `ranges` of process `pid` that are in RAM and anonymous
+/// (file pages and the shared zero page are left out: neither goes to
+/// swap), as ascending, merged runs. Uses the `PAGEMAP_SCAN` ioctl, or
+/// reads `/proc/<pid>/pagemap` on kernels without it (ENOTTY/EINVAL), and
+/// says which.
+pub fn resident_runs(pid: i32, ranges: &[Range<u64>]) -> Result<(Vec<Run>, ScanMethod)> {
+    if !SCAN_IOCTL_MISSING.load(Ordering::Relaxed) {
+        match scan(pid, ranges, ScanMethod::PagemapScan)? {
+            Some(runs) => return Ok((runs, ScanMethod::PagemapScan)),
+            None => {
+                tracing::info!(
+                    "PAGEMAP_SCAN ioctl not available (Linux 6.7+); reading /proc/<pid>/pagemap \
+                     instead"
+                );
+                SCAN_IOCTL_MISSING.store(true, Ordering::Relaxed);
+            }
+        }
+    }
+    let runs = scan(pid, ranges, ScanMethod::PagemapRead)?.unwrap_or_default();
+    Ok((runs, ScanMethod::PagemapRead))
+}
+
+/// [`resident_runs`] by the given method only: `Error::Unsupported` if
+/// this kernel has no `PAGEMAP_SCAN`. For tests and benchmarks.
+pub fn resident_runs_with(pid: i32, ranges: &[Range<u64>], method: ScanMethod) -> Result<Vec<Run>> {
+    scan(pid, ranges, method)?.ok_or_else(|| {
+        Error::Unsupported(format!(
+            "scanning the page tables of process {pid}: this kernel has no PAGEMAP_SCAN ioctl \
+             (Linux 6.7+)"
+        ))
+    })
+}
+
+/// [`anon_ranges`] and [`resident_runs`]: the record to keep at page-out.
+pub fn record(pid: i32) -> Result<(PageRecord, ScanMethod)> {
+    let ranges = anon_ranges(pid)?;
+    let (runs, method) = resident_runs(pid, &ranges)?;
+    Ok((PageRecord { pid, runs }, method))
+}
+
+/// Aggressive page-out: `MADV_PAGEOUT` over `spans` of process `pid`
+/// (runs from a [`PageRecord`], or ranges from [`anon_ranges`]). The
+/// kernel unmaps the pages and starts writing them to swap before the call
+/// returns; the write-back completes asynchronously. Ranges that fail
+/// (unmapped since) are skipped and counted. Err if the process has exited
+/// ([`is_gone`]) or the caller may not do this (`Error::Permission`).
+pub fn page_out<S: Span>(pid: i32, spans: &[S]) -> Result<PageOutReport> {
+    let t = Instant::now();
+    let fd = open_pidfd(pid, "paging out")?;
+    let spans: Vec<(u64, u64)> = spans.iter().map(Span::span).collect();
+    // The probe makes a dead process or missing rights an error even when
+    // there is nothing to page out.
+    probe(&fd, libc::MADV_PAGEOUT, "MADV_PAGEOUT")?;
+    let mut skipped = vec![false; spans.len()];
+    let (bytes, calls) = advise(
+        &fd,
+        &spans,
+        libc::MADV_PAGEOUT,
+        "MADV_PAGEOUT",
+        &mut skipped,
+    )?;
+    Ok(PageOutReport {
+        bytes_advised: bytes,
+        calls: calls + 1,
+        skipped_ranges: skipped.iter().filter(|&&s| s).count() as u64,
+        duration: t.elapsed(),
+    })
+}
+
+/// Adaptive page-in of `record` into process `pid`: `MADV_WILLNEED` over
+/// the recorded runs, which starts the swap reads of all of them at once;
+/// then, with `fault_in`, make them resident so the job does not fault
+/// them itself: remote `MADV_POPULATE_READ` if this kernel allows it (most
+/// do not: `process_madvise` takes only COLD, PAGEOUT, WILLNEED and
+/// COLLAPSE for another process), else `process_vm_readv` over the runs.
+/// The latter needs ptrace rights (root) and, for a page still shared
+/// copy-on-write with another process, makes the job's own copy of it.
+/// Stale runs are skipped and counted.
+pub fn page_in(pid: i32, record: &PageRecord, fault_in: bool) -> Result<PageInReport> {
+    let t = Instant::now();
+    if record.pid != pid {
+        tracing::warn!(
+            pid,
+            record_pid = record.pid,
+            "paging in a record made for another process"
+        );
+    }
+    let fd = open_pidfd(pid, "paging in")?;
+    let spans: Vec<(u64, u64)> = record.runs.iter().map(Span::span).collect();
+    probe(&fd, libc::MADV_WILLNEED, "MADV_WILLNEED")?;
+    let mut calls = 1;
+    let mut skipped = vec![false; spans.len()];
+    let (bytes, c) = advise(
+        &fd,
+        &spans,
+        libc::MADV_WILLNEED,
+        "MADV_WILLNEED",
+        &mut skipped,
+    )?;
+    calls += c;
+    let mut method = PageInMethod::WillNeed;
+    let mut faulted_bytes = 0;
+    if fault_in {
+        // Runs already found stale are not retried.
+        let mut fault_skipped = skipped.clone();
+        calls += 1;
+        let (b, c) = if probe(&fd, MADV_POPULATE_READ, "MADV_POPULATE_READ")? {
+            method = PageInMethod::PopulateRead;
+            advise(
+                &fd,
+                &spans,
+                MADV_POPULATE_READ,
+                "MADV_POPULATE_READ",
+                &mut fault_skipped,
+            )?
+        } else {
+            method = PageInMethod::ProcessVmReadv;
+            read_through(&fd, &spans, &mut fault_skipped)?
+        };
+        faulted_bytes = b;
+        calls += c;
+        skipped = fault_skipped;
+    }
+    Ok(PageInReport {
+        bytes,
+        faulted_bytes,
+        calls,
+        method,
+        duration: t.elapsed(),
+        skipped_runs: skipped.iter().filter(|&&s| s).count() as u64,
+    })
+}
+
+// --- scanning ---------------------------------------------------------------
+
+/// Resident anonymous runs of `ranges`; `Ok(None)` if `method` is the ioctl
+/// and this kernel does not have it.
+fn scan(pid: i32, ranges: &[Range<u64>], method: ScanMethod) -> Result<Option<Vec<Run>>> {
+    let action = "scanning the page tables of";
+    let fd = open_pidfd(pid, action)?;
+    let path = proc_file(pid, "pagemap");
+    let file = File::open(&path).map_err(|e| proc_error(pid, action, path.clone(), e))?;
+    ensure_alive(&fd, action)?;
+    let ranges = aligned(ranges);
+    let result = match method {
+        ScanMethod::PagemapScan => scan_ioctl(&file, &ranges),
+        ScanMethod::PagemapRead => scan_read(&file, &ranges).map(Some),
+    };
+    result.map_err(|e| proc_error(pid, action, path, e))
+}
+
+/// Page-aligned, non-empty, ascending, with touching ranges merged (one
+/// ioctl walk for them).
+fn aligned(ranges: &[Range<u64>]) -> Vec<Range<u64>> {
+    let page = page_size();
+    let mut v: Vec<Range<u64>> = ranges
+        .iter()
+        .map(|r| r.start / page * page..r.end.div_ceil(page) * page)
+        .filter(|r| r.start < r.end)
+        .collect();
+    v.sort_by_key(|r| r.start);
+    let mut out: Vec<Range<u64>> = Vec::with_capacity(v.len());
+    for r in v {
+        match out.last_mut() {
+            Some(last) if r.start <= last.end => last.end = last.end.max(r.end),
+            _ => out.push(r),
+        }
+    }
+    out
+}
+
+/// Append `[start, end)` to `runs`, merging with the last run if it touches.
+fn push_run(runs: &mut Vec<Run>, start: u64, end: u64) {
+    let page = page_size();
+    if end <= start {
+        return;
+    }
+    let pages = (end - start) / page;
+    match runs.last_mut() {
+        Some(last) if last.end() == start => last.pages += pages,
+        _ => runs.push(Run { start, pages }),
+    }
+}
+
+fn scan_ioctl(file: &File, ranges: &[Range<u64>]) -> io::Result<Option<Vec<Run>>> {
+    let mut regions = vec![PageRegion::default(); SCAN_REGIONS];
+    let mut runs = Vec::new();
+    let mut first = true;
+    for r in ranges {
+        let mut start = r.start;
+        let mut retries = 0;
+        while start < r.end {
+            let mut arg = PmScanArg {
+                size: std::mem::size_of::<PmScanArg>() as u64,
+                start,
+                end: r.end,
+                vec: regions.as_mut_ptr() as u64,
+                vec_len: regions.len() as u64,
+                // Present, and neither a file page nor the zero page.
+                category_mask: PAGE_IS_PRESENT | PAGE_IS_FILE | PAGE_IS_PFNZERO,
+                category_inverted: PAGE_IS_FILE | PAGE_IS_PFNZERO,
+                return_mask: PAGE_IS_PRESENT,
+                ..Default::default()
+            };
+            // SAFETY: arg is a valid pm_scan_arg whose vec points at
+            // `regions`, which has room for vec_len entries and outlives the
+            // call; the kernel writes only there and into arg.
+            let n = unsafe {
+                libc::ioctl(
+                    file.as_raw_fd(),
+                    PAGEMAP_SCAN as libc::Ioctl,
+                    &mut arg as *mut PmScanArg,
+                )
+            };
+            if n < 0 {
+                let e = io::Error::last_os_error();
+                match e.raw_os_error() {
+                    Some(libc::EINTR) | Some(libc::EAGAIN) if retries < RETRIES => {
+                        retries += 1;
+                        continue;
+                    }
+                    Some(libc::ENOTTY) | Some(libc::EINVAL) if first => return Ok(None),
+                    _ => return Err(e),
+                }
+            }
+            first = false;
+            let n = (n as usize).min(regions.len());
+            for reg in &regions[..n] {
+                push_run(&mut runs, reg.start, reg.end);
+            }
+            // The kernel stops early only when our vector is full (we set
+            // no max_pages); walk_end then says where to go on. A walk that
+            // ended with room to spare is complete, whatever walk_end says:
+            // the kernel fills our vector through an internal one of 512
+            // regions and, when its last internal pass completes, leaves
+            // walk_end where the previous pass stopped (seen on 6.18), so
+            // going on from there would report regions twice.
+            if n < regions.len() {
+                break;
+            }
+            let next = arg.walk_end.max(regions[n - 1].end);
+            if next <= start {
+                break;
+            }
+            start = next;
+        }
+    }
+    Ok(Some(runs))
+}
+
+fn scan_read(file: &File, ranges: &[Range<u64>]) -> io::Result<Vec<Run>> {
+    let page = page_size();
+    let mut entries = vec![0u64; PAGEMAP_CHUNK];
+    let mut runs = Vec::new();
+    for r in ranges {
+        let mut vpn = r.start / page;
+        let end_vpn = r.end / page;
+        while vpn < end_vpn {
+            let n = ((end_vpn - vpn) as usize).min(PAGEMAP_CHUNK);
+            // SAFETY: viewing n initialised u64s as their 8 * n bytes.
+            let bytes =
+                unsafe { std::slice::from_raw_parts_mut(entries.as_mut_ptr().cast::<u8>(), n * 8) };
+            match file.read_exact_at(bytes, vpn * 8) {
+                Ok(()) => {}
+                // A process without an address space any more reads empty.
+                Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
+                    return Err(io::Error::from_raw_os_error(libc::ESRCH))
+                }
+                Err(e) => return Err(e),
+            }
+            for (i, &e) in entries[..n].iter().enumerate() {
+                if e & PM_PRESENT != 0 && e & PM_FILE_OR_SHARED_ANON == 0 {
+                    let a = (vpn + i as u64) * page;
+                    push_run(&mut runs, a, a + page);
+                }
+            }
+            vpn += n as u64;
+        }
+    }
+    Ok(runs)
+}
+
+// --- process_madvise ----------------------------------------------------------
+
+fn process_madvise(fd: &PidFd, iov: &[libc::iovec], advice: i32) -> io::Result<u64> {
+    // SAFETY: iov points at iov.len() valid iovecs that outlive the call;
+    // the kernel only reads them (the addresses are the target's, never
+    // dereferenced here).
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_process_madvise,
+            fd.as_raw_fd(),
+            iov.as_ptr(),
+            iov.len(),
+            advice,
+            0u32,
+        )
+    };
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(r as u64)
+    }
+}
+
+/// Whether process_madvise takes `advice` for this process at all, asked
+/// with an empty vector. Ok(false): the advice is refused (EINVAL: not one
+/// a kernel lets callers give another process). Errors: gone, permission,
+/// no process_madvise.
+fn probe(fd: &PidFd, advice: i32, name: &'static str) -> Result<bool> {
+    let dummy = [libc::iovec {
+        iov_base: std::ptr::null_mut(),
+        iov_len: 0,
+    }];
+    let mut retries = 0;
+    loop {
+        match process_madvise(fd, &dummy[..0], advice) {
+            Ok(_) => return Ok(true),
+            Err(e) => match e.raw_os_error() {
+                Some(libc::EINTR) | Some(libc::EAGAIN) if retries < RETRIES => retries += 1,
+                Some(libc::EINVAL) => return Ok(false),
+                _ => return Err(madvise_error(fd.pid(), name, e)),
+            },
+        }
+    }
+}
+
+/// Cut spans into page-aligned pieces of at most [`MAX_PIECE_BYTES`], each
+/// with the index of its span.
+fn pieces(spans: &[(u64, u64)]) -> Vec<(u64, u64, usize)> {
+    let page = page_size();
+    let mut out = Vec::with_capacity(spans.len());
+    for (i, &(start, len)) in spans.iter().enumerate() {
+        let mut s = start / page * page;
+        let end = (start.saturating_add(len)).div_ceil(page) * page;
+        while s < end {
+            let l = (end - s).min(MAX_PIECE_BYTES);
+            out.push((s, l, i));
+            s += l;
+        }
+    }
+    out
+}
+
+/// The pieces from `from` that go into one call: at most [`IOV_BATCH`] and
+/// at most `max_bytes` together. Always at least one.
+fn batch_len(pieces: &[(u64, u64, usize)], from: usize, max_bytes: u64) -> usize {
+    let mut total = 0;
+    let mut n = 0;
+    for &(_, len, _) in pieces[from..].iter().take(IOV_BATCH) {
+        if n > 0 && total + len > max_bytes {
+            break;
+        }
+        total += len;
+        n += 1;
+    }
+    n
+}
+
+/// `advice` over `spans`, batched; returns (bytes advised, calls). A span
+/// the kernel refuses is marked in `skipped` and the rest go on.
+///
+/// process_madvise works through the vector in order and stops at the
+/// first range that fails: if it got anywhere it returns the bytes of the
+/// ranges done, else the error. So after a short count we resume at the
+/// range it stopped on; on its own, that range then reports its error.
+fn advise(
+    fd: &PidFd,
+    spans: &[(u64, u64)],
+    advice: i32,
+    name: &'static str,
+    skipped: &mut [bool],
+) -> Result<(u64, u64)> {
+    let pieces: Vec<_> = pieces(spans)
+        .into_iter()
+        .filter(|p| !skipped[p.2])
+        .collect();
+    let mut iov: Vec<libc::iovec> = Vec::with_capacity(IOV_BATCH);
+    let (mut bytes, mut calls, mut retries) = (0u64, 0u64, 0u32);
+    let mut i = 0;
+    while i < pieces.len() {
+        let batch = &pieces[i..i + batch_len(&pieces, i, MAX_CALL_BYTES)];
+        iov.clear();
+        iov.extend(batch.iter().map(|&(s, l, _)| libc::iovec {
+            iov_base: s as *mut libc::c_void,
+            iov_len: l as usize,
+        }));
+        calls += 1;
+        match process_madvise(fd, &iov, advice) {
+            Ok(n) => {
+                bytes += n;
+                let mut left = n;
+                let mut done = 0;
+                while done < batch.len() && left >= batch[done].1 {
+                    left -= batch[done].1;
+                    done += 1;
+                }
+                if done == 0 {
+                    // No progress and no error: cannot happen for non-empty
+                    // ranges; give the range up rather than loop.
+                    skipped[batch[0].2] = true;
+                    done = 1;
+                }
+                i += done;
+            }
+            Err(e) => match e.raw_os_error() {
+                Some(libc::EINTR) | Some(libc::EAGAIN) if retries < RETRIES => retries += 1,
+                // This range is unmapped (ENOMEM), not advisable (EINVAL:
+                // locked, PFN map, ...), or EFAULT/EAGAIN persistently.
+                Some(libc::ENOMEM) | Some(libc::EINVAL) | Some(libc::EFAULT)
+                | Some(libc::EINTR) | Some(libc::EAGAIN) => {
+                    tracing::debug!(
+                        pid = fd.pid(),
+                        start = format_args!("{:#x}", batch[0].0),
+                        len = batch[0].1,
+                        "{name} skipped a range: {e}"
+                    );
+                    skipped[batch[0].2] = true;
+                    i += 1;
+                    retries = 0;
+                }
+                _ => return Err(madvise_error(fd.pid(), name, e)),
+            },
+        }
+    }
+    Ok((bytes, calls))
+}
+
+// --- process_vm_readv -------------------------------------------------------
+
+/// Fault `spans` in by reading them with process_vm_readv into a scratch
+/// buffer; returns (bytes read, calls). Reading stops at the first page
+/// that cannot be read: the rest of that span is given up (marked in
+/// `skipped`) and the next span goes on.
+fn read_through(fd: &PidFd, spans: &[(u64, u64)], skipped: &mut [bool]) -> Result<(u64, u64)> {
+    let pieces: Vec<_> = pieces(spans)
+        .into_iter()
+        .filter(|p| !skipped[p.2])
+        .collect();
+    let mut buf = vec![0u8; READ_BUF];
+    let mut local: Vec<libc::iovec> = Vec::with_capacity(IOV_BATCH);
+    let mut remote: Vec<libc::iovec> = Vec::with_capacity(IOV_BATCH);
+    let (mut bytes, mut calls, mut retries) = (0u64, 0u64, 0u32);
+    let mut i = 0;
+    while i < pieces.len() {
+        let batch = &pieces[i..i + batch_len(&pieces, i, MAX_PIECE_BYTES)];
+        // Skip spans that failed in an earlier batch (a later piece of one).
+        if skipped[batch[0].2] {
+            i += 1;
+            continue;
+        }
+        let total: u64 = batch.iter().map(|p| p.1).sum();
+        remote.clear();
+        remote.extend(batch.iter().map(|&(s, l, _)| libc::iovec {
+            iov_base: s as *mut libc::c_void,
+            iov_len: l as usize,
+        }));
+        local.clear();
+        let n_local = (total as usize).div_ceil(READ_BUF);
+        local.extend((0..n_local).map(|_| libc::iovec {
+            iov_base: buf.as_mut_ptr().cast(),
+            iov_len: READ_BUF,
+        }));
+        calls += 1;
+        // SAFETY: every local iovec covers `buf` (READ_BUF bytes, alive
+        // across the call; overlapping is fine, the data is discarded);
+        // remote iovecs name the target's memory, which the kernel checks.
+        let r = unsafe {
+            libc::process_vm_readv(
+                fd.pid(),
+                local.as_ptr(),
+                local.len() as libc::c_ulong,
+                remote.as_ptr(),
+                remote.len() as libc::c_ulong,
+                0,
+            )
+        };
+        if r >= 0 {
+            let n = r as u64;
+            bytes += n;
+            if n >= total {
+                i += batch.len();
+                continue;
+            }
+            // Stopped inside piece k: give up the rest of its span.
+            let mut left = n;
+            let mut k = 0;
+            while left >= batch[k].1 {
+                left -= batch[k].1;
+                k += 1;
+            }
+            skipped[batch[k].2] = true;
+            i += k + 1;
+            retries = 0;
+            continue;
+        }
+        let e = io::Error::last_os_error();
+        match e.raw_os_error() {
+            Some(libc::EINTR) | Some(libc::EAGAIN) if retries < RETRIES => retries += 1,
+            Some(libc::EFAULT) | Some(libc::EINTR) | Some(libc::EAGAIN) => {
+                skipped[batch[0].2] = true;
+                i += 1;
+                retries = 0;
+            }
+            // The pidfd tells a dead process from a recycled pid: a pid
+            // reused by another process after ours died still means gone.
+            _ if !fd.is_alive() => return Err(gone(fd.pid(), "paging in")),
+            Some(libc::ESRCH) => return Err(gone(fd.pid(), "paging in")),
+            Some(libc::EPERM) | Some(libc::EACCES) => {
+                return Err(permission(fd.pid(), "process_vm_readv", e))
+            }
+            _ => {
+                return Err(Error::io(
+                    "faulting pages in (process_vm_readv) of",
+                    proc_file(fd.pid(), ""),
+                    e,
+                ))
+            }
+        }
+    }
+    // A read that succeeded may still have read a recycled pid's memory if
+    // ours died in between; harmless (nothing changed) but say gone.
+    if !fd.is_alive() {
+        return Err(gone(fd.pid(), "paging in"));
+    }
+    Ok((bytes, calls))
+}
+
+// --- errors and /proc ---------------------------------------------------------
+
+fn proc_file(pid: i32, name: &str) -> PathBuf {
+    if name.is_empty() {
+        PathBuf::from(format!("/proc/{pid}"))
+    } else {
+        PathBuf::from(format!("/proc/{pid}/{name}"))
+    }
+}
+
+fn gone(pid: i32, action: &'static str) -> Error {
+    Error::io(
+        action,
+        proc_file(pid, ""),
+        io::Error::from_raw_os_error(libc::ESRCH),
+    )
+}
+
+fn permission(pid: i32, what: &str, e: io::Error) -> Error {
+    Error::Permission(format!(
+        "{what} on process {pid}: {e}: bulk paging at the job switch needs root, or \
+         CAP_SYS_NICE plus ptrace access to the job's processes; without it memgang falls back \
+         to the kernel's LRU paging"
+    ))
+}
+
+fn madvise_error(pid: i32, name: &'static str, e: io::Error) -> Error {
+    match e.raw_os_error() {
+        Some(libc::ESRCH) => gone(pid, "process_madvise: the process has exited:"),
+        Some(libc::EPERM) | Some(libc::EACCES) => {
+            permission(pid, &format!("process_madvise({name})"), e)
+        }
+        Some(libc::ENOSYS) => Error::Unsupported(format!(
+            "process_madvise({name}) on process {pid}: this kernel has no process_madvise \
+             (Linux 5.10+); memgang falls back to the kernel's LRU paging"
+        )),
+        _ => Error::io("process_madvise on", proc_file(pid, ""), e),
+    }
+}
+
+/// An error on a `/proc/<pid>` file: gone, permission or plain I/O.
+fn proc_error(pid: i32, action: &'static str, path: PathBuf, e: io::Error) -> Error {
+    match e.raw_os_error() {
+        Some(libc::ENOENT) | Some(libc::ESRCH) => gone(pid, action),
+        Some(libc::EPERM) | Some(libc::EACCES) => {
+            permission(pid, &format!("{action} {}", path.display()), e)
+        }
+        _ => Error::io(action, path, e),
+    }
+}
+
+fn open_pidfd(pid: i32, action: &'static str) -> Result<PidFd> {
+    PidFd::try_open(pid)?.ok_or_else(|| gone(pid, action))
+}
+
+/// A `/proc/<pid>` file opened (or read) before this returns Ok belonged to
+/// the process `fd` refers to: its pid cannot have been reused while it
+/// was still alive.
+fn ensure_alive(fd: &PidFd, action: &'static str) -> Result<()> {
+    if fd.is_alive() {
+        Ok(())
+    } else {
+        Err(gone(fd.pid(), action))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uapi_layout() {
+        assert_eq!(std::mem::size_of::<PmScanArg>(), 96);
+        assert_eq!(std::mem::size_of::<PageRegion>(), 24);
+        assert_eq!(PAGEMAP_SCAN, 0xc060_6610);
+    }
+
+    #[test]
+    fn runs_merge_when_they_touch() {
+        let p = page_size();
+        let mut runs = Vec::new();
+        push_run(&mut runs, 0x10000, 0x10000 + 2 * p);
+        push_run(&mut runs, 0x10000 + 2 * p, 0x10000 + 5 * p);
+        push_run(&mut runs, 0x10000 + 6 * p, 0x10000 + 7 * p);
+        push_run(&mut runs, 0x20000, 0x20000); // empty: ignored
+        assert_eq!(
+            runs,
+            vec![
+                Run {
+                    start: 0x10000,
+                    pages: 5
+                },
+                Run {
+                    start: 0x10000 + 6 * p,
+                    pages: 1
+                }
+            ]
+        );
+        let rec = PageRecord { pid: 1, runs };
+        assert_eq!(rec.pages(), 6);
+        assert_eq!(rec.bytes(), 6 * p);
+        assert_eq!(rec.runs[0].end(), 0x10000 + 5 * p);
+        assert_eq!(rec.runs[1].span(), (0x10000 + 6 * p, p));
+        assert_eq!((0x1000u64..0x3000).span(), (0x1000, 0x2000));
+    }
+
+    #[test]
+    fn ranges_are_aligned_sorted_and_merged() {
+        let p = page_size();
+        let r = aligned(&[5 * p..6 * p + 1, p + 3..2 * p, 2 * p..3 * p, 9 * p..9 * p]);
+        assert_eq!(r, vec![p..3 * p, 5 * p..7 * p]);
+    }
+
+    #[test]
+    fn pieces_and_batches_respect_kernel_limits() {
+        let p = page_size();
+        let big = 3 * MAX_PIECE_BYTES + p;
+        let ps = pieces(&[(0x1000_0000, big), (0x90_0000_0000, p / 2)]);
+        assert_eq!(ps.len(), 5);
+        assert!(ps.iter().all(|x| x.1 <= MAX_PIECE_BYTES && x.1 % p == 0));
+        assert_eq!(ps[..4].iter().map(|x| x.1).sum::<u64>(), big);
+        assert_eq!(ps[4], (0x90_0000_0000, p, 1));
+        // A madvise batch stays under MAX_RW_COUNT: one 1 GiB piece and a
+        // bit fit, two do not overflow it.
+        assert_eq!(batch_len(&ps, 0, MAX_CALL_BYTES), 1);
+        assert_eq!(batch_len(&ps, 0, MAX_PIECE_BYTES), 1);
+        let small: Vec<_> = (0..3000).map(|i| (i * 2 * p, p, i as usize)).collect();
+        assert_eq!(batch_len(&small, 0, MAX_CALL_BYTES), IOV_BATCH);
+        assert_eq!(batch_len(&small, 2500, MAX_CALL_BYTES), 500);
+    }
+
+    #[test]
+    fn maps_filter() {
+        let maps: MemoryMaps = crate::proc::parse(
+            std::path::Path::new("/proc/1/maps"),
+            "\
+55d0a0000000-55d0a0001000 r--p 00000000 08:01 123 /usr/bin/job
+55d0a0001000-55d0a0002000 r-xp 00001000 08:01 123 /usr/bin/job
+55d0a0002000-55d0a0003000 rw-p 00002000 08:01 123 /usr/bin/job
+55d0a0003000-55d0a0005000 rw-p 00000000 00:00 0 
+55d0a1000000-55d0a1100000 rw-p 00000000 00:00 0 [heap]
+7f0000000000-7f0000100000 rw-s 00000000 00:05 77 /dev/shm/x
+7f0000100000-7f0000200000 ---p 00000000 00:00 0 
+7f0000200000-7f0000300000 rw-p 00000000 00:00 0 [anon:arena]
+7f0000300000-7f0000301000 r--p 00000000 00:00 0 [vvar]
+7f0000301000-7f0000302000 r--p 00000000 00:00 0 [vvar_vclock]
+7f0000302000-7f0000303000 r-xp 00000000 00:00 0 [vdso]
+7ffc00000000-7ffc00021000 rw-p 00000000 00:00 0 [stack]
+ffffffffff600000-ffffffffff601000 --xp 00000000 00:00 0 [vsyscall]
+",
+        )
+        .unwrap();
+        let kept: Vec<_> = maps
+            .iter()
+            .filter(|m| swappable(m))
+            .map(|m| m.address.0)
+            .collect();
+        assert_eq!(
+            kept,
+            vec![
+                0x55d0a0002000,
+                0x55d0a0003000,
+                0x55d0a1000000,
+                0x7f0000200000,
+                0x7ffc00000000
+            ]
+        );
+    }
+
+    #[test]
+    fn gone_is_recognised() {
+        assert!(is_gone(&gone(7, "paging out")));
+        assert!(!is_gone(&Error::Permission("x".into())));
+        let e = permission(
+            7,
+            "process_madvise(MADV_PAGEOUT)",
+            io::Error::from_raw_os_error(1),
+        );
+        assert!(e.to_string().contains("CAP_SYS_NICE") && e.to_string().contains("LRU"));
+    }
+}

@@ -1,0 +1,693 @@
+//! Bulk paging (paper 000 §3: aggressive page-out, adaptive page-in) on the
+//! real kernel: a forked child holding a pattern in anonymous memory inside
+//! a memory cgroup, with a test swap file. Needs root (cgroups, swapon,
+//! process_madvise on another process); skips loudly otherwise. Run with
+//! `--test-threads=1`: the tests create swap and watch paging counters.
+
+mod common;
+
+use common::*;
+use memgang_linux::cgroup::v1::V1;
+use memgang_linux::cgroup::{CgroupBackend, GroupPath};
+use memgang_linux::counters;
+use memgang_linux::paging::{self, PageRecord, Run, ScanMethod};
+use memgang_linux::swap::TestSwap;
+use memgang_linux::Error;
+use std::fs::{File, OpenOptions};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::process::CommandExt;
+use std::process::Command;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The job's memory: big enough that bulk paging shows in the timings,
+/// small enough for a CI machine.
+const MEM: usize = 128 << 20;
+const SWAP: u64 = 512 * MIB;
+/// Room for the job and its swap cache; the limit is only lowered on
+/// purpose, to push the swap cache out.
+const POOL_LIMIT: u64 = 384 * MIB;
+const SEED: u64 = 0x5eed_1234_abcd_ef01;
+/// A child that is verifying 128 MiB from swap is slow but not this slow.
+const REPLY_TIMEOUT: Duration = Duration::from_secs(120);
+const PROBE_ENV: &str = "MEMGANG_TEST_PAGING_PROBE_PID";
+
+fn page() -> u64 {
+    paging::page_size()
+}
+
+fn backend(test: &str) -> Option<Arc<dyn CgroupBackend>> {
+    if skip_unless(
+        is_root(),
+        test,
+        "needs root (cgroups, swapon, process_madvise on another process)",
+    ) {
+        return None;
+    }
+    let roots = v1_roots();
+    if skip_unless(
+        roots.is_some(),
+        test,
+        "no cgroup v1 memory hierarchy mounted",
+    ) {
+        return None;
+    }
+    let (memory, freezer) = roots?;
+    Some(Arc::new(V1::new(memory, freezer)))
+}
+
+#[inline(always)]
+fn pattern(i: usize) -> u64 {
+    (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ SEED
+}
+
+/// A forked job: `bytes` of anonymous memory at `addr` holding
+/// [`pattern`]. Commands go down `cmd`: `T` = verify every word and write
+/// it back (dirtying the page), answered `O` (intact) or `F` on `res`. Closing `cmd` ends it.
+struct Job {
+    pid: i32,
+    cmd: OwnedFd,
+    res: OwnedFd,
+    addr: u64,
+    len: u64,
+}
+
+fn pipe() -> (OwnedFd, OwnedFd) {
+    let mut fds = [0; 2];
+    // SAFETY: fds has room for the two descriptors pipe2 returns.
+    assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
+    // SAFETY: fresh descriptors, owned here.
+    unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) }
+}
+
+/// Fork the job into `group`. `hole` bytes after its memory are left
+/// unmapped (mapped, then unmapped), so a run there is certainly stale.
+/// Only async-signal-safe calls (raw syscalls, memory access) in the child.
+fn fork_job(backend: &dyn CgroupBackend, group: &GroupPath, bytes: usize, hole: usize) -> Job {
+    let procs: Vec<File> = backend
+        .procs_files(group)
+        .iter()
+        .map(|p| OpenOptions::new().write(true).open(p).unwrap())
+        .collect();
+    let proc_fds: Vec<i32> = procs.iter().map(|f| f.as_raw_fd()).collect();
+    let (cmd_r, cmd_w) = pipe();
+    let (res_r, res_w) = pipe();
+    let (cr, cw, rr, rw) = (
+        cmd_r.as_raw_fd(),
+        cmd_w.as_raw_fd(),
+        res_r.as_raw_fd(),
+        res_w.as_raw_fd(),
+    );
+    // SAFETY: the child runs only async-signal-safe code and _exits.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0, "fork: {}", std::io::Error::last_os_error());
+    if pid == 0 {
+        // SAFETY: raw syscalls and accesses to the child's own mapping.
+        unsafe { job_main(&proc_fds, cr, cw, rr, rw, bytes, hole) }
+    }
+    drop((procs, cmd_r, res_w));
+    let mut a = [0u8; 8];
+    assert!(
+        recv(&res_r, &mut a, REPLY_TIMEOUT),
+        "job {pid} did not start"
+    );
+    Job {
+        pid,
+        cmd: cmd_w,
+        res: res_r,
+        addr: u64::from_ne_bytes(a),
+        len: bytes as u64,
+    }
+}
+
+unsafe fn job_main(
+    procs: &[i32],
+    cr: i32,
+    cw: i32,
+    rr: i32,
+    rw: i32,
+    bytes: usize,
+    hole: usize,
+) -> ! {
+    libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+    libc::close(cw);
+    libc::close(rr);
+    for fd in procs {
+        if libc::write(*fd, b"0".as_ptr().cast(), 1) != 1 {
+            libc::_exit(1);
+        }
+    }
+    let p = libc::mmap(
+        std::ptr::null_mut(),
+        bytes + hole,
+        libc::PROT_READ | libc::PROT_WRITE,
+        libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+        -1,
+        0,
+    );
+    if p == libc::MAP_FAILED {
+        libc::_exit(2);
+    }
+    if hole > 0 {
+        libc::munmap(p.cast::<u8>().add(bytes).cast(), hole);
+    }
+    // 4 KiB pages, so that runs and fault counts mean pages.
+    libc::madvise(p, bytes, libc::MADV_NOHUGEPAGE);
+    let w = p.cast::<u64>();
+    let words = bytes / 8;
+    for i in 0..words {
+        std::ptr::write_volatile(w.add(i), pattern(i));
+    }
+    let a = (p as u64).to_ne_bytes();
+    if libc::write(rw, a.as_ptr().cast(), 8) != 8 {
+        libc::_exit(3);
+    }
+    loop {
+        let mut c = 0u8;
+        let n = libc::read(cr, (&mut c as *mut u8).cast(), 1);
+        if n < 0 && *libc::__errno_location() == libc::EINTR {
+            continue;
+        }
+        if n != 1 || c != b'T' {
+            libc::_exit(0);
+        }
+        // Read, check and write back every word: the job dirties its
+        // memory as a real one would, so each page-out has to write it.
+        let mut ok = true;
+        for i in 0..words {
+            let v = std::ptr::read_volatile(w.add(i));
+            ok &= v == pattern(i);
+            std::ptr::write_volatile(w.add(i), v);
+        }
+        let r = if ok { b'O' } else { b'F' };
+        if libc::write(rw, (&r as *const u8).cast(), 1) != 1 {
+            libc::_exit(4);
+        }
+    }
+}
+
+/// Read exactly `buf.len()` bytes from `fd`, waiting at most `timeout`.
+fn recv(fd: &OwnedFd, buf: &mut [u8], timeout: Duration) -> bool {
+    let deadline = Instant::now() + timeout;
+    let mut got = 0;
+    while got < buf.len() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let mut p = libc::pollfd {
+            fd: fd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd.
+        let r = unsafe { libc::poll(&mut p, 1, left.as_millis() as i32) };
+        if r == 0 {
+            return false;
+        }
+        if r < 0 {
+            continue; // EINTR
+        }
+        // SAFETY: reading into the unfilled tail of buf.
+        let n = unsafe {
+            libc::read(
+                fd.as_raw_fd(),
+                buf[got..].as_mut_ptr().cast(),
+                buf.len() - got,
+            )
+        };
+        if n <= 0 {
+            return false;
+        }
+        got += n as usize;
+    }
+    true
+}
+
+impl Job {
+    /// Have the job touch and verify all its memory; its answer and how
+    /// long the round trip took.
+    fn touch(&self) -> (u8, Duration) {
+        let t = Instant::now();
+        // SAFETY: writing one byte from a live buffer.
+        let n = unsafe { libc::write(self.cmd.as_raw_fd(), b"T".as_ptr().cast(), 1) };
+        assert_eq!(n, 1, "job {} is gone", self.pid);
+        let mut r = [0u8];
+        assert!(
+            recv(&self.res, &mut r, REPLY_TIMEOUT),
+            "job {} did not answer",
+            self.pid
+        );
+        (r[0], t.elapsed())
+    }
+
+    fn pages(&self) -> u64 {
+        self.len / page()
+    }
+
+    /// Pages of `runs` inside the job's memory, and how many runs touch it.
+    fn resident(&self, runs: &[Run]) -> (u64, usize) {
+        let (lo, hi) = (self.addr, self.addr + self.len);
+        let mut pages = 0;
+        let mut n = 0;
+        for r in runs {
+            let (s, e) = (r.start.max(lo), r.end().min(hi));
+            if s < e {
+                pages += (e - s) / page();
+                n += 1;
+            }
+        }
+        (pages, n)
+    }
+
+    fn resident_now(&self) -> (u64, usize) {
+        let ranges = paging::anon_ranges(self.pid).unwrap();
+        self.resident(&paging::resident_runs(self.pid, &ranges).unwrap().0)
+    }
+}
+
+/// Assert two run lists are equal, naming the first difference only.
+fn assert_same_runs(a: &[Run], b: &[Run], what: &str) {
+    if let Some(i) = (0..a.len().max(b.len())).find(|&i| a.get(i) != b.get(i)) {
+        panic!(
+            "{what}: {} vs {} runs, first difference at #{i}: {:x?} vs {:x?} (before: {:x?})",
+            a.len(),
+            b.len(),
+            a.get(i),
+            b.get(i),
+            i.checked_sub(1).and_then(|j| a.get(j))
+        );
+    }
+}
+
+/// Major faults of `pid` (field 12 of /proc/<pid>/stat).
+fn majflt(pid: i32) -> u64 {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let rest = &text[text.rfind(')').unwrap() + 2..];
+    rest.split_whitespace().nth(9).unwrap().parse().unwrap()
+}
+
+fn mib_s(bytes: u64, d: Duration) -> f64 {
+    bytes as f64 / MIB as f64 / d.as_secs_f64().max(1e-9)
+}
+
+/// Push the paged-out pages out of the swap cache too (squeeze the pool's
+/// limit), so that the page-in that follows has to read the swap device,
+/// as it would after another job had used the memory.
+fn evict_swap_cache(backend: &dyn CgroupBackend, pool: &GroupPath) {
+    let before = backend.memory_stat(pool).unwrap().usage_bytes;
+    let t = Instant::now();
+    let squeezed = backend.set_memory_limit(pool, Some(MIB));
+    backend.set_memory_limit(pool, Some(POOL_LIMIT)).unwrap();
+    let after = backend.memory_stat(pool).unwrap().usage_bytes;
+    eprintln!(
+        "  swap cache eviction (waits for the page-out's write-back): pool usage {:.1} -> {:.1} \
+         MiB in {:?}{}",
+        before as f64 / MIB as f64,
+        after as f64 / MIB as f64,
+        t.elapsed(),
+        squeezed
+            .err()
+            .map_or(String::new(), |e| format!(" (limit refused: {e})"))
+    );
+}
+
+#[test]
+fn page_out_and_page_in_move_a_job_in_bulk_and_keep_its_data() {
+    let test = "page_out_and_page_in_move_a_job_in_bulk_and_keep_its_data";
+    let Some(backend) = backend(test) else {
+        return;
+    };
+    // Declared before the guard, so dropped after it: processes die before
+    // their swap goes away.
+    let _swap = TestSwap::new(SWAP).expect("creating the test swap");
+    let pool = test_group("paging");
+    let mut guard = Cleanup::new(backend.clone());
+    guard.groups = vec![pool.clone()];
+    backend.create(&pool).unwrap();
+    backend.set_memory_limit(&pool, Some(POOL_LIMIT)).unwrap();
+    let job = fork_job(backend.as_ref(), &pool, MEM, 0);
+    guard.children.push(job.pid);
+    let pid = job.pid;
+    let pages = job.pages();
+
+    for cycle in 1..=3 {
+        eprintln!("cycle {cycle}:");
+        let ranges = paging::anon_ranges(pid).unwrap();
+        assert!(
+            ranges
+                .iter()
+                .any(|r| r.start <= job.addr && job.addr + job.len <= r.end),
+            "the job's memory {:#x}+{} is not among its anonymous ranges {ranges:x?}",
+            job.addr,
+            job.len
+        );
+        let t = Instant::now();
+        let (runs, method) = paging::resident_runs(pid, &ranges).unwrap();
+        let scan_time = t.elapsed();
+        let (present, nruns) = job.resident(&runs);
+        eprintln!(
+            "  before page-out: {present}/{pages} pages present in {nruns} run(s) \
+             ({} runs, {} pages over {} ranges of the process), scanned by {} in {scan_time:?}",
+            runs.len(),
+            runs.iter().map(|r| r.pages).sum::<u64>(),
+            ranges.len(),
+            method.as_str()
+        );
+        assert!(present * 100 >= pages * 95, "{present}/{pages} present");
+        assert!(nruns < 64, "not compact: {nruns} runs for one mapping");
+        if cycle == 1 {
+            // Both scanners see the same pages of the (idle) job.
+            let read = paging::resident_runs_with(pid, &ranges, ScanMethod::PagemapRead).unwrap();
+            let inside = |rs: &[Run]| -> Vec<Run> {
+                rs.iter()
+                    .copied()
+                    .filter(|r| r.start < job.addr + job.len && r.end() > job.addr)
+                    .collect()
+            };
+            for (rs, by) in [(&runs, "ioctl"), (&read, "pagemap")] {
+                assert!(
+                    rs.windows(2).all(|w| w[0].end() < w[1].start),
+                    "{by}: runs not ascending, disjoint and merged"
+                );
+            }
+            assert_same_runs(&inside(&runs), &inside(&read), "ioctl and pagemap disagree");
+        }
+        let record = PageRecord { pid, runs };
+
+        let anon_before = backend.memory_stat(&pool).unwrap().anon_bytes;
+        let out = paging::page_out(pid, &record.runs).unwrap();
+        let anon_after = backend.memory_stat(&pool).unwrap().anon_bytes;
+        let (_rss, swapped) = counters::process_rss_swap(pid).unwrap();
+        let (left, _) = job.resident_now();
+        eprintln!(
+            "  page_out: {:.1} MiB advised in {} call(s), {:?} = {:.0} MiB/s; pool anon {:.1} -> \
+             {:.1} MiB, job swap {:.1} MiB, {left} pages of the mapping still present",
+            out.bytes_advised as f64 / MIB as f64,
+            out.calls,
+            out.duration,
+            mib_s(record.bytes(), out.duration),
+            anon_before as f64 / MIB as f64,
+            anon_after as f64 / MIB as f64,
+            swapped as f64 / MIB as f64,
+        );
+        assert_eq!(out.skipped_ranges, 0, "{out:?}");
+        assert!(out.bytes_advised >= record.bytes(), "{out:?}");
+        assert!(
+            anon_after * 10 < anon_before,
+            "anon {anon_before} -> {anon_after}"
+        );
+        assert!(swapped * 10 >= job.len * 9, "only {swapped} bytes in swap");
+        assert!(left * 10 < pages, "{left}/{pages} still present");
+
+        evict_swap_cache(backend.as_ref(), &pool);
+
+        let pin = paging::page_in(pid, &record, true).unwrap();
+        let (back, back_runs) = job.resident_now();
+        let anon_in = backend.memory_stat(&pool).unwrap().anon_bytes;
+        eprintln!(
+            "  page_in: {:.1} MiB in {} call(s) by {}, {:?} = {:.0} MiB/s; {back}/{pages} pages \
+             present again in {back_runs} run(s), pool anon {:.1} MiB",
+            pin.faulted_bytes as f64 / MIB as f64,
+            pin.calls,
+            pin.method.as_str(),
+            pin.duration,
+            mib_s(record.bytes(), pin.duration),
+            anon_in as f64 / MIB as f64,
+        );
+        assert_eq!(pin.skipped_runs, 0, "{pin:?}");
+        assert!(back * 10 >= pages * 9, "{back}/{pages} back");
+        assert!(anon_in * 10 >= anon_before * 9, "anon {anon_in}");
+
+        let m0 = majflt(pid);
+        let (answer, took) = job.touch();
+        let faults = majflt(pid) - m0;
+        eprintln!(
+            "  job re-touched and verified its memory in {took:?} with {faults} major faults"
+        );
+        assert_eq!(answer, b'O', "the job's data changed in cycle {cycle}");
+        assert!(faults * 100 < pages, "{faults} major faults after page_in");
+    }
+
+    // For comparison: the same switch-in left to demand paging.
+    let (record, _) = paging::record(pid).unwrap();
+    paging::page_out(pid, &record.runs).unwrap();
+    evict_swap_cache(backend.as_ref(), &pool);
+    let m0 = majflt(pid);
+    let (answer, took) = job.touch();
+    eprintln!(
+        "demand paging instead: the job faulted its memory back in {took:?} ({:.0} MiB/s) with \
+         {} major faults",
+        mib_s(record.bytes(), took),
+        majflt(pid) - m0
+    );
+    assert_eq!(answer, b'O');
+}
+
+#[test]
+fn stale_runs_are_skipped_and_counted() {
+    let test = "stale_runs_are_skipped_and_counted";
+    let Some(backend) = backend(test) else {
+        return;
+    };
+    let _swap = TestSwap::new(128 * MIB).expect("creating the test swap");
+    let pool = test_group("paging-stale");
+    let mut guard = Cleanup::new(backend.clone());
+    guard.groups = vec![pool.clone()];
+    backend.create(&pool).unwrap();
+    backend.set_memory_limit(&pool, Some(POOL_LIMIT)).unwrap();
+    let hole = 1 << 20;
+    let job = fork_job(backend.as_ref(), &pool, 16 << 20, hole);
+    guard.children.push(job.pid);
+    let pid = job.pid;
+    let p = page();
+
+    let (mut record, _) = paging::record(pid).unwrap();
+    let good_bytes = record.bytes();
+    let end = job.addr + job.len;
+    // Never mapped (below mmap_min_addr), first so it precedes good runs.
+    record.runs.insert(0, Run { start: p, pages: 1 });
+    // Entirely in the unmapped hole after the job's memory.
+    record.runs.push(Run {
+        start: end,
+        pages: hole as u64 / p,
+    });
+    // Half the job's last pages, half the hole.
+    record.runs.push(Run {
+        start: end - 4 * p,
+        pages: 8,
+    });
+
+    let out = paging::page_out(pid, &record.runs).unwrap();
+    eprintln!("page_out with stale runs: {out:?}");
+    assert!(out.skipped_ranges >= 1, "{out:?}");
+    assert_eq!(out.skipped_ranges, 3, "{out:?}");
+    let (left, _) = job.resident_now();
+    assert!(left * 10 < job.pages(), "{left} pages still present");
+
+    let pin = paging::page_in(pid, &record, true).unwrap();
+    eprintln!("page_in with stale runs: {pin:?}");
+    assert!(pin.skipped_runs >= 1, "{pin:?}");
+    assert_eq!(pin.skipped_runs, 3, "{pin:?}");
+    assert!(pin.bytes >= good_bytes, "{pin:?}");
+    assert!(pin.faulted_bytes >= good_bytes, "{pin:?}");
+    let (back, _) = job.resident_now();
+    assert!(back * 10 >= job.pages() * 9, "{back}/{} back", job.pages());
+    assert_eq!(job.touch().0, b'O');
+
+    // Without fault-in: reads start, nothing is mapped, nothing is wrong.
+    paging::page_out(pid, &record.runs).unwrap();
+    let pin = paging::page_in(pid, &record, false).unwrap();
+    assert_eq!(pin.method, paging::PageInMethod::WillNeed);
+    assert_eq!(pin.faulted_bytes, 0);
+    assert!(pin.skipped_runs >= 1);
+    assert_eq!(job.touch().0, b'O');
+}
+
+#[test]
+fn exited_processes_are_errors_not_panics() {
+    let test = "exited_processes_are_errors_not_panics";
+    if skip_unless(is_root(), test, "needs root for process_madvise") {
+        return;
+    }
+    // SAFETY: the child only calls _exit.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0);
+    if pid == 0 {
+        // SAFETY: async-signal-safe.
+        unsafe { libc::_exit(0) };
+    }
+    // A zombie: the pid exists, the address space does not.
+    assert!(eventually(Duration::from_secs(10), || state(pid) == Some('Z')));
+    let record = PageRecord {
+        pid,
+        runs: vec![Run {
+            start: 0x10_0000,
+            pages: 1,
+        }],
+    };
+    let check = |what: &str, r: Result<(), Error>| {
+        let e = r.expect_err(what);
+        assert!(paging::is_gone(&e), "{what}: {e}");
+        eprintln!("{what}: {e}");
+    };
+    check(
+        "page_out on a zombie",
+        paging::page_out(pid, &record.runs).map(drop),
+    );
+    check(
+        "page_in on a zombie",
+        paging::page_in(pid, &record, true).map(drop),
+    );
+    check(
+        "anon_ranges on a zombie",
+        paging::anon_ranges(pid).map(drop),
+    );
+    check(
+        "resident_runs on a zombie",
+        paging::resident_runs(pid, std::slice::from_ref(&(0x10_0000..0x20_0000))).map(drop),
+    );
+    // SAFETY: reaping our own child.
+    assert_eq!(unsafe { libc::waitpid(pid, std::ptr::null_mut(), 0) }, pid);
+    check(
+        "page_out on a reaped pid",
+        paging::page_out(pid, &record.runs).map(drop),
+    );
+    check(
+        "page_in on a reaped pid",
+        paging::page_in(pid, &record, false).map(drop),
+    );
+}
+
+/// Kills and reaps a helper process on drop.
+struct Reap(std::process::Child);
+
+impl Drop for Reap {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn without_rights_the_error_says_what_is_needed() {
+    let test = "without_rights_the_error_says_what_is_needed";
+    // Second half: this same test, re-run by the first half as `nobody`.
+    if let Ok(target) = std::env::var(PROBE_ENV) {
+        let pid: i32 = target.parse().unwrap();
+        let record = PageRecord {
+            pid,
+            runs: vec![Run {
+                start: 0x10_0000,
+                pages: 1,
+            }],
+        };
+        for (what, r) in [
+            ("page_out", paging::page_out(pid, &record.runs).map(drop)),
+            ("page_in", paging::page_in(pid, &record, true).map(drop)),
+        ] {
+            match r {
+                Err(Error::Permission(m)) => {
+                    assert!(m.contains("CAP_SYS_NICE") && m.contains("LRU"), "{m}");
+                    eprintln!("PROBE OK {what}: {m}");
+                }
+                other => panic!("{what} without rights: {other:?}"),
+            }
+        }
+        return;
+    }
+    if skip_unless(is_root(), test, "needs root to drop to another user") {
+        return;
+    }
+    const NOBODY: u32 = 65534;
+    // One target the unprivileged caller may not even inspect (root's),
+    // one it owns itself (which still needs CAP_SYS_NICE).
+    let root_target = Reap(Command::new("sleep").arg("60").spawn().unwrap());
+    let own_target = Reap(
+        Command::new("sleep")
+            .arg("60")
+            .uid(NOBODY)
+            .gid(NOBODY)
+            .spawn()
+            .unwrap(),
+    );
+    for target in [&root_target, &own_target] {
+        let out = Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", test, "--nocapture", "--test-threads=1"])
+            .env(PROBE_ENV, target.0.id().to_string())
+            .uid(NOBODY)
+            .gid(NOBODY)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        eprintln!("{}", stderr.trim());
+        assert!(
+            out.status.success() && stderr.matches("PROBE OK").count() == 2,
+            "the probe as uid {NOBODY} failed: {}\n{stdout}\n{stderr}",
+            out.status
+        );
+    }
+}
+
+#[test]
+fn fragmented_memory_takes_many_batches_and_scans() {
+    let test = "fragmented_memory_takes_many_batches_and_scans";
+    let Some(backend) = backend(test) else {
+        return;
+    };
+    let _swap = TestSwap::new(128 * MIB).expect("creating the test swap");
+    let pool = test_group("paging-frag");
+    let mut guard = Cleanup::new(backend.clone());
+    guard.groups = vec![pool.clone()];
+    backend.create(&pool).unwrap();
+    backend.set_memory_limit(&pool, Some(POOL_LIMIT)).unwrap();
+    let job = fork_job(backend.as_ref(), &pool, 64 << 20, 0);
+    guard.children.push(job.pid);
+    let pid = job.pid;
+
+    // Page out every other page: 8192 one-page ranges, more than one
+    // process_madvise vector (1024) and one PAGEMAP_SCAN output (4096).
+    let odd: Vec<Run> = (0..job.pages() / 2)
+        .map(|i| Run {
+            start: job.addr + (2 * i + 1) * page(),
+            pages: 1,
+        })
+        .collect();
+    let out = paging::page_out(pid, &odd).unwrap();
+    eprintln!("page_out of 8192 single pages: {out:?}");
+    assert_eq!(out.skipped_ranges, 0);
+    // The permission probe and 8 vectors of 1024.
+    assert_eq!(out.calls, 9, "{out:?}");
+
+    let ranges = paging::anon_ranges(pid).unwrap();
+    let (runs, method) = paging::resident_runs(pid, &ranges).unwrap();
+    let read = paging::resident_runs_with(pid, &ranges, ScanMethod::PagemapRead).unwrap();
+    let (present, nruns) = job.resident(&runs);
+    eprintln!(
+        "after: {present} pages in {nruns} runs of the mapping, by {}",
+        method.as_str()
+    );
+    assert!(
+        nruns > 4096 && present * 10 <= job.pages() * 6,
+        "{nruns} {present}"
+    );
+    let inside = |rs: &[Run]| -> Vec<Run> {
+        rs.iter()
+            .copied()
+            .filter(|r| r.start < job.addr + job.len && r.end() > job.addr)
+            .collect()
+    };
+    for (rs, by) in [(&runs, "ioctl"), (&read, "pagemap")] {
+        assert!(
+            rs.windows(2).all(|w| w[0].end() < w[1].start),
+            "{by}: runs not ascending, disjoint and merged"
+        );
+    }
+    assert_same_runs(&inside(&runs), &inside(&read), "ioctl and pagemap disagree");
+
+    let record = PageRecord { pid, runs: odd };
+    let pin = paging::page_in(pid, &record, true).unwrap();
+    eprintln!("page_in of 8192 single pages: {pin:?}");
+    assert_eq!(pin.skipped_runs, 0);
+    let (back, _) = job.resident_now();
+    assert!(back * 100 >= job.pages() * 99, "{back}/{}", job.pages());
+    assert_eq!(job.touch().0, b'O');
+}
