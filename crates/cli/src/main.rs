@@ -57,6 +57,11 @@ struct RunArgs {
     /// Time slice of gang scheduling, e.g. 10s (overrides the file).
     #[arg(long, value_parser = humantime_arg)]
     quantum: Option<Duration>,
+    /// Switch mechanisms of gang (overrides the file): lru (the kernel
+    /// pages on demand), ao (page the outgoing job out in bulk), ai (record
+    /// its resident pages and bring them back in bulk), or ao/ai.
+    #[arg(long)]
+    switch: Option<memgang_core::Switching>,
     /// Memory the jobs share, e.g. 1G (overrides the file).
     #[arg(long, value_parser = parse_bytes)]
     pool_memory: Option<u64>,
@@ -152,16 +157,18 @@ fn run(args: RunArgs) -> Result<ExitCode> {
     let overrides = Overrides {
         policy: args.policy,
         quantum: args.quantum,
+        switch: args.switch,
         pool_memory: args.pool_memory,
     };
     let exp = Experiment::load(&args.experiment, &overrides)?;
     if args.check {
         println!(
-            "{}: {} job(s), policy {}, quantum {:?}, pool {}",
+            "{}: {} job(s), policy {}, quantum {:?}, switch {}, pool {}",
             exp.name,
             exp.jobs.len(),
             exp.policy,
             exp.quantum,
+            exp.switch,
             format_bytes(exp.pool_memory)
         );
         for j in &exp.jobs {

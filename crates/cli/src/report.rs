@@ -10,10 +10,11 @@ pub fn render(results: &[RunResult]) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "{:<16} {:<8} {:<8} {:>8} {:>11} {:>9} {:>9} {:>9} {:>11} {:>11} {:>6}",
+        "{:<16} {:<8} {:<8} {:<6} {:>8} {:>11} {:>9} {:>9} {:>9} {:>11} {:>11} {:>6}",
         "experiment",
         "policy",
         "stop",
+        "switch",
         "quantum",
         "makespan_s",
         "overhead",
@@ -28,7 +29,7 @@ pub fn render(results: &[RunResult]) -> String {
         let gang = r.policy == "gang";
         let _ = writeln!(
             out,
-            "{:<16} {:<8} {:<8} {:>8} {:>11.1} {:>9} {:>9} {:>9} {:>11} {:>11} {:>6}",
+            "{:<16} {:<8} {:<8} {:<6} {:>8} {:>11.1} {:>9} {:>9} {:>9} {:>11} {:>11} {:>6}",
             r.experiment,
             r.policy,
             // How jobs were stopped matters only where they were.
@@ -37,6 +38,7 @@ pub fn render(results: &[RunResult]) -> String {
             } else {
                 "-"
             },
+            if gang { r.switch.as_str() } else { "-" },
             if gang {
                 format!("{}s", r.quantum_s)
             } else {

@@ -12,6 +12,12 @@ pub enum PageOutPlan {
     /// used first, when another job needs the memory (the baseline).
     #[default]
     Lru,
+    /// Record which pages the job has resident, as runs, for a later
+    /// [`PageInPlan::Recorded`]; leave the pages where they are.
+    Record,
+    /// Page the job's resident set out now, in bulk, before the next job
+    /// runs (paper 000's aggressive page-out), recording it first if asked.
+    Aggressive { record: bool },
 }
 
 /// What to do with a job's memory when it is resumed.
@@ -20,6 +26,9 @@ pub enum PageInPlan {
     /// The job faults its pages back in as it touches them (the baseline).
     #[default]
     Demand,
+    /// Bring back the pages recorded at its last page-out, in bulk, before
+    /// it runs (paper 000's adaptive page-in).
+    Recorded,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

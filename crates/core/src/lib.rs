@@ -18,6 +18,7 @@ pub mod model;
 pub mod policy;
 pub mod scheduler;
 pub mod state;
+pub mod switching;
 pub mod units;
 
 pub use action::{Action, PageInPlan, PageOutPlan};
@@ -26,3 +27,4 @@ pub use model::{Cluster, JobId, JobSpec, Node, NodeId, Time};
 pub use policy::{Decision, Policy, PolicyKind, Timer};
 pub use scheduler::Scheduler;
 pub use state::{JobState, JobStatus, State};
+pub use switching::Switching;

@@ -1,7 +1,9 @@
 //! Policy behaviour driven through the Scheduler, with time as plain values.
 
 use memgang_core::metrics::{fairness, mean_std, switching_overhead};
-use memgang_core::{Action, Cluster, Event, JobId, JobSpec, JobStatus, PolicyKind, Scheduler};
+use memgang_core::{
+    Action, Cluster, Event, JobId, JobSpec, JobStatus, PolicyKind, Scheduler, Switching,
+};
 use std::time::Duration;
 
 const GIB: u64 = 1 << 30;
@@ -27,7 +29,7 @@ fn sched(kind: PolicyKind, nodes: u32, arrivals: &[u64]) -> Scheduler {
     Scheduler::new(
         Cluster::uniform(nodes, 2, GIB),
         jobs(arrivals),
-        kind.build(s(10)),
+        kind.build(s(10), Switching::LRU),
     )
 }
 
@@ -88,7 +90,7 @@ fn batch_fills_idle_nodes_without_overtaking() {
                 arrival: s(0),
             },
         ],
-        PolicyKind::Batch.build(s(10)),
+        PolicyKind::Batch.build(s(10), Switching::LRU),
     );
     let a = sc.advance(s(0));
     assert_eq!(show(&sc, &a), ["start wide"]);
@@ -174,7 +176,7 @@ fn gang_packs_rows_by_node_and_keeps_ranks_together() {
                 arrival: s(0),
             },
         ],
-        PolicyKind::Gang.build(s(10)),
+        PolicyKind::Gang.build(s(10), Switching::LRU),
     );
     let a = sc.advance(s(0));
     assert_eq!(show(&sc, &a), ["start a", "start b"]);
@@ -253,4 +255,30 @@ fn gang_quantum_starts_when_the_switch_is_done() {
         Some(s(23)),
         "j1 gets a full quantum of running"
     );
+}
+
+#[test]
+fn gang_asks_for_the_switch_mechanisms_it_was_given() {
+    let mut sc = Scheduler::new(
+        Cluster::uniform(1, 2, GIB),
+        jobs(&[0, 0]),
+        PolicyKind::Gang.build(s(10), "ao/ai".parse().unwrap()),
+    );
+    sc.advance(s(0));
+    let a = sc.advance(s(10));
+    assert!(matches!(
+        a[0],
+        Action::Suspend {
+            page_out: memgang_core::PageOutPlan::Aggressive { record: true },
+            ..
+        }
+    ));
+    let a = sc.advance(s(20));
+    assert!(matches!(
+        a[1],
+        Action::Resume {
+            page_in: memgang_core::PageInPlan::Recorded,
+            ..
+        }
+    ));
 }

@@ -11,10 +11,13 @@ use crate::results::{
     Interval, JobResult, JobSample, Machine, RunResult, Sample, Switch, SCHEMA_VERSION,
 };
 use anyhow::{Context, Result};
-use memgang_core::{Action, Cluster, Event, JobId, JobStatus, NodeId, Scheduler};
+use memgang_core::{
+    Action, Cluster, Event, JobId, JobStatus, NodeId, PageInPlan, PageOutPlan, Scheduler,
+};
 use memgang_linux::cgroup::{CgroupBackend, GroupPath, MemoryStat};
 use memgang_linux::counters::{Psi, VmStat};
 use memgang_linux::freeze::Freezer;
+use memgang_linux::paging::{self, PageRecord};
 use std::collections::VecDeque;
 use std::os::fd::AsRawFd;
 use std::path::PathBuf;
@@ -42,6 +45,8 @@ pub struct Env {
 
 struct JobRun {
     group: GroupPath,
+    /// Resident runs of each of its processes at its last page-out.
+    records: Vec<PageRecord>,
     proc: Option<Launched>,
     running_since: Option<Duration>,
     last: MemoryStat,
@@ -96,7 +101,11 @@ pub fn execute(exp: &Experiment, env: &Env) -> Result<RunResult> {
         .cpus
         .max(exp.jobs.iter().map(|j| j.spec.ranks).max().unwrap_or(1));
     let cluster = Cluster::uniform(1, cpus, exp.pool_memory);
-    let mut sched = Scheduler::new(cluster, exp.specs(), exp.policy.build(exp.quantum));
+    let mut sched = Scheduler::new(
+        cluster,
+        exp.specs(),
+        exp.policy.build(exp.quantum, exp.switch),
+    );
     let mut run = Run {
         exp,
         pool: pool.clone(),
@@ -108,6 +117,7 @@ pub fn execute(exp: &Experiment, env: &Env) -> Result<RunResult> {
             .map(|j| {
                 Ok(JobRun {
                     group: pool.join(&format!("job-{}", j.spec.name))?,
+                    records: Vec::new(),
                     proc: None,
                     running_since: None,
                     last: MemoryStat::default(),
@@ -212,6 +222,7 @@ pub fn execute(exp: &Experiment, env: &Env) -> Result<RunResult> {
         experiment: exp.name.clone(),
         policy: exp.policy.name().into(),
         quantum_s: exp.quantum.as_secs_f64(),
+        switch: exp.switch.to_string(),
         pool_memory_bytes: exp.pool_memory,
         machine: env.machine.clone(),
         started_unix_s,
@@ -279,6 +290,7 @@ impl Run<'_> {
             let at = self.now();
             let is_switch = batch.iter().any(Action::is_switch);
             let (mut suspended, mut resumed, mut failed) = (Vec::new(), Vec::new(), Vec::new());
+            let (mut paged_out, mut paged_in) = (0u64, 0u64);
             for action in batch {
                 let job = action.job();
                 let i = job.index();
@@ -295,15 +307,19 @@ impl Run<'_> {
                             failed.push(job);
                         }
                     },
-                    Action::Suspend { .. } => {
+                    Action::Suspend { page_out, .. } => {
                         self.env
                             .freezer
                             .freeze(&self.jobs[i].group)
                             .with_context(|| format!("suspending job {}", self.name(job)))?;
                         self.stop_interval(job, self.now());
+                        paged_out += self.page_out(job, page_out);
                         suspended.push(self.name(job).to_string());
                     }
-                    Action::Resume { .. } => {
+                    Action::Resume { page_in, .. } => {
+                        // Bring its memory back while it is still frozen, so
+                        // that it resumes without faulting.
+                        paged_in += self.page_in(job, page_in);
                         self.env
                             .freezer
                             .thaw(&self.jobs[i].group)
@@ -324,6 +340,8 @@ impl Run<'_> {
                     took_s: took.as_secs_f64(),
                     suspended,
                     resumed,
+                    paged_out_bytes: paged_out,
+                    paged_in_bytes: paged_in,
                 });
                 queue.extend(sched.handle(self.now(), Event::SwitchDone { took }));
             }
@@ -369,6 +387,71 @@ impl Run<'_> {
             def.spec.name
         ));
         Ok(())
+    }
+
+    /// Carry out a page-out plan on a frozen job; returns the bytes paged
+    /// out. A mechanism that fails (no rights, a process gone) leaves the
+    /// job to the kernel's LRU and says why: the switch itself goes on.
+    fn page_out(&mut self, job: JobId, plan: PageOutPlan) -> u64 {
+        let (record, evict) = match plan {
+            PageOutPlan::Lru => return 0,
+            PageOutPlan::Record => (true, false),
+            PageOutPlan::Aggressive { record } => (record, true),
+        };
+        let pids = self
+            .env
+            .backend
+            .procs_recursive(&self.jobs[job.index()].group)
+            .unwrap_or_default();
+        let mut records = Vec::new();
+        let mut bytes = 0;
+        for pid in pids {
+            let rec = match paging::record(pid) {
+                Ok((rec, _)) => rec,
+                Err(e) => {
+                    self.paging_failed(job, "recording resident pages", &e);
+                    continue;
+                }
+            };
+            if evict {
+                match paging::page_out(pid, &rec.runs) {
+                    Ok(report) => bytes += report.bytes_advised,
+                    Err(e) => self.paging_failed(job, "paging out", &e),
+                }
+            }
+            if record {
+                records.push(rec);
+            }
+        }
+        self.jobs[job.index()].records = records;
+        bytes
+    }
+
+    /// Carry out a page-in plan on a job still frozen; returns the bytes
+    /// brought back.
+    fn page_in(&mut self, job: JobId, plan: PageInPlan) -> u64 {
+        if plan == PageInPlan::Demand {
+            return 0;
+        }
+        let records = std::mem::take(&mut self.jobs[job.index()].records);
+        let mut bytes = 0;
+        for rec in &records {
+            match paging::page_in(rec.pid, rec, true) {
+                Ok(report) => bytes += report.faulted_bytes,
+                Err(e) => self.paging_failed(job, "paging in", &e),
+            }
+        }
+        bytes
+    }
+
+    fn paging_failed(&self, job: JobId, what: &str, e: &memgang_linux::Error) {
+        // A process that exited between switches has nothing to page.
+        if !paging::is_gone(e) {
+            tracing::warn!(
+                "job {}: {what} failed, the kernel pages it on demand instead: {e}",
+                self.name(job)
+            );
+        }
     }
 
     fn stop_interval(&mut self, job: JobId, now: Duration) {

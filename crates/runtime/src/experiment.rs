@@ -2,7 +2,7 @@
 //! the file, the line and what to write instead.
 
 use memgang_core::units::parse_bytes;
-use memgang_core::{JobSpec, PolicyKind};
+use memgang_core::{JobSpec, PolicyKind, Switching};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -36,6 +36,8 @@ pub struct Experiment {
     pub source: Option<PathBuf>,
     pub policy: PolicyKind,
     pub quantum: Duration,
+    /// How gang switches treat memory: `lru` (the kernel) or `ao`, `ai`, ...
+    pub switch: Switching,
     pub pool_memory: u64,
     pub sample_interval: Duration,
     pub jobs: Vec<JobDef>,
@@ -46,6 +48,7 @@ pub struct Experiment {
 pub struct Overrides {
     pub policy: Option<PolicyKind>,
     pub quantum: Option<Duration>,
+    pub switch: Option<Switching>,
     pub pool_memory: Option<u64>,
 }
 
@@ -55,6 +58,7 @@ struct FileDoc {
     name: Option<String>,
     policy: Option<Spanned<String>>,
     quantum: Option<Spanned<String>>,
+    switch: Option<Spanned<String>>,
     pool_memory: Option<Spanned<String>>,
     sample_interval: Option<Spanned<String>>,
     #[serde(default, rename = "job")]
@@ -122,6 +126,11 @@ impl Experiment {
             (Some(q), _) => q,
             (None, Some(q)) => duration(q, "quantum")?,
             (None, None) => DEFAULT_QUANTUM,
+        };
+        let switch = match (overrides.switch, &doc.switch) {
+            (Some(s), _) => s,
+            (None, Some(s)) => s.get_ref().parse().map_err(|m| err(Some(s.span()), m))?,
+            (None, None) => Switching::LRU,
         };
         let sample_interval = match &doc.sample_interval {
             Some(v) => duration(v, "sample_interval")?,
@@ -218,6 +227,7 @@ impl Experiment {
             source: None,
             policy,
             quantum,
+            switch,
             pool_memory,
             sample_interval,
             jobs,
@@ -282,9 +292,11 @@ command = ["true"]
         let o = Overrides {
             policy: Some(PolicyKind::Batch),
             quantum: Some(Duration::from_secs(3)),
+            switch: Some("ao/ai".parse().unwrap()),
             pool_memory: Some(2 << 30),
         };
         let e = Experiment::parse(GOOD, "x", &o).unwrap();
+        assert_eq!(e.switch.to_string(), "ao/ai");
         assert_eq!(
             (e.policy, e.quantum, e.pool_memory),
             (PolicyKind::Batch, Duration::from_secs(3), 2 << 30)
@@ -304,6 +316,11 @@ command = ["true"]
                 .starts_with("exp.toml:9: invalid size \"70QM\""),
             "{e}"
         );
+
+        let e =
+            error_of(&GOOD.replace("quantum = \"10s\"", "quantum = \"10s\"\nswitch = \"ao/zz\""));
+        assert_eq!(e.line, Some(4), "{e}");
+        assert!(e.message.contains("unknown switch mechanism"), "{e}");
 
         let e = error_of(&GOOD.replace("policy = \"gang\"", "policy = \"fifo\""));
         assert_eq!(e.line, Some(2), "{e}");

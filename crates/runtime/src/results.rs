@@ -6,6 +6,10 @@ use serde::{Deserialize, Serialize};
 /// Bumped when a field changes meaning or is removed; adding fields keeps it.
 pub const SCHEMA_VERSION: u32 = 1;
 
+fn lru() -> String {
+    "lru".into()
+}
+
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct RunResult {
     pub schema: u32,
@@ -13,6 +17,9 @@ pub struct RunResult {
     pub experiment: String,
     pub policy: String,
     pub quantum_s: f64,
+    /// Switch mechanisms: "lru" or e.g. "ao/ai" (paper 000's names).
+    #[serde(default = "lru")]
+    pub switch: String,
     pub pool_memory_bytes: u64,
     pub machine: Machine,
     /// Unix time (s) at which the run started.
@@ -104,6 +111,12 @@ pub struct Switch {
     pub took_s: f64,
     pub suspended: Vec<String>,
     pub resumed: Vec<String>,
+    /// Bytes the switch paged out and in itself (0 under `lru`, where the
+    /// kernel pages on demand after the switch).
+    #[serde(default)]
+    pub paged_out_bytes: u64,
+    #[serde(default)]
+    pub paged_in_bytes: u64,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -141,7 +154,11 @@ impl RunResult {
             self.experiment,
             self.policy,
             if self.policy == "gang" {
-                format!(" (quantum {}s)", fmt_num(self.quantum_s))
+                format!(
+                    " (quantum {}s, switch {})",
+                    fmt_num(self.quantum_s),
+                    self.switch
+                )
             } else {
                 String::new()
             },

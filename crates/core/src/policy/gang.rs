@@ -10,15 +10,17 @@
 //! exclusive nodes.
 
 use super::{Decision, Policy, PolicyKind, Timer};
-use crate::action::{Action, PageInPlan, PageOutPlan};
+use crate::action::Action;
 use crate::event::Event;
 use crate::model::{JobId, NodeId, Time};
 use crate::state::{JobStatus, State};
+use crate::switching::Switching;
 use std::time::Duration;
 
 #[derive(Debug)]
 pub struct Gang {
     quantum: Duration,
+    switching: Switching,
     /// rows[r] lists the jobs of slot r with the nodes they occupy.
     rows: Vec<Vec<(JobId, Vec<NodeId>)>>,
     /// The row running now, if any.
@@ -26,10 +28,11 @@ pub struct Gang {
 }
 
 impl Gang {
-    pub fn new(quantum: Duration) -> Self {
+    pub fn new(quantum: Duration, switching: Switching) -> Self {
         assert!(!quantum.is_zero(), "gang scheduling needs a quantum > 0");
         Gang {
             quantum,
+            switching,
             rows: Vec::new(),
             current: None,
         }
@@ -60,7 +63,7 @@ impl Gang {
             actions.push(match state.job(*job).status {
                 JobStatus::Suspended => Action::Resume {
                     job: *job,
-                    page_in: PageInPlan::Demand,
+                    page_in: self.switching.page_in(),
                 },
                 _ => Action::Start {
                     job: *job,
@@ -142,7 +145,7 @@ impl Policy for Gang {
                     for (job, _) in &self.rows[cur] {
                         actions.push(Action::Suspend {
                             job: *job,
-                            page_out: PageOutPlan::Lru,
+                            page_out: self.switching.page_out(),
                         });
                     }
                     self.activate((cur + 1) % self.rows.len(), state, &mut actions);

@@ -13,6 +13,7 @@ use crate::action::Action;
 use crate::event::Event;
 use crate::model::Time;
 use crate::state::State;
+use crate::switching::Switching;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;
@@ -65,11 +66,13 @@ impl PolicyKind {
         }
     }
 
-    pub fn build(self, quantum: Duration) -> Box<dyn Policy> {
+    /// The policy with its settings; `switching` applies to policies that
+    /// suspend jobs.
+    pub fn build(self, quantum: Duration, switching: Switching) -> Box<dyn Policy> {
         match self {
             PolicyKind::Batch => Box::new(Batch::default()),
             PolicyKind::Cosched => Box::new(Cosched),
-            PolicyKind::Gang => Box::new(Gang::new(quantum)),
+            PolicyKind::Gang => Box::new(Gang::new(quantum, switching)),
         }
     }
 }
