@@ -1,0 +1,50 @@
+# Shared by the benchmarks: setup and the two-jobs experiment. Sourced.
+source scripts/lib.sh
+
+# Build, check root, make sure there is swap (8G, removed at exit if this
+# script added it). Sets $bin and $out (from $1 or a dated default).
+bench_setup() {
+  local name=$1 dir=${2:-}
+  [ "$(id -u)" -eq 0 ] || { echo "bench/$name.sh needs root (cgroups, swap)" >&2; exit 1; }
+  ensure_toolchain
+  ensure_tools
+  cargo build --release --workspace --bins --quiet
+  bin=target/release/memgang
+  out=${dir:-bench/results/$name-$(date -u +%Y%m%dT%H%M%SZ)}
+  mkdir -p "$out"
+  if [ -z "$(swapon --noheadings --show=NAME)" ]; then
+    trap '"$bin" testbed down >/dev/null' EXIT
+    "$bin" testbed up --swap 8G | tee "$out/testbed.txt"
+  fi
+}
+
+POOL=1G
+MIB=700          # 70% of the pool per job: one fits, two do not
+QUANTUM=10s
+# Iterations and compute per page chosen so that each job alone runs about
+# 30 s: a few 10 s quanta each, as in the paper's runs of several quanta.
+declare -A ARGS=(
+  [seq]="--pattern seq --iterations ${SEQ_ITERS:-40} --compute ${SEQ_COMPUTE:-4}"
+  [random]="--pattern random --iterations ${RANDOM_ITERS:-30} --compute ${RANDOM_COMPUTE:-4}"
+  [2rank]="--pattern stencil --iterations ${RANK_ITERS:-80} --compute ${RANK_COMPUTE:-4} --ranks 2"
+)
+
+# write_experiment VARIANT FILE: two jobs a and b of the variant.
+write_experiment() {
+  local variant=$1 ranks=1 seed=0 cmd j
+  [ "$variant" = 2rank ] && ranks=2
+  {
+    echo "name = \"$variant\""
+    echo "pool_memory = \"$POOL\""
+    echo "quantum = \"$QUANTUM\""
+    for j in a b; do
+      seed=$((seed + 1))
+      cmd=$(printf '"%s", ' memgang-workload --mib $MIB ${ARGS[$variant]} --seed $seed)
+      echo "[[job]]"
+      echo "name = \"$j\""
+      echo "command = [${cmd%, }]"
+      echo "ranks = $ranks"
+      echo "memory = \"${MIB}M\""
+    done
+  } > "$2"
+}
