@@ -5,7 +5,6 @@
 mod common;
 
 use common::*;
-use memgang_linux::cgroup::v1::V1;
 use memgang_linux::cgroup::{CgroupBackend, GroupPath};
 use memgang_linux::freeze;
 use std::process::Command;
@@ -13,19 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 fn backend(test: &str) -> Option<Arc<dyn CgroupBackend>> {
-    if skip_unless(is_root(), test, "needs root to create cgroups") {
-        return None;
-    }
-    let roots = v1_roots();
-    if skip_unless(
-        roots.is_some(),
-        test,
-        "no cgroup v1 memory hierarchy mounted",
-    ) {
-        return None;
-    }
-    let (memory, freezer) = roots?;
-    Some(Arc::new(V1::new(memory, freezer)))
+    v1_backend(test, "needs root to create cgroups")
 }
 
 #[test]

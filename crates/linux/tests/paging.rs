@@ -7,7 +7,6 @@
 mod common;
 
 use common::*;
-use memgang_linux::cgroup::v1::V1;
 use memgang_linux::cgroup::{CgroupBackend, GroupPath};
 use memgang_linux::counters;
 use memgang_linux::paging::{self, PageRecord, Run, ScanMethod};
@@ -37,23 +36,10 @@ fn page() -> u64 {
 }
 
 fn backend(test: &str) -> Option<Arc<dyn CgroupBackend>> {
-    if skip_unless(
-        is_root(),
+    v1_backend(
         test,
         "needs root (cgroups, swapon, process_madvise on another process)",
-    ) {
-        return None;
-    }
-    let roots = v1_roots();
-    if skip_unless(
-        roots.is_some(),
-        test,
-        "no cgroup v1 memory hierarchy mounted",
-    ) {
-        return None;
-    }
-    let (memory, freezer) = roots?;
-    Some(Arc::new(V1::new(memory, freezer)))
+    )
 }
 
 #[inline(always)]
@@ -264,6 +250,24 @@ impl Job {
 }
 
 /// Assert two run lists are equal, naming the first difference only.
+/// The PAGEMAP_SCAN ioctl and /proc/PID/pagemap report the same runs of
+/// `job`'s mapping, each list ascending, disjoint and merged.
+fn assert_scanners_agree(job: &Job, runs: &[Run], read: &[Run]) {
+    let inside = |rs: &[Run]| -> Vec<Run> {
+        rs.iter()
+            .copied()
+            .filter(|r| r.start < job.addr + job.len && r.end() > job.addr)
+            .collect()
+    };
+    for (rs, by) in [(runs, "ioctl"), (read, "pagemap")] {
+        assert!(
+            rs.windows(2).all(|w| w[0].end() < w[1].start),
+            "{by}: runs not ascending, disjoint and merged"
+        );
+    }
+    assert_same_runs(&inside(runs), &inside(read), "ioctl and pagemap disagree");
+}
+
 fn assert_same_runs(a: &[Run], b: &[Run], what: &str) {
     if let Some(i) = (0..a.len().max(b.len())).find(|&i| a.get(i) != b.get(i)) {
         panic!(
@@ -356,19 +360,7 @@ fn page_out_and_page_in_move_a_job_in_bulk_and_keep_its_data() {
         if cycle == 1 {
             // Both scanners see the same pages of the (idle) job.
             let read = paging::resident_runs_with(pid, &ranges, ScanMethod::PagemapRead).unwrap();
-            let inside = |rs: &[Run]| -> Vec<Run> {
-                rs.iter()
-                    .copied()
-                    .filter(|r| r.start < job.addr + job.len && r.end() > job.addr)
-                    .collect()
-            };
-            for (rs, by) in [(&runs, "ioctl"), (&read, "pagemap")] {
-                assert!(
-                    rs.windows(2).all(|w| w[0].end() < w[1].start),
-                    "{by}: runs not ascending, disjoint and merged"
-                );
-            }
-            assert_same_runs(&inside(&runs), &inside(&read), "ioctl and pagemap disagree");
+            assert_scanners_agree(&job, &runs, &read);
         }
         let record = PageRecord { pid, runs };
 
@@ -669,19 +661,7 @@ fn fragmented_memory_takes_many_batches_and_scans() {
         nruns > 4096 && present * 10 <= job.pages() * 6,
         "{nruns} {present}"
     );
-    let inside = |rs: &[Run]| -> Vec<Run> {
-        rs.iter()
-            .copied()
-            .filter(|r| r.start < job.addr + job.len && r.end() > job.addr)
-            .collect()
-    };
-    for (rs, by) in [(&runs, "ioctl"), (&read, "pagemap")] {
-        assert!(
-            rs.windows(2).all(|w| w[0].end() < w[1].start),
-            "{by}: runs not ascending, disjoint and merged"
-        );
-    }
-    assert_same_runs(&inside(&runs), &inside(&read), "ioctl and pagemap disagree");
+    assert_scanners_agree(&job, &runs, &read);
 
     let record = PageRecord { pid, runs: odd };
     let pin = paging::page_in(pid, &record, true).unwrap();

@@ -45,6 +45,24 @@ pub fn v1_roots() -> Option<(PathBuf, Option<PathBuf>)> {
 }
 
 /// A cgroup2 mount of this machine (with or without memory controller).
+/// The machine's cgroup v1 backend, or `None` after saying loudly why the
+/// test is skipped. `needs` says what root is needed for.
+pub fn v1_backend(test: &str, needs: &str) -> Option<std::sync::Arc<dyn CgroupBackend>> {
+    if skip_unless(is_root(), test, needs) {
+        return None;
+    }
+    let roots = v1_roots();
+    if skip_unless(
+        roots.is_some(),
+        test,
+        "no cgroup v1 memory hierarchy mounted",
+    ) {
+        return None;
+    }
+    let (memory, freezer) = roots?;
+    Some(std::sync::Arc::new(cgroup::v1::V1::new(memory, freezer)))
+}
+
 pub fn v2_mount() -> Option<PathBuf> {
     mounts()
         .into_iter()
