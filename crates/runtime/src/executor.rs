@@ -406,6 +406,9 @@ impl Run<'_> {
         let mut records = Vec::new();
         let mut bytes = 0;
         for pid in pids {
+            // Scanned even when not kept: advising only the resident runs
+            // makes `paged_out_bytes` count what really left memory, and the
+            // scan (a PAGEMAP_SCAN ioctl) is small next to the page-out.
             let rec = match paging::record(pid) {
                 Ok((rec, _)) => rec,
                 Err(e) => {
