@@ -39,6 +39,20 @@ pub enum Action {
     Suspend { job: JobId, page_out: PageOutPlan },
     /// Let a suspended job run again on the nodes it was started on.
     Resume { job: JobId, page_in: PageInPlan },
+    /// Selective page-out (paper 000 §3.1): while `on`, the kernel takes
+    /// memory from other jobs before this one's when the node runs short.
+    /// A policy turns it on for the jobs it runs and off for those it
+    /// suspends.
+    Protect { job: JobId, on: bool },
+    /// Before `job` runs, free the memory its working set still needs,
+    /// taking it from these suspended jobs in order, each one's oldest
+    /// pages first (paper 000 Fig. 3 with Fig. 2's choice of victims). The
+    /// executor measures the need; the policy chooses the victims.
+    MakeRoom { job: JobId, from: Vec<JobId> },
+    /// Background writing (paper 000 §3.4): write the running job's pages
+    /// out at low priority, spread until `until` (the end of its quantum),
+    /// and stop when it is suspended, so that its switch has less to write.
+    WriteBack { job: JobId, until: Time },
     /// Change a running job's CPU priority (a nice value, lower runs first).
     Boost { job: JobId, nice: i32 },
     /// Keep a queued job waiting, saying why (reported to the user). A job
@@ -56,13 +70,20 @@ impl Action {
             Action::Start { job, .. }
             | Action::Suspend { job, .. }
             | Action::Resume { job, .. }
+            | Action::Protect { job, .. }
+            | Action::MakeRoom { job, .. }
+            | Action::WriteBack { job, .. }
             | Action::Boost { job, .. }
             | Action::Defer { job, .. } => *job,
         }
     }
 
-    /// Actions that stop or restart jobs make up a switch.
+    /// Actions that stop or restart jobs, or move memory between them, make
+    /// up a switch.
     pub fn is_switch(&self) -> bool {
-        matches!(self, Action::Suspend { .. } | Action::Resume { .. })
+        matches!(
+            self,
+            Action::Suspend { .. } | Action::Resume { .. } | Action::MakeRoom { .. }
+        )
     }
 }

@@ -139,7 +139,30 @@ impl Scheduler {
                 }
                 j.status = JobStatus::Running;
             }
-            Action::Boost { .. } => {
+            // Protection is set on a job about to resume (before its pages
+            // come back) or just started, and cleared once it is suspended.
+            Action::Protect { on: true, .. } => {
+                if !matches!(j.status, JobStatus::Running | JobStatus::Suspended) {
+                    bad(j)
+                }
+            }
+            Action::Protect { on: false, .. } => {
+                if j.status != JobStatus::Suspended {
+                    bad(j)
+                }
+            }
+            Action::MakeRoom { from, .. } => {
+                if !matches!(j.status, JobStatus::Queued | JobStatus::Suspended) {
+                    bad(j)
+                }
+                for v in from {
+                    let v = &self.state.jobs[v.index()];
+                    if v.status != JobStatus::Suspended {
+                        bad(v)
+                    }
+                }
+            }
+            Action::WriteBack { .. } | Action::Boost { .. } => {
                 if j.status != JobStatus::Running {
                     bad(j)
                 }

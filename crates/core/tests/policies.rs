@@ -33,8 +33,10 @@ fn sched(kind: PolicyKind, nodes: u32, arrivals: &[u64]) -> Scheduler {
     )
 }
 
-/// Actions rendered compactly: "start j0", "suspend j1", "resume j2".
+/// Actions rendered compactly: "start j0", "suspend j1", "resume j2",
+/// "room j0 from j2,j1".
 fn show(s: &Scheduler, actions: &[Action]) -> Vec<String> {
+    let name = |j: JobId| s.state().job(j).spec.name.clone();
     actions
         .iter()
         .map(|a| {
@@ -42,10 +44,17 @@ fn show(s: &Scheduler, actions: &[Action]) -> Vec<String> {
                 Action::Start { .. } => "start",
                 Action::Suspend { .. } => "suspend",
                 Action::Resume { .. } => "resume",
+                Action::Protect { on: true, .. } => "protect",
+                Action::Protect { on: false, .. } => "unprotect",
+                Action::MakeRoom { from, .. } => {
+                    let from: Vec<String> = from.iter().map(|j| name(*j)).collect();
+                    return format!("room {} from {}", name(a.job()), from.join(","));
+                }
+                Action::WriteBack { .. } => "writeback",
                 Action::Boost { .. } => "boost",
                 Action::Defer { .. } => "defer",
             };
-            format!("{verb} {}", s.state().job(a.job()).spec.name)
+            format!("{verb} {}", name(a.job()))
         })
         .collect()
 }
@@ -281,4 +290,84 @@ fn gang_asks_for_the_switch_mechanisms_it_was_given() {
             ..
         }
     ));
+}
+
+#[test]
+fn gang_with_all_mechanisms_protects_makes_room_and_writes_back() {
+    let mut sc = Scheduler::new(
+        Cluster::uniform(1, 2, GIB),
+        jobs(&[0, 0, 0]),
+        PolicyKind::Gang.build(s(10), "so/ao/ai/bg".parse().unwrap()),
+    );
+    let a = sc.advance(s(0));
+    assert_eq!(show(&sc, &a), ["start j0", "protect j0"]);
+    // The last 10% of the quantum is the background-writing window.
+    assert_eq!(sc.next_wakeup(), Some(s(9)));
+    let a = sc.advance(s(9));
+    assert_eq!(show(&sc, &a), ["writeback j0"]);
+    assert_eq!(sc.next_wakeup(), Some(s(10)));
+    let a = sc.advance(s(10));
+    // so/ao: the suspension only records; the room is made for the
+    // incoming job, from the job that ran last.
+    assert!(matches!(
+        a[0],
+        Action::Suspend {
+            page_out: memgang_core::PageOutPlan::Record,
+            ..
+        }
+    ));
+    assert_eq!(
+        show(&sc, &a),
+        [
+            "suspend j0",
+            "unprotect j0",
+            "room j1 from j0",
+            "start j1",
+            "protect j1"
+        ]
+    );
+    sc.handle(s(11), Event::SwitchDone { took: s(1) });
+    assert_eq!(sc.next_wakeup(), Some(s(20)), "window opens 1 s before 21");
+    sc.advance(s(20));
+    let a = sc.advance(s(21));
+    // j1 out, j2 in: j1 ran last and will run again last, then j0.
+    assert_eq!(
+        show(&sc, &a),
+        [
+            "suspend j1",
+            "unprotect j1",
+            "room j2 from j1,j0",
+            "start j2",
+            "protect j2"
+        ]
+    );
+    sc.handle(s(21), Event::SwitchDone { took: s(0) });
+    sc.advance(s(30));
+    let a = sc.advance(s(31));
+    assert_eq!(
+        show(&sc, &a),
+        [
+            "suspend j2",
+            "unprotect j2",
+            "room j0 from j2,j1",
+            "protect j0",
+            "resume j0"
+        ]
+    );
+}
+
+#[test]
+fn gang_alone_in_the_matrix_writes_nothing_back() {
+    let mut sc = Scheduler::new(
+        Cluster::uniform(1, 2, GIB),
+        jobs(&[0]),
+        PolicyKind::Gang.build(s(10), "bg".parse().unwrap()),
+    );
+    sc.advance(s(0));
+    assert_eq!(
+        sc.next_wakeup(),
+        Some(s(10)),
+        "no window: no one to switch to"
+    );
+    assert!(sc.advance(s(10)).is_empty());
 }

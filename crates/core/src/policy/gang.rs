@@ -25,6 +25,11 @@ pub struct Gang {
     rows: Vec<Vec<(JobId, Vec<NodeId>)>>,
     /// The row running now, if any.
     current: Option<usize>,
+    /// When the running row's quantum ends; the timer fires earlier, at
+    /// the start of the background-writing window, when `bg` is on.
+    quantum_end: Option<Time>,
+    /// The timer set now is the start of the background-writing window.
+    in_bg_window: bool,
 }
 
 impl Gang {
@@ -35,6 +40,8 @@ impl Gang {
             switching,
             rows: Vec::new(),
             current: None,
+            quantum_end: None,
+            in_bg_window: false,
         }
     }
 
@@ -56,25 +63,100 @@ impl Gang {
         self.rows.len() - 1
     }
 
-    /// Start or resume every job of `row`.
+    /// Start or resume every job of `row`. With `so/ao`, each incoming job
+    /// first gets room made from the suspended jobs, the outgoing ones
+    /// first (they run again last), then the others by how far off their
+    /// turn is; with `so`, it is protected before it runs.
     fn activate(&mut self, row: usize, state: &State, actions: &mut Vec<Action>) {
         self.current = Some(row);
+        let n = self.rows.len();
+        // Rows in the order they will next run, after this one; reversed,
+        // the job needed last comes first.
+        let victims: Vec<JobId> = (1..n)
+            .rev()
+            .flat_map(|k| self.rows[(row + k) % n].iter().map(|(j, _)| *j))
+            // Jobs never started hold no memory; the running ones are being
+            // suspended by this same decision.
+            .filter(|j| {
+                matches!(
+                    state.job(*j).status,
+                    JobStatus::Suspended | JobStatus::Running
+                )
+            })
+            .collect();
         for (job, nodes) in &self.rows[row] {
-            actions.push(match state.job(*job).status {
-                JobStatus::Suspended => Action::Resume {
-                    job: *job,
+            let (job, suspended) = (*job, state.job(*job).status == JobStatus::Suspended);
+            if self.switching.makes_room() && !victims.is_empty() {
+                actions.push(Action::MakeRoom {
+                    job,
+                    from: victims.clone(),
+                });
+            }
+            if suspended {
+                if self.switching.so {
+                    actions.push(Action::Protect { job, on: true });
+                }
+                actions.push(Action::Resume {
+                    job,
                     page_in: self.switching.page_in(),
-                },
-                _ => Action::Start {
-                    job: *job,
+                });
+            } else {
+                actions.push(Action::Start {
+                    job,
                     nodes: nodes.clone(),
-                },
-            });
+                });
+                // A new job's cgroup exists only once it is started.
+                if self.switching.so {
+                    actions.push(Action::Protect { job, on: true });
+                }
+            }
         }
     }
 
-    fn next_quantum(&self, now: Time) -> Timer {
-        Timer::At(now + self.quantum)
+    /// Suspend every job of `row`.
+    fn deactivate(&self, row: usize, actions: &mut Vec<Action>) {
+        for (job, _) in &self.rows[row] {
+            actions.push(Action::Suspend {
+                job: *job,
+                page_out: self.switching.page_out(),
+            });
+            if self.switching.so {
+                actions.push(Action::Protect {
+                    job: *job,
+                    on: false,
+                });
+            }
+        }
+    }
+
+    /// A fresh quantum from `now`. The timer fires at its end, or first at
+    /// the start of its background-writing window when there is someone
+    /// to switch to.
+    fn next_quantum(&mut self, now: Time) -> Timer {
+        let end = now + self.quantum;
+        self.quantum_end = Some(end);
+        match self.switching.bg_window(self.quantum) {
+            Some(w) if self.rows.len() > 1 => {
+                self.in_bg_window = true;
+                Timer::At(end - w)
+            }
+            _ => {
+                self.in_bg_window = false;
+                Timer::At(end)
+            }
+        }
+    }
+
+    /// Arm the background-writing window of the running quantum if it has
+    /// none yet and has not reached it.
+    fn open_window_later(&mut self, now: Time) -> Timer {
+        match (self.quantum_end, self.switching.bg_window(self.quantum)) {
+            (Some(end), Some(w)) if !self.in_bg_window && end - w > now => {
+                self.in_bg_window = true;
+                Timer::At(end - w)
+            }
+            _ => Timer::Keep,
+        }
     }
 }
 
@@ -102,9 +184,17 @@ impl Policy for Gang {
                             .map(|(_, n)| n.clone())
                             .unwrap_or_default();
                         actions.push(Action::Start { job: *job, nodes });
+                        if self.switching.so {
+                            actions.push(Action::Protect {
+                                job: *job,
+                                on: true,
+                            });
+                        }
                         Timer::Keep
                     }
-                    Some(_) => Timer::Keep,
+                    // Someone to switch to now: the running quantum may
+                    // need its background-writing window after all.
+                    Some(_) => self.open_window_later(now),
                 }
             }
             Event::JobFinished(job) => {
@@ -140,14 +230,26 @@ impl Policy for Gang {
                     }
                 }
             }
+            // The background-writing window of the running row opens.
+            Event::QuantumExpired if self.in_bg_window => {
+                self.in_bg_window = false;
+                if let (Some(cur), Some(end)) = (self.current, self.quantum_end) {
+                    if self.rows.len() > 1 {
+                        for (job, _) in &self.rows[cur] {
+                            actions.push(Action::WriteBack {
+                                job: *job,
+                                until: end,
+                            });
+                        }
+                    }
+                    Timer::At(end)
+                } else {
+                    Timer::Cancel
+                }
+            }
             Event::QuantumExpired => match self.current {
                 Some(cur) if self.rows.len() > 1 => {
-                    for (job, _) in &self.rows[cur] {
-                        actions.push(Action::Suspend {
-                            job: *job,
-                            page_out: self.switching.page_out(),
-                        });
-                    }
+                    self.deactivate(cur, &mut actions);
                     self.activate((cur + 1) % self.rows.len(), state, &mut actions);
                     self.next_quantum(now)
                 }
