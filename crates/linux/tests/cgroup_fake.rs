@@ -36,6 +36,9 @@ fn kernel_v2_files(dir: &Path, with_memory: bool) {
     write(&dir.join("cgroup.events"), "populated 0\nfrozen 0\n");
     if with_memory {
         write(&dir.join("memory.max"), "max\n");
+        write(&dir.join("memory.low"), "0\n");
+        // Write-only in the kernel; empty here so a test sees our write.
+        write(&dir.join("memory.reclaim"), "");
         write(&dir.join("memory.current"), "0\n");
         write(&dir.join("memory.stat"), "anon 0\nfile 0\npgmajfault 0\n");
         write(&dir.join("memory.swap.current"), "0\n");
@@ -160,6 +163,58 @@ fn v2_memory_limit() {
         matches!(e, Error::Parse { .. }) && e.to_string().contains("memory.max"),
         "{e}"
     );
+}
+
+#[test]
+fn v2_protect_sets_memory_low() {
+    let tmp = fake_v2_root();
+    let v2 = V2::new(tmp.path());
+    let (_pool, job) = pool_and_job(&v2);
+    let low = job.under(tmp.path()).join("memory.low");
+    v2.protect(&job, true).unwrap();
+    assert_eq!(read(&low), "max");
+    v2.protect(&job, false).unwrap();
+    assert_eq!(read(&low), "0");
+
+    let missing = g("memgang-test-fake/job-missing");
+    let e = v2.protect(&missing, true).unwrap_err().to_string();
+    assert!(
+        e.contains("memgang-test-fake/job-missing/memory.low"),
+        "{e}"
+    );
+    // The group exists but its parent did not enable the controller.
+    fs::remove_file(&low).unwrap();
+    let e = v2.protect(&job, true).unwrap_err().to_string();
+    assert!(
+        e.contains("memory.low") && e.contains("memory controller is not enabled"),
+        "{e}"
+    );
+}
+
+#[test]
+fn v2_reclaim_writes_memory_reclaim() {
+    let tmp = fake_v2_root();
+    let v2 = V2::new(tmp.path());
+    let (_pool, job) = pool_and_job(&v2);
+    let dir = job.under(tmp.path());
+    write(&dir.join("memory.current"), "268435456\n");
+    // Nothing on a fake tree frees memory: the usage stays, so 0 was freed.
+    assert_eq!(v2.reclaim(&job, 128 << 20).unwrap(), 0);
+    assert_eq!(read(&dir.join("memory.reclaim")), "134217728");
+
+    // Nothing to reclaim: the kernel is not asked.
+    write(&dir.join("memory.reclaim"), "untouched");
+    assert_eq!(v2.reclaim(&job, 0).unwrap(), 0);
+    assert_eq!(read(&dir.join("memory.reclaim")), "untouched");
+
+    let missing = g("memgang-test-fake/job-missing");
+    let e = v2.reclaim(&missing, 1 << 20).unwrap_err().to_string();
+    assert!(e.contains("memgang-test-fake/job-missing/memory."), "{e}");
+
+    // A kernel before 5.19 has memory.current but no memory.reclaim.
+    fs::remove_file(dir.join("memory.reclaim")).unwrap();
+    let e = v2.reclaim(&job, 1 << 20).unwrap_err().to_string();
+    assert!(e.contains("memory.reclaim") && e.contains("5.19"), "{e}");
 }
 
 #[test]
@@ -343,6 +398,46 @@ fn v1_fake_tree() {
     assert_eq!(v1.memory_limit(&job).unwrap(), Some(64 << 20));
     v1.set_memory_limit(&job, None).unwrap();
     assert_eq!(read(&limit), "-1");
+
+    // Protection is the group's swappiness; off copies the parent's.
+    let swappiness = mem.join("memgang-test-v1fake/job-a/memory.swappiness");
+    write(&swappiness, "60\n");
+    write(&mem.join("memgang-test-v1fake/memory.swappiness"), "30\n");
+    v1.protect(&job, true).unwrap();
+    assert_eq!(read(&swappiness), "1");
+    v1.protect(&job, false).unwrap();
+    assert_eq!(read(&swappiness), "30");
+    let e = v1
+        .protect(&g("memgang-test-v1fake/job-missing"), true)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("memgang-test-v1fake/job-missing/memory.swappiness"),
+        "{e}"
+    );
+
+    // Reclaim lowers the limit to usage - bytes and puts it back; a plain
+    // file's usage does not drop, so 0 was freed.
+    write(
+        &mem.join("memgang-test-v1fake/job-a/memory.usage_in_bytes"),
+        "268435456\n",
+    );
+    write(&limit, "9223372036854771712\n");
+    assert_eq!(v1.reclaim(&job, 128 << 20).unwrap(), 0);
+    assert_eq!(read(&limit), "-1", "unlimited again");
+    v1.set_memory_limit(&job, Some(512 << 20)).unwrap();
+    assert_eq!(v1.reclaim(&job, 1 << 40).unwrap(), 0);
+    assert_eq!(read(&limit), "536870912");
+    write(&limit, "garbage");
+    assert_eq!(v1.reclaim(&job, 0).unwrap(), 0, "bytes == 0 reads nothing");
+    let e = v1.reclaim(&job, 1 << 20).unwrap_err().to_string();
+    assert!(e.contains("memory.limit_in_bytes"), "{e}");
+    assert_eq!(
+        read(&limit),
+        "garbage",
+        "nothing written after a failed read"
+    );
+    v1.set_memory_limit(&job, None).unwrap();
 
     // Processes in either hierarchy count (union), once.
     write(

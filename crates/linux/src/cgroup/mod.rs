@@ -180,6 +180,35 @@ pub trait CgroupBackend: Send + Sync + std::fmt::Debug {
     /// "max").
     fn set_memory_limit(&self, group: &GroupPath, bytes: Option<u64>) -> Result<()>;
     fn memory_limit(&self, group: &GroupPath) -> Result<Option<u64>>;
+    /// While `on`, have the kernel reclaim the pages of the group's siblings
+    /// before its own when their common parent (the pool) hits its memory
+    /// limit: paper 000's selective page-out (the switched-out jobs lose
+    /// pages first, each oldest first) done by the kernel's own LRU. The
+    /// protection is a preference, not a pin: with nothing else left to
+    /// reclaim, the kernel still takes the group's pages rather than OOM.
+    /// It only applies to reclaim below the pool, not node-wide reclaim.
+    /// Between unprotected siblings the kernel does not go by age: on v1
+    /// (6.18) pool-limit reclaim took the first-created child's pages first.
+    ///
+    /// v1: the group's `memory.swappiness`, 1 while on (the anon list of a
+    /// group at 1 is scanned about 60 times less than at the default 60);
+    /// off restores the parent's value, which the group inherited at
+    /// creation. v2: `memory.low`, "max" while on, "0" off.
+    fn protect(&self, group: &GroupPath, on: bool) -> Result<()>;
+    /// Have the kernel reclaim about `bytes` of the group's memory now,
+    /// oldest pages first (its LRU order), and return how far the group's
+    /// usage actually dropped (before - after, 0 if it grew). Returns once
+    /// the kernel has finished trying; reclaiming less than asked (nothing
+    /// more it could free) is not an error. `bytes == 0` does nothing.
+    /// Used to page out only the shortfall an incoming job needs.
+    ///
+    /// v2: writes `bytes` to `memory.reclaim` (Linux 5.19+). v1, which has
+    /// no such file: shrinks `memory.limit_in_bytes` to usage - `bytes`
+    /// (the kernel reclaims until the usage fits) and puts the previous
+    /// limit back, also when the shrink fails; meanwhile the group's own
+    /// allocations must fit under the lowered limit, so call it on
+    /// switched-out (frozen) groups.
+    fn reclaim(&self, group: &GroupPath, bytes: u64) -> Result<u64>;
     /// The group's `cgroup.procs` in every hierarchy. The runtime opens them
     /// before fork and writes "0" to each from the child, so that a job is
     /// inside its group before it runs a single instruction of its own.
@@ -407,6 +436,15 @@ pub(crate) fn io_error(action: &'static str, path: impl Into<PathBuf>, e: std::i
         ));
     }
     Error::io(action, path, e)
+}
+
+/// The errno behind `e`, if it is an I/O error: some kernel answers
+/// (EBUSY, EAGAIN) are results rather than failures.
+pub(crate) fn errno(e: &Error) -> Option<i32> {
+    match e {
+        Error::Io { source, .. } => source.raw_os_error(),
+        _ => None,
+    }
 }
 
 pub(crate) fn read_file(path: &Path) -> Result<String> {

@@ -7,12 +7,12 @@
 //! Kernel interfaces (Documentation/admin-guide/cgroup-v1/memory.rst and
 //! freezer-subsystem.rst): `memory.limit_in_bytes`, `memory.usage_in_bytes`,
 //! `memory.stat` (`total_*` fields count the group and its descendants),
-//! `freezer.state` (THAWED / FREEZING / FROZEN).
+//! `memory.swappiness`, `freezer.state` (THAWED / FREEZING / FROZEN).
 
 use super::{
-    child_groups, io_error, mkdir_group, parse_keyed, parse_u64, procs_below, read_file, read_pids,
-    required, rmdir_group, wait_until, write_file, CgroupBackend, CgroupVersion, GroupPath,
-    MemoryStat, FREEZE_TIMEOUT,
+    child_groups, errno, io_error, mkdir_group, parse_keyed, parse_u64, procs_below, read_file,
+    read_pids, required, rmdir_group, wait_until, write_file, CgroupBackend, CgroupVersion,
+    GroupPath, MemoryStat, FREEZE_TIMEOUT,
 };
 use crate::counters::Psi;
 use crate::error::{Error, Result};
@@ -27,6 +27,17 @@ use std::time::Duration;
 const V1_UNLIMITED_FROM: u64 = 0x7FFF_FFFF_FFFF_0000;
 // What a 4 KiB-page kernel shows for "no limit" must count as unlimited.
 const _: () = assert!(9_223_372_036_854_771_712 >= V1_UNLIMITED_FROM);
+
+/// `memory.swappiness` of a protected group (see
+/// [`protect`](CgroupBackend::protect)). Not 0: reclaim below a v1 limit
+/// takes only file pages from a group at 0 (get_scan_count's SCAN_FILE for
+/// cgroup reclaim), so once the other jobs are paged out the protected job
+/// would be OOM-killed instead of paged. At 1, get_scan_count gives the
+/// group's anon list a 1/200 share of each scan where a sibling at the
+/// default 60 gets 60/200 (anon and file costs being equal), i.e. about 60
+/// times fewer pages scanned; and at priority 0, the last resort, any
+/// nonzero swappiness scans anon and file alike.
+const PROTECTED_SWAPPINESS: u64 = 1;
 
 #[derive(Debug)]
 pub struct V1 {
@@ -85,6 +96,11 @@ impl V1 {
                  (mount -t cgroup -o freezer cgroup /sys/fs/cgroup/freezer, or use --signals)"
             ))),
         }
+    }
+
+    fn usage(&self, group: &GroupPath) -> Result<u64> {
+        let path = self.memory_file(group, "memory.usage_in_bytes");
+        parse_u64(&path, &read_file(&path)?)
     }
 
     fn read_freezer_state(&self, group: &GroupPath) -> Result<String> {
@@ -162,6 +178,77 @@ impl CgroupBackend for V1 {
         Ok((v < V1_UNLIMITED_FROM).then_some(v))
     }
 
+    fn protect(&self, group: &GroupPath, on: bool) -> Result<()> {
+        let path = self.memory_file(group, "memory.swappiness");
+        let value = if on {
+            PROTECTED_SWAPPINESS
+        } else {
+            // A new memcg copies its parent's swappiness; the parent of a
+            // top-level group is the root, whose file shows vm.swappiness.
+            let parent = group
+                .parent()
+                .map_or_else(|| self.memory_root.clone(), |p| p.under(&self.memory_root))
+                .join("memory.swappiness");
+            parse_u64(&parent, &read_file(&parent)?)?
+        };
+        write_file(&path, &value.to_string()).map_err(|e| match e {
+            Error::Io { ref source, .. } if source.raw_os_error() == Some(libc::EINVAL) => {
+                Error::Unsupported(format!(
+                    "writing {value} to {}: {source}: the kernel refused the swappiness. Kernels \
+                     from before mid-2014 refuse it for any group inside a use_hierarchy tree, \
+                     and values above 200 (100 before Linux 5.8) are refused; without it memgang \
+                     cannot protect cgroup {group}'s pages from its siblings' reclaim",
+                    path.display()
+                ))
+            }
+            e => e,
+        })
+    }
+
+    fn reclaim(&self, group: &GroupPath, bytes: u64) -> Result<u64> {
+        if bytes == 0 {
+            return Ok(0);
+        }
+        // v1 has no memory.reclaim. Shrinking the limit below the usage
+        // makes the write itself reclaim (mem_cgroup_resize_max: reclaim
+        // from the group, 32 pages a round, oldest first, until the usage
+        // fits), so it returns once the freed pages are written to swap and
+        // gone; it says EBUSY once a round frees nothing. (With a slow swap
+        // device it may unmap more than that and leave the rest in the swap
+        // cache, still in RAM and charged: the usage, not the mapped anon,
+        // is the measure.) While the limit is low the group's own
+        // allocations must also reclaim to fit (and OOM if they cannot),
+        // which is why this is meant for switched-out groups.
+        let limit_path = self.memory_file(group, "memory.limit_in_bytes");
+        let previous = self.memory_limit(group)?;
+        let before = self.usage(group)?;
+        let page = crate::paging::page_size();
+        let target = before.saturating_sub(bytes) / page * page;
+        let shrink = write_file(&limit_path, &target.to_string());
+        // Measured before the limit goes back up, so nothing the group
+        // faults in afterwards counts against what was freed.
+        let after = self.usage(group);
+        if let Err(e) = self.set_memory_limit(group, previous) {
+            let previous = previous.map_or_else(|| "-1".to_string(), |b| b.to_string());
+            return Err(Error::Unsupported(format!(
+                "putting back {} after reclaiming from cgroup {group}: {e}; its limit is still \
+                 {target} instead of {previous}: write {previous} to it",
+                limit_path.display()
+            )));
+        }
+        match shrink {
+            Ok(()) => {}
+            // The kernel could not get the usage down to the target:
+            // nothing more it could free (no swap space left, pages
+            // locked), so the drop so far is the answer.
+            Err(e) if errno(&e) == Some(libc::EBUSY) => {
+                tracing::debug!("cgroup {group}: reclaim of {bytes} bytes stopped short: {e}");
+            }
+            Err(e) => return Err(e),
+        }
+        Ok(before.saturating_sub(after?))
+    }
+
     fn procs_files(&self, group: &GroupPath) -> Vec<PathBuf> {
         self.roots()
             .into_iter()
@@ -229,8 +316,7 @@ impl CgroupBackend for V1 {
     fn memory_stat(&self, group: &GroupPath) -> Result<MemoryStat> {
         let path = self.memory_file(group, "memory.stat");
         let mut stat = parse_memory_stat(&read_file(&path)?, &path)?;
-        let usage = self.memory_file(group, "memory.usage_in_bytes");
-        stat.usage_bytes = parse_u64(&usage, &read_file(&usage)?)?;
+        stat.usage_bytes = self.usage(group)?;
         Ok(stat)
     }
 

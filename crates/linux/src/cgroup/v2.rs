@@ -4,9 +4,9 @@
 //! if its parent lists `memory` in `cgroup.subtree_control`, so
 //! [`create`](CgroupBackend::create) enables it on the way down. Interfaces
 //! used: `cgroup.controllers`, `cgroup.subtree_control`, `cgroup.procs`,
-//! `memory.max`, `memory.current`, `memory.stat`, `memory.swap.current`,
-//! `memory.pressure`, `cgroup.freeze` and the `frozen` key of
-//! `cgroup.events`.
+//! `memory.max`, `memory.current`, `memory.low`, `memory.reclaim`,
+//! `memory.stat`, `memory.swap.current`, `memory.pressure`, `cgroup.freeze`
+//! and the `frozen` key of `cgroup.events`.
 //!
 //! [`V2`] only does file operations under its root, so it runs unchanged on
 //! a fake tree of plain files (the tests do that: this project's CI kernel
@@ -14,7 +14,7 @@
 //! every wait for the kernel is bounded and its error names the file.
 
 use super::{
-    child_groups, io_error, parse_keyed, parse_u64, procs_below, read_file, read_optional,
+    child_groups, errno, io_error, parse_keyed, parse_u64, procs_below, read_file, read_optional,
     read_pids, required, rmdir_group, wait_until, write_file, CgroupBackend, CgroupVersion,
     GroupPath, MemoryStat, FREEZE_TIMEOUT,
 };
@@ -30,6 +30,9 @@ const CGROUP2_SUPER_MAGIC: i64 = 0x6367_7270;
 
 /// cgroup.freeze appeared in Linux 5.2.
 const FREEZE_MIN_KERNEL: (u32, u32) = (5, 2);
+
+/// memory.reclaim (proactive reclaim) appeared in Linux 5.19.
+const RECLAIM_MIN_KERNEL: (u32, u32) = (5, 19);
 
 #[derive(Debug)]
 pub struct V2 {
@@ -241,6 +244,53 @@ impl CgroupBackend for V2 {
             "max" => Ok(None),
             v => parse_u64(&path, v).map(Some),
         }
+    }
+
+    fn protect(&self, group: &GroupPath, on: bool) -> Result<()> {
+        // When the pool hits memory.max, the pool is the reclaim root, and
+        // for a child of the reclaim root the kernel takes memory.low as
+        // the effective protection as it is (mem_cgroup_calculate_protection),
+        // so "max" shields all of the group's pages while a sibling has
+        // unprotected ones. Reclaim that finds only protected pages makes a
+        // second pass that ignores memory.low (and counts a `low` event),
+        // so the group is paged rather than OOM-killed.
+        let path = self.file(group, "memory.low");
+        write_file(&path, if on { "max" } else { "0" })
+            .map_err(|e| self.memory_file_error(group, &path, e))
+    }
+
+    fn reclaim(&self, group: &GroupPath, bytes: u64) -> Result<u64> {
+        if bytes == 0 {
+            return Ok(0);
+        }
+        let (current, text) = self.read_memory_file(group, "memory.current")?;
+        let before = parse_u64(&current, &text)?;
+        // The write returns when the kernel is done: Ok once it freed
+        // `bytes`, EAGAIN when it gave up short of that (after
+        // MAX_RECLAIM_RETRIES rounds that freed nothing), which is a
+        // result, not a failure. A group's own memory.low does not apply
+        // when it is the root of the reclaim, so this also works on a
+        // protected group.
+        let path = self.file(group, "memory.reclaim");
+        match write_file(&path, &bytes.to_string()) {
+            Ok(()) => {}
+            Err(e) if errno(&e) == Some(libc::EAGAIN) => {
+                tracing::debug!("cgroup {group}: reclaim of {bytes} bytes stopped short: {e}");
+            }
+            // memory.current was there, so the controller is enabled: a
+            // missing memory.reclaim means an older kernel.
+            Err(Error::Io { ref source, .. }) if source.kind() == ErrorKind::NotFound => {
+                return Err(Error::Unsupported(format!(
+                    "{} does not exist: this kernel has no proactive reclaim (needs Linux {}.{}+)",
+                    path.display(),
+                    RECLAIM_MIN_KERNEL.0,
+                    RECLAIM_MIN_KERNEL.1
+                )));
+            }
+            Err(e) => return Err(e),
+        }
+        let (current, text) = self.read_memory_file(group, "memory.current")?;
+        Ok(before.saturating_sub(parse_u64(&current, &text)?))
     }
 
     fn procs_files(&self, group: &GroupPath) -> Vec<PathBuf> {
