@@ -14,6 +14,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 mod cleanup;
+mod plot;
 mod report;
 
 #[derive(Parser)]
@@ -36,6 +37,11 @@ enum Command {
     Report {
         #[arg(required = true)]
         files: Vec<PathBuf>,
+    },
+    /// Draw figures from results (JSON written by `run --json`) as SVG.
+    Plot {
+        #[command(subcommand)]
+        plot: plot::Plot,
     },
     /// Prepare (or tear down) this machine for experiments: a swap file.
     Testbed {
@@ -143,6 +149,10 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
                 .map(|f| memgang_runtime::baseline::load(f))
                 .collect::<Result<Vec<_>>>()?;
             print!("{}", report::render(&results));
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Plot { plot } => {
+            plot::run(plot)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Testbed { action } => testbed(action),

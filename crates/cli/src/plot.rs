@@ -1,0 +1,226 @@
+//! Figures made from result files alone: the paging activity trace of paper
+//! 000 Fig. 6, as SVG.
+
+use anyhow::{anyhow, bail, Context, Result};
+use clap::{Args, Subcommand};
+use memgang_runtime::results::{RunResult, Switch};
+use plotters::prelude::*;
+use std::path::{Path, PathBuf};
+
+#[derive(Subcommand)]
+pub enum Plot {
+    /// Swap-in and swap-out rates over time with the switches marked (paper
+    /// 000 Fig. 6): one panel per file, sharing the time axis.
+    Trace(TraceArgs),
+}
+
+#[derive(Args)]
+pub struct TraceArgs {
+    /// Results JSON written by `run --json`.
+    #[arg(required = true)]
+    files: Vec<PathBuf>,
+    /// The SVG file to write.
+    #[arg(short, long)]
+    output: PathBuf,
+    /// Start of the time window, in seconds since the run started.
+    #[arg(long, value_name = "S")]
+    from: Option<f64>,
+    /// End of the time window, in seconds since the run started.
+    #[arg(long, value_name = "S")]
+    to: Option<f64>,
+}
+
+pub fn run(plot: Plot) -> Result<()> {
+    match plot {
+        Plot::Trace(args) => trace(args),
+    }
+}
+
+const WIDTH: u32 = 1100;
+const PANEL_HEIGHT: u32 = 300;
+const SWAP_IN: RGBColor = RGBColor(31, 119, 180);
+const SWAP_OUT: RGBColor = RGBColor(214, 39, 40);
+const SWITCH: RGBColor = RGBColor(96, 96, 96);
+const MIB: f64 = 1024.0 * 1024.0;
+
+/// One panel: rates (MiB/s) against time (s) and the switches in the window.
+struct Panel {
+    caption: String,
+    swap_in: Vec<(f64, f64)>,
+    swap_out: Vec<(f64, f64)>,
+    switches: Vec<Switch>,
+}
+
+fn trace(args: TraceArgs) -> Result<()> {
+    check_output_dir(&args.output)?;
+    let results = args
+        .files
+        .iter()
+        .map(|f| load(f).map(|r| (f, r)))
+        .collect::<Result<Vec<_>>>()?;
+    let t_max = results
+        .iter()
+        .flat_map(|(_, r)| r.samples.iter().map(|s| s.t_s))
+        .fold(0.0, f64::max);
+    let from = args.from.unwrap_or(0.0);
+    let to = args.to.unwrap_or(t_max);
+    if from >= to {
+        bail!("empty time window {from}s..{to}s: the runs' samples end at {t_max:.1}s; fix --from/--to");
+    }
+    let page = page_size() as f64;
+    let mut panels = Vec::new();
+    for (file, r) in &results {
+        let p = panel(r, page, from, to);
+        if p.swap_in.is_empty() {
+            bail!(
+                "{} has no samples between {from}s and {to}s: widen --from/--to",
+                file.display()
+            );
+        }
+        panels.push(p);
+    }
+    // One rate scale for all panels, so that they compare at a glance.
+    let y_max = panels
+        .iter()
+        .flat_map(|p| p.swap_in.iter().chain(&p.swap_out).map(|&(_, y)| y))
+        .fold(1.0, f64::max)
+        * 1.1;
+    let svg = draw(&panels, from..to, y_max).map_err(|e| anyhow!("drawing the plot: {e}"))?;
+    std::fs::write(&args.output, svg)
+        .with_context(|| format!("writing the plot to {}", args.output.display()))?;
+    println!("plot: {}", args.output.display());
+    Ok(())
+}
+
+/// Fail before the work, with a hint, when the output can't be written.
+fn check_output_dir(out: &Path) -> Result<()> {
+    let dir = out.parent().filter(|d| !d.as_os_str().is_empty());
+    if let Some(dir) = dir {
+        if !dir.is_dir() {
+            bail!(
+                "cannot write {}: directory {} does not exist; create it first or choose another -o",
+                out.display(),
+                dir.display()
+            );
+        }
+    }
+    Ok(())
+}
+
+fn load(path: &Path) -> Result<RunResult> {
+    const HINT: &str = "give results JSON written by `memgang run --json FILE`";
+    let text =
+        std::fs::read(path).with_context(|| format!("reading {} ({HINT})", path.display()))?;
+    let r: RunResult = serde_json::from_slice(&text)
+        .with_context(|| format!("{} is not a memgang results file ({HINT})", path.display()))?;
+    if r.samples.is_empty() {
+        bail!(
+            "{} has no samples to plot: the run ended before its first 100 ms sample; \
+             plot a run that paged",
+            path.display()
+        );
+    }
+    Ok(r)
+}
+
+fn page_size() -> u64 {
+    // SAFETY: sysconf has no preconditions.
+    let n = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if n > 0 {
+        n as u64
+    } else {
+        4096
+    }
+}
+
+fn panel(r: &RunResult, page: f64, from: f64, to: f64) -> Panel {
+    let mut swap_in = Vec::new();
+    let mut swap_out = Vec::new();
+    let mut prev_t = 0.0;
+    for (i, s) in r.samples.iter().enumerate() {
+        // Each sample counts pages since the previous one (the first: since
+        // the start, or one spacing if it was taken at 0).
+        let mut dt = s.t_s - prev_t;
+        if i == 0 && dt <= 0.0 {
+            dt = r.samples.get(1).map_or(0.1, |n| n.t_s - s.t_s);
+        }
+        prev_t = s.t_s;
+        if dt <= 0.0 || s.t_s < from || s.t_s > to {
+            continue;
+        }
+        let rate = |pages: u64| pages as f64 * page / MIB / dt;
+        swap_in.push((s.t_s, rate(s.swap_in)));
+        swap_out.push((s.t_s, rate(s.swap_out)));
+    }
+    let switches = r
+        .switches
+        .iter()
+        .filter(|s| s.at_s + s.took_s >= from && s.at_s <= to)
+        .cloned()
+        .collect();
+    Panel {
+        caption: format!(
+            "{} {} {} q={}s",
+            r.experiment, r.policy, r.switch, r.quantum_s
+        ),
+        swap_in,
+        swap_out,
+        switches,
+    }
+}
+
+type DrawResult<T> = std::result::Result<T, Box<dyn std::error::Error>>;
+
+fn draw(panels: &[Panel], x: std::ops::Range<f64>, y_max: f64) -> DrawResult<String> {
+    let mut svg = String::new();
+    {
+        let height = PANEL_HEIGHT * panels.len() as u32;
+        let root = SVGBackend::with_string(&mut svg, (WIDTH, height)).into_drawing_area();
+        root.fill(&WHITE)?;
+        for (area, p) in root.split_evenly((panels.len(), 1)).iter().zip(panels) {
+            let mut chart = ChartBuilder::on(area)
+                .caption(&p.caption, ("sans-serif", 18))
+                .margin(10)
+                .x_label_area_size(40)
+                .y_label_area_size(60)
+                .build_cartesian_2d(x.clone(), 0.0..y_max)?;
+            chart
+                .configure_mesh()
+                .x_desc("time (s)")
+                .y_desc("MiB/s")
+                .draw()?;
+            // The time each switch took, then a marker where it began.
+            let (lo, hi) = (x.start, x.end);
+            chart.draw_series(p.switches.iter().filter(|s| s.took_s > 0.0).map(|s| {
+                let band = [(s.at_s.max(lo), 0.0), ((s.at_s + s.took_s).min(hi), y_max)];
+                Rectangle::new(band, SWITCH.mix(0.15).filled())
+            }))?;
+            chart
+                .draw_series(
+                    p.switches
+                        .iter()
+                        .filter(|s| (lo..=hi).contains(&s.at_s))
+                        .map(|s| PathElement::new(vec![(s.at_s, 0.0), (s.at_s, y_max)], SWITCH)),
+                )?
+                .label("switch")
+                .legend(|(x, y)| PathElement::new(vec![(x, y - 6), (x, y + 6)], SWITCH));
+            for (points, color, label) in [
+                (&p.swap_in, SWAP_IN, "swap-in"),
+                (&p.swap_out, SWAP_OUT, "swap-out"),
+            ] {
+                chart
+                    .draw_series(LineSeries::new(points.iter().copied(), color))?
+                    .label(label)
+                    .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color));
+            }
+            chart
+                .configure_series_labels()
+                .position(SeriesLabelPosition::UpperRight)
+                .background_style(WHITE.mix(0.8))
+                .border_style(BLACK.mix(0.5))
+                .draw()?;
+        }
+        root.present()?;
+    }
+    Ok(svg)
+}

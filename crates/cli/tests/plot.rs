@@ -1,0 +1,173 @@
+//! `memgang plot trace` on results made by hand: no root, no real runs. The
+//! JSON is written out field by field rather than from the runtime's types,
+//! so that fields the schema gains (with defaults) don't break these tests.
+
+use serde_json::{json, Value};
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn memgang() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_memgang"))
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "status {:?}\nstdout:\n{}\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// A gang run of 3 s: paging bursts after the switches at 1 s and 2 s.
+fn result(experiment: &str, switch: &str) -> Value {
+    let samples: Vec<Value> = (1..=30)
+        .map(|i| {
+            let burst = i % 10 < 3;
+            json!({
+                "t_s": i as f64 * 0.1,
+                "swap_in": if burst { 2000 + 100 * i } else { 0 },
+                "swap_out": if burst { 1500 } else { 10 },
+                "pool_usage_bytes": 200 << 20,
+                "psi_some_avg10": null,
+                "jobs": [],
+            })
+        })
+        .collect();
+    let switch_at =
+        |at_s: f64| json!({"at_s": at_s, "took_s": 0.15, "suspended": ["a"], "resumed": ["b"]});
+    json!({
+        "schema": 1,
+        "memgang_version": "test",
+        "experiment": experiment,
+        "policy": "gang",
+        "quantum_s": 1.0,
+        "switch": switch,
+        "pool_memory_bytes": 256 << 20,
+        "machine": {
+            "hostname": "test", "kernel": "test", "cpus": 2,
+            "memory_bytes": 1u64 << 30, "swap_bytes": 1u64 << 30,
+            "cgroup": "v2", "freezer": "cgroup-freezer",
+        },
+        "started_unix_s": 0,
+        "makespan_s": 3.0,
+        "switching_overhead": null,
+        "batch_makespan_s": null,
+        "baseline": "none",
+        "fairness": null,
+        "swap_in_pages": 0,
+        "swap_out_pages": 0,
+        "switch_count": 2,
+        "switch_time_s": 0.3,
+        "interrupted": false,
+        "jobs": [],
+        "timeline": [],
+        "switches": [switch_at(1.0), switch_at(2.0)],
+        "samples": samples,
+    })
+}
+
+fn write(dir: &Path, name: &str, r: &Value) -> std::path::PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, serde_json::to_string(r).unwrap()).unwrap();
+    p
+}
+
+#[test]
+fn trace_draws_one_panel_per_file_with_switch_markers() {
+    let dir = tempfile::tempdir().unwrap();
+    let lru = write(dir.path(), "lru.json", &result("two-jobs", "lru"));
+    let aoai = write(dir.path(), "aoai.json", &result("two-jobs", "ao/ai"));
+    let svg_path = dir.path().join("trace.svg");
+    let out = memgang()
+        .args(["plot", "trace"])
+        .arg(&lru)
+        .arg(&aoai)
+        .arg("-o")
+        .arg(&svg_path)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let svg = std::fs::read_to_string(&svg_path).expect("the SVG was written");
+    assert!(svg.len() > 5000, "SVG is suspiciously small:\n{svg}");
+    assert!(svg.starts_with("<svg"), "not an SVG:\n{svg}");
+    for caption in ["two-jobs gang lru q=1s", "two-jobs gang ao/ai q=1s"] {
+        assert!(svg.contains(caption), "caption {caption:?} missing:\n{svg}");
+    }
+    for label in ["swap-in", "swap-out", "switch", "time (s)", "MiB/s"] {
+        assert!(svg.contains(label), "label {label:?} missing:\n{svg}");
+    }
+    // Switch markers are lines in their own colour (#606060): two switches
+    // per panel plus the legend's sample, in each of two panels.
+    let markers = svg.matches(r##"stroke="#606060""##).count();
+    assert!(markers >= 6, "expected >= 6 switch strokes, got {markers}");
+}
+
+#[test]
+fn trace_window_keeps_only_its_switches() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = write(dir.path(), "lru.json", &result("two-jobs", "lru"));
+    let svg_path = dir.path().join("window.svg");
+    let out = memgang()
+        .args(["plot", "trace"])
+        .arg(&f)
+        .args(["--from", "1.5", "--to", "3"])
+        .arg("-o")
+        .arg(&svg_path)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let svg = std::fs::read_to_string(&svg_path).unwrap();
+    // The switch at 2 s and the legend's sample; not the one at 1 s.
+    assert_eq!(svg.matches(r##"stroke="#606060""##).count(), 2, "{svg}");
+}
+
+#[test]
+fn missing_file_fails_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("no-such-results.json");
+    let out = memgang()
+        .args(["plot", "trace"])
+        .arg(&missing)
+        .arg("-o")
+        .arg(dir.path().join("out.svg"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no-such-results.json"), "{}", text(&out));
+    assert!(!dir.path().join("out.svg").exists());
+}
+
+#[test]
+fn bad_input_and_output_fail_with_the_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let garbage = dir.path().join("garbage.json");
+    std::fs::write(&garbage, "{not json").unwrap();
+    let mut empty = result("empty", "lru");
+    empty["samples"] = json!([]);
+    let empty = write(dir.path(), "empty.json", &empty);
+    let good = write(dir.path(), "good.json", &result("two-jobs", "lru"));
+    let cases = [
+        (
+            &garbage,
+            dir.path().join("a.svg"),
+            "not a memgang results file",
+        ),
+        (&empty, dir.path().join("b.svg"), "has no samples"),
+        (&good, dir.path().join("nodir/c.svg"), "does not exist"),
+    ];
+    for (input, output, why) in cases {
+        let out = memgang()
+            .args(["plot", "trace"])
+            .arg(input)
+            .arg("-o")
+            .arg(&output)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(why), "expected {why:?}: {}", text(&out));
+        assert!(!output.exists());
+    }
+}
