@@ -6,6 +6,7 @@
 //! when the next counter sample is; it never busy-waits.
 
 use crate::experiment::Experiment;
+use crate::mechanisms::{self, BgWriter, PageInThread};
 use crate::procs::{self, Exit, Launched};
 use crate::results::{
     Interval, JobResult, JobSample, Machine, RunResult, Sample, Switch, SCHEMA_VERSION,
@@ -15,10 +16,10 @@ use memgang_core::{
     Action, Cluster, Event, JobId, JobStatus, NodeId, PageInPlan, PageOutPlan, Scheduler,
 };
 use memgang_linux::cgroup::{CgroupBackend, GroupPath, MemoryStat};
-use memgang_linux::counters::{Psi, VmStat};
+use memgang_linux::counters::{Psi, SwapStatus, VmStat};
 use memgang_linux::freeze::Freezer;
-use memgang_linux::paging::{self, PageRecord};
-use std::collections::VecDeque;
+use memgang_linux::paging::{self, PageRecord, Run as PageRun};
+use std::collections::{HashMap, VecDeque};
 use std::os::fd::AsRawFd;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -33,6 +34,15 @@ const STDERR_TAIL_LINES: usize = 10;
 /// that costs the jobs real progress, well above the background reclaim a
 /// healthy node shows (0% on this machine when idle).
 const PRESSURE_PSI_SOME: f64 = 10.0;
+/// Memory made free beyond an incoming job's working-set estimate: its
+/// page tables, the per-CPU charge caches of the memory cgroup (64 pages
+/// per CPU) and what the job touches beyond last quantum's working set.
+/// About 3% of a 1 GiB pool.
+const ROOM_MARGIN: u64 = 32 << 20;
+/// Swap left free when memgang pages out itself, so that the kernel's own
+/// reclaim (other cgroups, other jobs) still finds room and does not turn
+/// to the OOM killer.
+const SWAP_RESERVE: u64 = 64 << 20;
 
 pub struct Env {
     pub backend: Arc<dyn CgroupBackend>,
@@ -47,6 +57,12 @@ struct JobRun {
     group: GroupPath,
     /// Resident runs of each of its processes at its last page-out.
     records: Vec<PageRecord>,
+    /// Working-set estimate: its resident anonymous memory when it was
+    /// last suspended, i.e. what it kept in memory over its last quantum
+    /// (paper 000 §3.2). None before its first suspension.
+    ws_bytes: Option<u64>,
+    /// Background writer of its pages while in its quantum's last part.
+    bg: Option<BgWriter>,
     proc: Option<Launched>,
     running_since: Option<Duration>,
     last: MemoryStat,
@@ -118,6 +134,8 @@ pub fn execute(exp: &Experiment, env: &Env) -> Result<RunResult> {
                 Ok(JobRun {
                     group: pool.join(&format!("job-{}", j.spec.name))?,
                     records: Vec::new(),
+                    ws_bytes: None,
+                    bg: None,
                     proc: None,
                     running_since: None,
                     last: MemoryStat::default(),
@@ -137,6 +155,7 @@ pub fn execute(exp: &Experiment, env: &Env) -> Result<RunResult> {
         samples: Vec::new(),
         vm_start: VmStat::read().context("reading /proc/vmstat")?,
         vm_last: VmStat::default(),
+        protect_failed: false,
     };
     run.vm_last = run.vm_start;
     let started_unix_s = std::time::SystemTime::now()
@@ -254,6 +273,9 @@ struct Run<'a> {
     samples: Vec<Sample>,
     vm_start: VmStat,
     vm_last: VmStat,
+    /// Selective page-out could not be set up once: said once, not per
+    /// switch.
+    protect_failed: bool,
 }
 
 impl Run<'_> {
@@ -291,6 +313,13 @@ impl Run<'_> {
             let is_switch = batch.iter().any(Action::is_switch);
             let (mut suspended, mut resumed, mut failed) = (Vec::new(), Vec::new(), Vec::new());
             let (mut paged_out, mut paged_in) = (0u64, 0u64);
+            let (mut out_time, mut in_time) = (Duration::ZERO, Duration::ZERO);
+            let mut warnings = Vec::new();
+            if is_switch {
+                warnings.extend(self.check_swap(&batch));
+            }
+            let vm_before = VmStat::read().ok();
+            let mut early = self.start_early_page_ins(&batch);
             for action in batch {
                 let job = action.job();
                 let i = job.index();
@@ -308,24 +337,68 @@ impl Run<'_> {
                         }
                     },
                     Action::Suspend { page_out, .. } => {
+                        // Background writing ends when the switch begins.
+                        let bg = self.jobs[i].bg.take().map(|w| self.bg_done(job, w.stop()));
                         self.env
                             .freezer
                             .freeze(&self.jobs[i].group)
                             .with_context(|| format!("suspending job {}", self.name(job)))?;
                         self.stop_interval(job, self.now());
-                        paged_out += self.page_out(job, page_out);
+                        let anon = self
+                            .env
+                            .backend
+                            .memory_stat(&self.jobs[i].group)
+                            .ok()
+                            .map(|m| m.anon_bytes);
+                        let t = Instant::now();
+                        paged_out += self.page_out(job, page_out, bg, &mut warnings);
+                        out_time += t.elapsed();
+                        // A record (taken before background writing, if
+                        // any) is the better estimate: after writing, the
+                        // pages are no longer mapped, so not counted.
+                        let j = &mut self.jobs[i];
+                        let recorded: u64 = j.records.iter().map(PageRecord::bytes).sum();
+                        j.ws_bytes = anon.map(|a| a.max(recorded));
                         suspended.push(self.name(job).to_string());
+                    }
+                    Action::Protect { on, .. } => self.protect(job, on),
+                    Action::MakeRoom { from, .. } => {
+                        let t = Instant::now();
+                        paged_out += self.make_room(job, &from, &mut warnings);
+                        out_time += t.elapsed();
                     }
                     Action::Resume { page_in, .. } => {
                         // Bring its memory back while it is still frozen, so
                         // that it resumes without faulting.
-                        paged_in += self.page_in(job, page_in);
+                        let done = match early.remove(&i) {
+                            Some(thread) => Some(thread.join()),
+                            None if page_in == PageInPlan::Recorded => Some(mechanisms::page_in(
+                                &std::mem::take(&mut self.jobs[i].records),
+                            )),
+                            None => None,
+                        };
+                        if let Some(done) = done {
+                            paged_in += done.bytes;
+                            in_time += done.took;
+                            for e in &done.errors {
+                                self.paging_failed(job, "paging in", e);
+                            }
+                        }
                         self.env
                             .freezer
                             .thaw(&self.jobs[i].group)
                             .with_context(|| format!("resuming job {}", self.name(job)))?;
                         self.jobs[i].running_since = Some(self.now());
                         resumed.push(self.name(job).to_string());
+                    }
+                    Action::WriteBack { until, .. } => {
+                        let pids = self
+                            .env
+                            .backend
+                            .procs_recursive(&self.jobs[i].group)
+                            .unwrap_or_default();
+                        let window = until.saturating_sub(self.now());
+                        self.jobs[i].bg = Some(BgWriter::start(pids, window));
                     }
                     Action::Boost { nice, .. } => self.renice(job, nice),
                     Action::Defer { reason, .. } => {
@@ -335,6 +408,14 @@ impl Run<'_> {
             }
             if is_switch {
                 let took = began.elapsed();
+                let vm_after = VmStat::read().ok();
+                let swapped = |f: fn(&VmStat) -> u64| match (&vm_before, &vm_after) {
+                    (Some(a), Some(b)) => f(b).saturating_sub(f(a)),
+                    _ => 0,
+                };
+                for w in &warnings {
+                    self.say(format!("{:>7.1}s  warning: {w}", at.as_secs_f64()));
+                }
                 self.switches.push(Switch {
                     at_s: at.as_secs_f64(),
                     took_s: took.as_secs_f64(),
@@ -342,6 +423,11 @@ impl Run<'_> {
                     resumed,
                     paged_out_bytes: paged_out,
                     paged_in_bytes: paged_in,
+                    page_out_s: out_time.as_secs_f64(),
+                    page_in_s: in_time.as_secs_f64(),
+                    swap_in_pages: swapped(|v| v.pswpin),
+                    swap_out_pages: swapped(|v| v.pswpout),
+                    warnings,
                 });
                 queue.extend(sched.handle(self.now(), Event::SwitchDone { took }));
             }
@@ -354,6 +440,36 @@ impl Run<'_> {
             }
         }
         Ok(())
+    }
+
+    /// Overlap (paper 000 §3.3): a job the switch resumes with its recorded
+    /// pages, and protects (`so`), starts paging in at once, beside the
+    /// page-out of the others. Protected first, it makes the kernel's
+    /// reclaim fall on the outgoing jobs, never on the pages just read.
+    /// Without protection the page-in waits for the page-out to finish, as
+    /// it would otherwise evict its own job's older pages.
+    fn start_early_page_ins(&mut self, batch: &[Action]) -> HashMap<usize, PageInThread> {
+        let mut early = HashMap::new();
+        for a in batch {
+            let Action::Resume {
+                job,
+                page_in: PageInPlan::Recorded,
+            } = a
+            else {
+                continue;
+            };
+            let protected = batch
+                .iter()
+                .any(|b| matches!(b, Action::Protect { job: j, on: true } if j == job));
+            if protected {
+                self.protect(*job, true);
+            }
+            if protected && !self.protect_failed {
+                let records = std::mem::take(&mut self.jobs[job.index()].records);
+                early.insert(job.index(), PageInThread::start(records));
+            }
+        }
+        early
     }
 
     fn start(&mut self, job: JobId, teardown: &mut Teardown) -> Result<()> {
@@ -390,9 +506,17 @@ impl Run<'_> {
     }
 
     /// Carry out a page-out plan on a frozen job; returns the bytes paged
-    /// out. A mechanism that fails (no rights, a process gone) leaves the
+    /// out. `bg` is what background writing did in its quantum's last part:
+    /// its record, taken before it wrote pages out, is the quantum's working
+    /// set. A mechanism that fails (no rights, a process gone) leaves the
     /// job to the kernel's LRU and says why: the switch itself goes on.
-    fn page_out(&mut self, job: JobId, plan: PageOutPlan) -> u64 {
+    fn page_out(
+        &mut self,
+        job: JobId,
+        plan: PageOutPlan,
+        bg: Option<Vec<PageRecord>>,
+        warnings: &mut Vec<String>,
+    ) -> u64 {
         let (record, evict) = match plan {
             PageOutPlan::Lru => return 0,
             PageOutPlan::Record => (true, false),
@@ -403,6 +527,7 @@ impl Run<'_> {
             .backend
             .procs_recursive(&self.jobs[job.index()].group)
             .unwrap_or_default();
+        let mut room = swap_room();
         let mut records = Vec::new();
         let mut bytes = 0;
         for pid in pids {
@@ -417,8 +542,20 @@ impl Run<'_> {
                 }
             };
             if evict {
-                match paging::page_out(pid, &rec.runs) {
-                    Ok(report) => bytes += report.bytes_advised,
+                let runs = truncate_runs(&rec.runs, room);
+                if runs.len() < rec.runs.len() || rec.bytes() > room {
+                    warnings.push(format!(
+                        "swap is nearly full ({} free): {} of job {} stay in memory",
+                        memgang_core::units::format_bytes(room),
+                        memgang_core::units::format_bytes(rec.bytes().saturating_sub(room)),
+                        self.name(job)
+                    ));
+                }
+                match paging::page_out(pid, &runs) {
+                    Ok(report) => {
+                        bytes += report.bytes_advised;
+                        room = room.saturating_sub(report.bytes_advised);
+                    }
                     Err(e) => self.paging_failed(job, "paging out", &e),
                 }
             }
@@ -426,25 +563,108 @@ impl Run<'_> {
                 records.push(rec);
             }
         }
-        self.jobs[job.index()].records = records;
+        if record {
+            self.jobs[job.index()].records = bg.filter(|b| !b.is_empty()).unwrap_or(records);
+        }
         bytes
     }
 
-    /// Carry out a page-in plan on a job still frozen; returns the bytes
-    /// brought back.
-    fn page_in(&mut self, job: JobId, plan: PageInPlan) -> u64 {
-        if plan == PageInPlan::Demand {
-            return 0;
+    /// What background writing did, said when it had trouble.
+    fn bg_done(&self, job: JobId, report: mechanisms::BgReport) -> Vec<PageRecord> {
+        for e in &report.errors {
+            self.paging_failed(job, "background writing", e);
         }
-        let records = std::mem::take(&mut self.jobs[job.index()].records);
-        let mut bytes = 0;
-        for rec in &records {
-            match paging::page_in(rec.pid, rec, true) {
-                Ok(report) => bytes += report.faulted_bytes,
-                Err(e) => self.paging_failed(job, "paging in", &e),
+        tracing::debug!(
+            "job {}: background writing advised {} bytes",
+            self.name(job),
+            report.bytes_written
+        );
+        report.records
+    }
+
+    /// Selective page-out: protect a job the policy runs, expose one it
+    /// suspends. Without the kernel's support the kernel's LRU decides
+    /// alone, as under `lru`; said once.
+    fn protect(&mut self, job: JobId, on: bool) {
+        if self.protect_failed {
+            return;
+        }
+        let group = &self.jobs[job.index()].group;
+        if let Err(e) = self.env.backend.protect(group, on) {
+            self.protect_failed = true;
+            self.say(format!(
+                "warning: selective page-out (so) is not available, the kernel's LRU chooses \
+                 what to page out instead: {e}"
+            ));
+        }
+    }
+
+    /// Bytes `job` is short of: its working-set estimate (declared memory
+    /// before its first quantum) and a margin, less what it has resident
+    /// and what the pool has free.
+    fn shortfall(&self, job: JobId) -> u64 {
+        let backend = self.env.backend.as_ref();
+        let j = &self.jobs[job.index()];
+        let ws = j
+            .ws_bytes
+            .or(self.exp.jobs[job.index()].spec.memory_bytes)
+            .unwrap_or(0);
+        // A job not started yet has no cgroup: nothing resident.
+        let resident = backend.memory_stat(&j.group).map_or(0, |m| m.anon_bytes);
+        let used = backend.memory_stat(&self.pool).map_or(0, |m| m.usage_bytes);
+        let free = self.exp.pool_memory.saturating_sub(used);
+        (ws + ROOM_MARGIN).saturating_sub(resident + free)
+    }
+
+    /// `so/ao` (paper 000 Fig. 3 with Fig. 2's victims): reclaim the
+    /// incoming job's shortfall from the suspended jobs in the policy's
+    /// order, each one's oldest pages first (the kernel's LRU inside its
+    /// cgroup), now and in bulk. Returns the bytes freed.
+    fn make_room(&mut self, job: JobId, from: &[JobId], warnings: &mut Vec<String>) -> u64 {
+        let backend = self.env.backend.clone();
+        let mut need = self.shortfall(job).min(swap_room());
+        let mut freed = 0;
+        for victim in from {
+            if need == 0 {
+                break;
+            }
+            let group = &self.jobs[victim.index()].group;
+            let has = backend.memory_stat(group).map_or(0, |m| m.anon_bytes);
+            match backend.reclaim(group, need.min(has)) {
+                Ok(got) => {
+                    freed += got;
+                    need = need.saturating_sub(got);
+                }
+                Err(e) => warnings.push(format!(
+                    "making room for {} from {}: {e}; the kernel's LRU pages the rest",
+                    self.name(job),
+                    self.name(*victim)
+                )),
             }
         }
-        bytes
+        freed
+    }
+
+    /// Before a switch: will the swap device hold what must leave memory
+    /// for the incoming jobs? A full swap device is said before the switch,
+    /// not found out by the OOM killer.
+    fn check_swap(&self, batch: &[Action]) -> Option<String> {
+        let need: u64 = batch
+            .iter()
+            .filter(|a| matches!(a, Action::Resume { .. } | Action::Start { .. }))
+            .map(|a| self.shortfall(a.job()))
+            .sum();
+        let room = swap_room();
+        (need > room).then(|| {
+            format!(
+                "swap is nearly full: {} free (with {} kept in reserve), but the incoming jobs \
+                 need about {} more memory than the pool has free; the kernel may kill a job \
+                 (out of memory). Add swap (memgang testbed up --swap SIZE) or give the pool more memory",
+                memgang_core::units::format_bytes(room),
+                memgang_core::units::format_bytes(SWAP_RESERVE),
+                memgang_core::units::format_bytes(need)
+            )
+        })
     }
 
     fn paging_failed(&self, job: JobId, what: &str, e: &memgang_linux::Error) {
@@ -511,6 +731,9 @@ impl Run<'_> {
         let backend = self.env.backend.as_ref();
         let j = &mut self.jobs[job.index()];
         j.proc = None;
+        if let Some(bg) = j.bg.take() {
+            bg.stop();
+        }
         // Read the cgroup's counters before it goes: they include processes
         // the job did not reap itself.
         if let Ok(stat) = backend.memory_stat(&j.group) {
@@ -683,4 +906,31 @@ fn tail(path: &std::path::Path) -> Option<String> {
     let lines: Vec<&str> = text.lines().collect();
     let tail = lines[lines.len().saturating_sub(STDERR_TAIL_LINES)..].join("\n");
     (!tail.is_empty()).then_some(tail)
+}
+
+/// Swap free for memgang's own page-outs, less the reserve.
+fn swap_room() -> u64 {
+    SwapStatus::read().map_or(0, |s| {
+        s.total_bytes
+            .saturating_sub(s.used_bytes)
+            .saturating_sub(SWAP_RESERVE)
+    })
+}
+
+/// The first `bytes` of `runs`, cut at a page.
+fn truncate_runs(runs: &[PageRun], bytes: u64) -> Vec<PageRun> {
+    let mut left = bytes / paging::page_size();
+    let mut out = Vec::new();
+    for r in runs {
+        if left == 0 {
+            break;
+        }
+        let pages = r.pages.min(left);
+        out.push(PageRun {
+            start: r.start,
+            pages,
+        });
+        left -= pages;
+    }
+    out
 }

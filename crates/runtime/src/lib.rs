@@ -10,6 +10,7 @@
 pub mod baseline;
 pub mod executor;
 pub mod experiment;
+mod mechanisms;
 mod procs;
 pub mod results;
 

@@ -117,6 +117,24 @@ pub struct Switch {
     pub paged_out_bytes: u64,
     #[serde(default)]
     pub paged_in_bytes: u64,
+    /// Time spent paging out (suspensions, making room) and paging in. A
+    /// page-in that overlapped the page-out counts its own duration, so
+    /// the two can add up to more than `took_s`.
+    #[serde(default)]
+    pub page_out_s: f64,
+    #[serde(default)]
+    pub page_in_s: f64,
+    /// Node pages swapped in and out during the switch (/proc/vmstat): the
+    /// disk traffic the switch caused, for its physical limit. Page-out
+    /// writes are counted when submitted.
+    #[serde(default)]
+    pub swap_in_pages: u64,
+    #[serde(default)]
+    pub swap_out_pages: u64,
+    /// What went wrong without stopping the switch (a nearly full swap
+    /// device, a mechanism the kernel refused).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]

@@ -1,0 +1,190 @@
+//! The parts of paper 000's switch mechanisms that run beside the
+//! executor's loop: background writing during a quantum's last part, and
+//! a page-in that overlaps the outgoing job's page-out. Both are threads
+//! that only advise the kernel about a job's pages; they own no cgroup or
+//! process, so a thread left behind by an error ends by itself when the
+//! job's processes are gone.
+
+use memgang_linux::paging::{self, PageRecord, Run};
+use memgang_linux::Error;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// Background writing advises this much at a time: a stop request waits
+/// for at most one such call (the kernel only submits the writes), and
+/// 2048 pages per call keep the calls few.
+const BG_CHUNK_BYTES: u64 = 8 << 20;
+/// How often a pacing sleep looks at the stop flag: a switch waits for
+/// the writer at most this long.
+const BG_STOP_POLL: Duration = Duration::from_millis(20);
+/// CPU niceness of the writer: it must not take the CPU from the job it
+/// writes for. (Most of this machine's block devices use the `none` I/O
+/// scheduler, which ignores I/O priorities, so pacing is what keeps the
+/// writes in the background.)
+const BG_NICE: i32 = 19;
+
+/// What a finished background writer did.
+#[derive(Debug, Default)]
+pub struct BgReport {
+    /// The job's resident pages when writing began: its working set over
+    /// the quantum, before the writer took pages out of it.
+    pub records: Vec<PageRecord>,
+    pub bytes_written: u64,
+    pub errors: Vec<Error>,
+}
+
+/// Paper 000 §3.4 on Linux: a low-priority thread pages the running job's
+/// resident runs out (`MADV_PAGEOUT`) spread evenly over `window`. The
+/// kernel writes them to swap; a page the job touches again before it is
+/// reclaimed comes back from the swap cache without disk I/O, and one it
+/// only reads stays clean there, so the switch frees it without writing.
+pub struct BgWriter {
+    stop: Arc<AtomicBool>,
+    handle: JoinHandle<BgReport>,
+}
+
+impl BgWriter {
+    pub fn start(pids: Vec<i32>, window: Duration) -> BgWriter {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let handle = std::thread::spawn(move || write_back(&pids, window, &flag));
+        BgWriter { stop, handle }
+    }
+
+    /// Stop writing (a switch begins) and collect what was done.
+    pub fn stop(self) -> BgReport {
+        self.stop.store(true, Ordering::Relaxed);
+        self.handle.join().unwrap_or_else(|_| BgReport::default())
+    }
+}
+
+fn write_back(pids: &[i32], window: Duration, stop: &AtomicBool) -> BgReport {
+    // SAFETY: setpriority takes plain integers; 0 = the calling thread.
+    unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, BG_NICE) };
+    let mut report = BgReport::default();
+    for &pid in pids {
+        match paging::record(pid) {
+            Ok((rec, _)) => report.records.push(rec),
+            Err(e) => report.errors.push(e),
+        }
+    }
+    let chunks: Vec<(i32, Vec<Run>)> = report
+        .records
+        .iter()
+        .flat_map(|r| chunked(&r.runs, BG_CHUNK_BYTES).map(move |c| (r.pid, c)))
+        .collect();
+    let total: u64 = report.records.iter().map(PageRecord::bytes).sum();
+    let t0 = Instant::now();
+    for (pid, chunk) in chunks {
+        if stop.load(Ordering::Relaxed) {
+            break;
+        }
+        match paging::page_out(pid, &chunk) {
+            Ok(r) => report.bytes_written += r.bytes_advised,
+            Err(e) => {
+                report.errors.push(e);
+                continue;
+            }
+        }
+        // Even pace: by now, this share of the window should have passed.
+        let due = window.mul_f64(report.bytes_written as f64 / total.max(1) as f64);
+        while t0.elapsed() < due && !stop.load(Ordering::Relaxed) {
+            std::thread::sleep((due - t0.elapsed()).min(BG_STOP_POLL));
+        }
+    }
+    report
+}
+
+/// `runs` cut into pieces of at most `bytes` each (whole pages).
+fn chunked(runs: &[Run], bytes: u64) -> impl Iterator<Item = Vec<Run>> + '_ {
+    let max_pages = (bytes / paging::page_size()).max(1);
+    let mut out: Vec<Vec<Run>> = vec![Vec::new()];
+    let mut in_chunk = 0;
+    for run in runs {
+        let mut r = *run;
+        while r.pages > 0 {
+            if in_chunk == max_pages {
+                out.push(Vec::new());
+                in_chunk = 0;
+            }
+            let take = r.pages.min(max_pages - in_chunk);
+            out.last_mut().expect("never empty").push(Run {
+                start: r.start,
+                pages: take,
+            });
+            in_chunk += take;
+            r.start += take * paging::page_size();
+            r.pages -= take;
+        }
+    }
+    out.into_iter().filter(|c| !c.is_empty())
+}
+
+/// What a page-in did.
+#[derive(Debug, Default)]
+pub struct PageInDone {
+    pub bytes: u64,
+    pub took: Duration,
+    pub errors: Vec<Error>,
+}
+
+/// Adaptive page-in of `records`: the runs come back in bulk and are made
+/// resident, so that the job resumes without major faults. A process that
+/// exited or changed its mappings since is skipped (stale runs are counted
+/// by the linux crate, not errors).
+pub fn page_in(records: &[PageRecord]) -> PageInDone {
+    let t = Instant::now();
+    let mut done = PageInDone::default();
+    for rec in records {
+        match paging::page_in(rec.pid, rec, true) {
+            Ok(r) => done.bytes += r.faulted_bytes,
+            Err(e) => done.errors.push(e),
+        }
+    }
+    done.took = t.elapsed();
+    done
+}
+
+/// A page-in running on its own thread while the switch pages others out.
+pub struct PageInThread(JoinHandle<PageInDone>);
+
+impl PageInThread {
+    pub fn start(records: Vec<PageRecord>) -> PageInThread {
+        PageInThread(std::thread::spawn(move || page_in(&records)))
+    }
+
+    pub fn join(self) -> PageInDone {
+        self.0.join().unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chunks_cover_the_runs_exactly_and_respect_the_size() {
+        let ps = paging::page_size();
+        let runs = [
+            Run { start: 0, pages: 5 },
+            Run {
+                start: 100 * ps,
+                pages: 7,
+            },
+        ];
+        let chunks: Vec<Vec<Run>> = chunked(&runs, 4 * ps).collect();
+        assert!(chunks
+            .iter()
+            .all(|c| c.iter().map(|r| r.pages).sum::<u64>() <= 4));
+        let pages: Vec<u64> = chunks
+            .iter()
+            .flatten()
+            .flat_map(|r| (0..r.pages).map(move |i| r.start / ps + i))
+            .collect();
+        let want: Vec<u64> = (0..5).chain(100..107).collect();
+        assert_eq!(pages, want);
+        assert_eq!(chunked(&[], 4 * ps).count(), 0);
+    }
+}
