@@ -85,6 +85,14 @@ const RETRIES: u32 = 100;
 /// `MADV_POPULATE_READ` (Linux 5.14): fault the range in readable, as a read
 /// would, without changing it.
 const MADV_POPULATE_READ: i32 = 22;
+/// Adaptive page-in starts reads for this much at a time. `MADV_WILLNEED`
+/// charges every page it reads to the job's cgroup at once, locked until
+/// its read completes, so reclaim cannot take them back: a whole record at
+/// once can fill a pool that still holds the other jobs' pages and bring
+/// the OOM killer (seen with `ai` alone in a 256 MiB pool). Two windows in
+/// flight are 1/4 of such a pool, and 32 MiB at this machine's 1.4 GB/s is
+/// about 23 ms of reading, enough to keep the disk's queue full.
+const PAGE_IN_WINDOW: u64 = 32 << 20;
 
 // --- PAGEMAP_SCAN, include/uapi/linux/fs.h (Linux 6.7) --------------------
 
@@ -410,49 +418,112 @@ pub fn page_in(pid: i32, record: &PageRecord, fault_in: bool) -> Result<PageInRe
         );
     }
     let fd = open_pidfd(pid, "paging in")?;
-    let spans: Vec<(u64, u64)> = record.runs.iter().map(Span::span).collect();
+    // Runs cut to windows of at most PAGE_IN_WINDOW; `owner[k]` is the run
+    // that piece k came from.
+    let (spans, owner) = split_spans(&record.runs, PAGE_IN_WINDOW);
+    let windows = windows(&spans, PAGE_IN_WINDOW);
     probe(&fd, libc::MADV_WILLNEED, "MADV_WILLNEED")?;
     let mut calls = 1;
     let mut skipped = vec![false; spans.len()];
-    let (bytes, c) = advise(
-        &fd,
-        &spans,
-        libc::MADV_WILLNEED,
-        "MADV_WILLNEED",
-        &mut skipped,
-    )?;
-    calls += c;
     let mut method = PageInMethod::WillNeed;
-    let mut faulted_bytes = 0;
     if fault_in {
-        // Runs already found stale are not retried.
-        let mut fault_skipped = skipped.clone();
         calls += 1;
-        let (b, c) = if probe(&fd, MADV_POPULATE_READ, "MADV_POPULATE_READ")? {
+        if probe(&fd, MADV_POPULATE_READ, "MADV_POPULATE_READ")? {
             method = PageInMethod::PopulateRead;
-            advise(
-                &fd,
-                &spans,
-                MADV_POPULATE_READ,
-                "MADV_POPULATE_READ",
-                &mut fault_skipped,
-            )?
         } else {
             method = PageInMethod::ProcessVmReadv;
-            read_through(&fd, &spans, &mut fault_skipped)?
-        };
-        faulted_bytes = b;
-        calls += c;
-        skipped = fault_skipped;
+        }
     }
+    let (mut bytes, mut faulted_bytes) = (0, 0);
+    // The reads of window k+1 are started before window k is faulted in,
+    // so the disk always has a window's worth of work queued while the
+    // pool holds at most two windows of pages being read.
+    let willneed = |w: &std::ops::Range<usize>, skipped: &mut [bool]| {
+        advise(
+            &fd,
+            &spans[w.clone()],
+            libc::MADV_WILLNEED,
+            "MADV_WILLNEED",
+            &mut skipped[w.clone()],
+        )
+    };
+    if let Some(w) = windows.first() {
+        let (b, c) = willneed(w, &mut skipped)?;
+        bytes += b;
+        calls += c;
+    }
+    for (k, w) in windows.iter().enumerate() {
+        if let Some(next) = windows.get(k + 1) {
+            let (b, c) = willneed(next, &mut skipped)?;
+            bytes += b;
+            calls += c;
+        }
+        if !fault_in {
+            continue;
+        }
+        let (b, c) = match method {
+            PageInMethod::PopulateRead => advise(
+                &fd,
+                &spans[w.clone()],
+                MADV_POPULATE_READ,
+                "MADV_POPULATE_READ",
+                &mut skipped[w.clone()],
+            )?,
+            _ => read_through(&fd, &spans[w.clone()], &mut skipped[w.clone()])?,
+        };
+        faulted_bytes += b;
+        calls += c;
+    }
+    let mut stale: Vec<usize> = owner
+        .iter()
+        .zip(&skipped)
+        .filter_map(|(o, s)| s.then_some(*o))
+        .collect();
+    stale.dedup();
     Ok(PageInReport {
         bytes,
         faulted_bytes,
         calls,
         method,
         duration: t.elapsed(),
-        skipped_runs: skipped.iter().filter(|&&s| s).count() as u64,
+        skipped_runs: stale.len() as u64,
     })
+}
+
+/// `runs` as spans of at most `max` bytes, with the index of the run each
+/// came from.
+fn split_spans(runs: &[Run], max: u64) -> (Vec<(u64, u64)>, Vec<usize>) {
+    let max = max.max(page_size()) / page_size() * page_size();
+    let (mut spans, mut owner) = (Vec::new(), Vec::new());
+    for (i, r) in runs.iter().enumerate() {
+        let (mut start, end) = (r.start, r.end());
+        while start < end {
+            let len = (end - start).min(max);
+            spans.push((start, len));
+            owner.push(i);
+            start += len;
+        }
+    }
+    (spans, owner)
+}
+
+/// Consecutive groups of `spans` of at most `max` bytes each (a longer
+/// span alone).
+fn windows(spans: &[(u64, u64)], max: u64) -> Vec<std::ops::Range<usize>> {
+    let mut out = Vec::new();
+    let (mut from, mut bytes) = (0, 0);
+    for (i, (_, len)) in spans.iter().enumerate() {
+        if i > from && bytes + len > max {
+            out.push(from..i);
+            from = i;
+            bytes = 0;
+        }
+        bytes += len;
+    }
+    if from < spans.len() {
+        out.push(from..spans.len());
+    }
+    out
 }
 
 // --- scanning ---------------------------------------------------------------
