@@ -6,7 +6,7 @@
 //! when the next counter sample is; it never busy-waits.
 
 use crate::experiment::Experiment;
-use crate::mechanisms::{self, BgWriter, PageInThread};
+use crate::mechanisms::{self, BgWriter};
 use crate::procs::{self, Exit, Launched};
 use crate::results::{
     Interval, JobResult, JobSample, Machine, RunResult, Sample, Switch, SCHEMA_VERSION,
@@ -19,7 +19,7 @@ use memgang_linux::cgroup::{CgroupBackend, GroupPath, MemoryStat};
 use memgang_linux::counters::{Psi, SwapStatus, VmStat};
 use memgang_linux::freeze::Freezer;
 use memgang_linux::paging::{self, PageRecord, Run as PageRun};
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::os::fd::AsRawFd;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -315,11 +315,11 @@ impl Run<'_> {
             let (mut paged_out, mut paged_in) = (0u64, 0u64);
             let (mut out_time, mut in_time) = (Duration::ZERO, Duration::ZERO);
             let mut warnings = Vec::new();
+            let mut bg_bytes = 0;
             if is_switch {
                 warnings.extend(self.check_swap(&batch));
             }
             let vm_before = VmStat::read().ok();
-            let mut early = self.start_early_page_ins(&batch);
             for action in batch {
                 let job = action.job();
                 let i = job.index();
@@ -338,7 +338,11 @@ impl Run<'_> {
                     },
                     Action::Suspend { page_out, .. } => {
                         // Background writing ends when the switch begins.
-                        let bg = self.jobs[i].bg.take().map(|w| self.bg_done(job, w.stop()));
+                        let bg = self.jobs[i].bg.take().map(|w| {
+                            let report = w.stop();
+                            bg_bytes += report.bytes_written;
+                            self.bg_done(job, report)
+                        });
                         self.env
                             .freezer
                             .freeze(&self.jobs[i].group)
@@ -370,13 +374,10 @@ impl Run<'_> {
                     Action::Resume { page_in, .. } => {
                         // Bring its memory back while it is still frozen, so
                         // that it resumes without faulting.
-                        let done = match early.remove(&i) {
-                            Some(thread) => Some(thread.join()),
-                            None if page_in == PageInPlan::Recorded => Some(mechanisms::page_in(
-                                &std::mem::take(&mut self.jobs[i].records),
-                            )),
-                            None => None,
-                        };
+                        // Not overlapped with the page-out that made its room:
+                        // see `fitting_records`.
+                        let done = (page_in == PageInPlan::Recorded)
+                            .then(|| mechanisms::page_in(&self.fitting_records(job)));
                         if let Some(done) = done {
                             paged_in += done.bytes;
                             in_time += done.took;
@@ -427,6 +428,7 @@ impl Run<'_> {
                     page_in_s: in_time.as_secs_f64(),
                     swap_in_pages: swapped(|v| v.pswpin),
                     swap_out_pages: swapped(|v| v.pswpout),
+                    background_bytes: bg_bytes,
                     warnings,
                 });
                 queue.extend(sched.handle(self.now(), Event::SwitchDone { took }));
@@ -440,36 +442,6 @@ impl Run<'_> {
             }
         }
         Ok(())
-    }
-
-    /// Overlap (paper 000 §3.3): a job the switch resumes with its recorded
-    /// pages, and protects (`so`), starts paging in at once, beside the
-    /// page-out of the others. Protected first, it makes the kernel's
-    /// reclaim fall on the outgoing jobs, never on the pages just read.
-    /// Without protection the page-in waits for the page-out to finish, as
-    /// it would otherwise evict its own job's older pages.
-    fn start_early_page_ins(&mut self, batch: &[Action]) -> HashMap<usize, PageInThread> {
-        let mut early = HashMap::new();
-        for a in batch {
-            let Action::Resume {
-                job,
-                page_in: PageInPlan::Recorded,
-            } = a
-            else {
-                continue;
-            };
-            let protected = batch
-                .iter()
-                .any(|b| matches!(b, Action::Protect { job: j, on: true } if j == job));
-            if protected {
-                self.protect(*job, true);
-            }
-            if protected && !self.protect_failed {
-                let records = std::mem::take(&mut self.jobs[job.index()].records);
-                early.insert(job.index(), PageInThread::start(records));
-            }
-        }
-        early
     }
 
     fn start(&mut self, job: JobId, teardown: &mut Teardown) -> Result<()> {
@@ -567,6 +539,45 @@ impl Run<'_> {
             self.jobs[job.index()].records = bg.filter(|b| !b.is_empty()).unwrap_or(records);
         }
         bytes
+    }
+
+    /// The job's records, cut to what the pool can take now: its free
+    /// memory (less the margin) plus what the job already has resident,
+    /// which its record covers too. A bulk page-in into a full pool fills
+    /// it with pages being read, which reclaim cannot take, faster than
+    /// reclaim frees the others: the kernel then kills a job. Seen here
+    /// with `ai` alone, and with the page-in overlapped with the `so/ao`
+    /// page-out that was making its room, in a 256 MiB pool; so the page-in
+    /// comes after the page-out, and what does not fit is faulted in on
+    /// demand, as under `lru`.
+    fn fitting_records(&mut self, job: JobId) -> Vec<PageRecord> {
+        let backend = self.env.backend.as_ref();
+        let j = &mut self.jobs[job.index()];
+        let records = std::mem::take(&mut j.records);
+        let resident = backend.memory_stat(&j.group).map_or(0, |m| m.anon_bytes);
+        let used = backend.memory_stat(&self.pool).map_or(0, |m| m.usage_bytes);
+        let mut allowed = self
+            .exp
+            .pool_memory
+            .saturating_sub(used)
+            .saturating_sub(ROOM_MARGIN)
+            + resident;
+        let total: u64 = records.iter().map(PageRecord::bytes).sum();
+        if total > allowed {
+            tracing::debug!(
+                "job {}: paging in {allowed} of {total} recorded bytes, the rest on demand",
+                self.name(job)
+            );
+        }
+        records
+            .into_iter()
+            .map(|r| {
+                let runs = truncate_runs(&r.runs, allowed);
+                allowed = allowed.saturating_sub(runs.iter().map(PageRun::bytes).sum());
+                PageRecord { pid: r.pid, runs }
+            })
+            .filter(|r| !r.runs.is_empty())
+            .collect()
     }
 
     /// What background writing did, said when it had trouble.

@@ -1,9 +1,9 @@
-//! The parts of paper 000's switch mechanisms that run beside the
-//! executor's loop: background writing during a quantum's last part, and
-//! a page-in that overlaps the outgoing job's page-out. Both are threads
-//! that only advise the kernel about a job's pages; they own no cgroup or
-//! process, so a thread left behind by an error ends by itself when the
-//! job's processes are gone.
+//! Paper 000's switch mechanisms that are more than one kernel call:
+//! background writing during a quantum's last part (a thread beside the
+//! executor's loop) and adaptive page-in of a job's records. The thread
+//! only advises the kernel about a job's pages; it owns no cgroup or
+//! process, so one left behind by an error ends by itself when the job's
+//! processes are gone.
 
 use memgang_linux::paging::{self, PageRecord, Run};
 use memgang_linux::Error;
@@ -145,19 +145,6 @@ pub fn page_in(records: &[PageRecord]) -> PageInDone {
     }
     done.took = t.elapsed();
     done
-}
-
-/// A page-in running on its own thread while the switch pages others out.
-pub struct PageInThread(JoinHandle<PageInDone>);
-
-impl PageInThread {
-    pub fn start(records: Vec<PageRecord>) -> PageInThread {
-        PageInThread(std::thread::spawn(move || page_in(&records)))
-    }
-
-    pub fn join(self) -> PageInDone {
-        self.0.join().unwrap_or_default()
-    }
 }
 
 #[cfg(test)]

@@ -131,6 +131,10 @@ pub struct Switch {
     pub swap_in_pages: u64,
     #[serde(default)]
     pub swap_out_pages: u64,
+    /// Bytes background writing (`bg`) paged out of the suspended jobs in
+    /// their quantum's last part, before this switch.
+    #[serde(default)]
+    pub background_bytes: u64,
     /// What went wrong without stopping the switch (a nearly full swap
     /// device, a mechanism the kernel refused).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
