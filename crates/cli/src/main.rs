@@ -106,6 +106,17 @@ enum TestbedAction {
     },
     /// Show active swap and memgang cgroups.
     Status,
+    /// Measure the sequential read and write bandwidth of the disk under
+    /// the swap file (the physical limit of a switch).
+    Bandwidth {
+        /// A directory on the disk to measure; default: the directory of
+        /// the active swap file with the highest priority.
+        #[arg(long)]
+        dir: Option<PathBuf>,
+        /// Print JSON instead of a sentence.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 fn humantime_arg(s: &str) -> Result<Duration, String> {
@@ -232,6 +243,30 @@ fn write_json(path: &PathBuf, result: &RunResult) -> Result<()> {
 /// about a second at the ~1.4-2.4 GB/s of the machines we run on.
 const BANDWIDTH_SAMPLE: u64 = 1 << 30;
 
+fn print_bandwidth(dir: &std::path::Path, json: bool) -> Result<()> {
+    let bw = memgang_linux::swap::measure_bandwidth(dir, BANDWIDTH_SAMPLE)
+        .with_context(|| format!("measuring the disk bandwidth in {}", dir.display()))?;
+    if json {
+        println!(
+            "{}",
+            serde_json::json!({
+                "dir": dir,
+                "sample_bytes": bw.sample_bytes,
+                "read_bytes_per_s": bw.read_bytes_per_s,
+                "write_bytes_per_s": bw.write_bytes_per_s,
+            })
+        );
+    } else {
+        println!(
+            "swap device bandwidth (sequential, O_DIRECT, {}): read {:.0} MB/s, write {:.0} MB/s",
+            format_bytes(bw.sample_bytes),
+            bw.read_bytes_per_s / 1e6,
+            bw.write_bytes_per_s / 1e6
+        );
+    }
+    Ok(())
+}
+
 fn testbed(action: TestbedAction) -> Result<ExitCode> {
     use memgang_linux::swap;
     match action {
@@ -243,13 +278,22 @@ fn testbed(action: TestbedAction) -> Result<ExitCode> {
                 format_bytes(sf.size_bytes)
             );
             let dir = path.parent().unwrap_or(std::path::Path::new("/"));
-            let bw = swap::measure_bandwidth(dir, BANDWIDTH_SAMPLE)?;
-            println!(
-                "swap device bandwidth (sequential, O_DIRECT, {}): read {:.0} MB/s, write {:.0} MB/s",
-                format_bytes(bw.sample_bytes),
-                bw.read_bytes_per_s / 1e6,
-                bw.write_bytes_per_s / 1e6
-            );
+            print_bandwidth(dir, false)?;
+        }
+        TestbedAction::Bandwidth { dir, json } => {
+            let dir = match dir {
+                Some(d) => d,
+                None => swap::active()?
+                    .into_iter()
+                    .filter(|a| a.path.is_file())
+                    .max_by_key(|a| a.priority)
+                    .and_then(|a| a.path.parent().map(PathBuf::from))
+                    .context(
+                        "no active swap file to measure: run `memgang testbed up --swap 8G` \
+                         or give --dir",
+                    )?,
+            };
+            print_bandwidth(&dir, json)?;
         }
         TestbedAction::Down { path } => {
             swap::down(&path)?;
