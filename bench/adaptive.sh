@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Issue 3's benchmark: paper 000's adaptive paging mechanisms (Fig. 7, 9)
+# on this kernel. Two jobs of 70% of a 1 GiB pool (seq, random and the
+# 2-rank job), gang quanta 10 s and 30 s, each mechanism combination plus
+# lru and batch, all in one run. The swap disk's bandwidth is measured at
+# the start and at the end of the same run: the physical limit of a switch
+# is its bytes out / write bandwidth + bytes in / read bandwidth.
+#
+#   sudo bench/adaptive.sh [OUT_DIR]
+#   VARIANTS="seq random 2rank" QUANTA="10s 30s" SWITCHES="lru ai ..." to choose
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source bench/lib.sh
+bench_setup adaptive "${1:-}"
+
+"$bin" testbed bandwidth --json > "$out/bandwidth-start.json"
+for variant in ${VARIANTS:-seq random 2rank}; do
+  exp="$out/$variant.toml"
+  write_experiment "$variant" "$exp"
+  step "$variant / batch"
+  "$bin" run "$exp" --policy batch --json "$out/$variant-batch.json" --logs "$out/logs/$variant-batch" | tail -n 1
+  for q in ${QUANTA:-10s 30s}; do
+    for sw in ${SWITCHES:-lru ai so so/ao so/ao/bg so/ao/ai so/ao/ai/bg}; do
+      name=$variant-q$q-${sw//\//-}
+      step "$variant / gang q=$q $sw"
+      "$bin" run "$exp" --policy gang --quantum "$q" --switch "$sw" \
+        --baseline "$out/$variant-batch.json" \
+        --json "$out/$name.json" --logs "$out/logs/$name" | tail -n 1
+    done
+  done
+done
+"$bin" testbed bandwidth --json > "$out/bandwidth-end.json"
+
+step "adaptive paging: $POOL pool, 2 jobs x ${MIB}M ($(uname -r), $(nproc) CPUs)"
+python3 bench/adaptive_table.py "$out" | tee "$out/table.txt"
+# Paper 000 Fig. 6: the paging activity of lru against all mechanisms.
+for variant in ${VARIANTS:-seq random 2rank}; do
+  traces=("$out/$variant-q10s-lru.json" "$out/$variant-q10s-so-ao-ai-bg.json")
+  if [ -f "${traces[0]}" ] && [ -f "${traces[1]}" ]; then
+    "$bin" plot trace "${traces[@]}" -o "$out/trace-$variant.svg"
+  fi
+done
