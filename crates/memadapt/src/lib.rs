@@ -9,17 +9,53 @@
 //! Only the program's own RSS is needed: no global memory figures, which
 //! operating systems do not report reliably (§4).
 //!
-//! This crate currently holds the algorithm alone, as pure code: the
-//! [`Adapter`] is a deterministic state machine fed with the time and the
-//! RSS the caller measured, and it answers which panels to unmap and which
-//! to map. It does no I/O, reads no clock and maps nothing, so it is tested
-//! against scripted RSS sequences and will be driven unchanged by the panel
-//! store. The panel store (files, `mmap`, write-back), the C ABI and the
-//! Python package come next.
+//! Three layers, each usable alone:
+//!
+//! - [`file`]: the data-set file (a 64-byte header, then the panels at
+//!   page-aligned offsets), created from the application's arrays
+//!   ([`file::create`], [`file::from_slices`]) and opened with checks
+//!   ([`DataFile`]).
+//! - [`store`]: the [`PanelStore`] applications use: it maps panels on
+//!   demand, hands them out as slices (`&[f64]`, ...), unmaps the victims,
+//!   writes changed panels back, and records a [`Timeline`] to plot.
+//! - [`adapt`]: the algorithm as pure code. The [`Adapter`] is a
+//!   deterministic state machine fed with the time and the RSS its caller
+//!   measured; it answers which panels to unmap and which to map, does no
+//!   I/O and reads no clock, so it is tested against scripted RSS
+//!   sequences, and the store drives it unchanged.
+//!
+//! ```no_run
+//! # fn main() -> memadapt::Result<()> {
+//! let panels: Vec<Vec<f64>> = vec![vec![1.0; 1 << 16]; 10];
+//! let slices: Vec<&[f64]> = panels.iter().map(Vec::as_slice).collect();
+//! memadapt::file::from_slices("matrix.panels", &slices)?;
+//!
+//! let mut store = memadapt::PanelStore::open("matrix.panels")?;
+//! let mut sum = 0.0;
+//! for _ in 0..store.panels() {
+//!     let i = store.next_index();
+//!     sum += store.panel_as::<f64>(i)?.iter().sum::<f64>();
+//! }
+//! store.timeline().write_csv(std::fs::File::create("timeline.csv").unwrap()).unwrap();
+//! # let _ = sum; Ok(()) }
+//! ```
+//!
+//! The C ABI and the Python package come next.
 
 pub mod adapt;
+pub mod error;
+pub mod file;
+pub mod store;
 
+/// The algorithm's error ([`adapt::Error`]); [`Error`] is the store's and
+/// the file's, which wraps it.
+pub use adapt::Error as AdaptError;
 pub use adapt::{
-    probe_delay, Adapter, Config, Error, Policy, Residency, Stats, Step, Verdict,
-    DEFAULT_TOLERANCE, MAX_DELAY_FACTOR, MIN_PANELS,
+    probe_delay, Adapter, Config, Policy, Residency, Stats, Step, Verdict, DEFAULT_TOLERANCE,
+    MAX_DELAY_FACTOR, MIN_PANELS,
+};
+pub use error::{Error, Result};
+pub use file::{DataFile, Element, ElementType, Header, Writer};
+pub use store::{
+    Adaptation, Clock, Mode, Options, PanelStore, RssSource, Sample, Statm, StoreStats, Timeline,
 };
