@@ -500,3 +500,43 @@ fn every_switch_mechanism_keeps_the_data() {
         }
     }
 }
+
+/// A job whose memory is locked is still switched; what could not be paged
+/// out is reported, and no data is lost.
+#[test]
+fn locked_memory_is_switched_and_reported() {
+    if !root_or_skip("locked_memory_is_switched_and_reported") {
+        return;
+    }
+    let bed = Bed::new();
+    let exp = bed.write(
+        "locked.toml",
+        r#"
+name = "locked"
+policy = "gang"
+quantum = "1s"
+pool_memory = "256M"
+[[job]]
+name = "locked"
+command = ["memgang-workload", "--mib", "64", "--pattern", "seq", "--iterations", "60", "--compute", "4", "--lock"]
+memory = "64M"
+[[job]]
+name = "free"
+command = ["memgang-workload", "--mib", "160", "--pattern", "seq", "--iterations", "20", "--compute", "2"]
+memory = "160M"
+"#,
+    );
+    let (out, v) = bed.run(&exp, &["--baseline", "none", "--switch", "ao/ai"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let v = v.unwrap();
+    let warned = v["switches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|s| s["warnings"].as_array().cloned().unwrap_or_default())
+        .any(|w| {
+            let w = w.as_str().unwrap_or("");
+            w.contains("job locked stayed in memory") || w.contains("of job locked stayed")
+        });
+    assert!(warned, "no switch reported the locked memory: {v}");
+}

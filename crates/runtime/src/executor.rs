@@ -43,6 +43,11 @@ const ROOM_MARGIN: u64 = 32 << 20;
 /// reclaim (other cgroups, other jobs) still finds room and does not turn
 /// to the OOM killer.
 const SWAP_RESERVE: u64 = 64 << 20;
+/// Memory left resident after an aggressive page-out that is reported:
+/// page tables, the runtime's own stacks and buffers stay anyway (a few
+/// MiB); more than this, and more than a tenth of the job, is memory the
+/// kernel would not page out.
+const RESIDUAL_REPORTED: u64 = 16 << 20;
 
 pub struct Env {
     pub backend: Arc<dyn CgroupBackend>,
@@ -502,6 +507,14 @@ impl Run<'_> {
         let mut room = swap_room();
         let mut records = Vec::new();
         let mut bytes = 0;
+        let mut clamped = false;
+        let anon = |run: &Self| {
+            run.env
+                .backend
+                .memory_stat(&run.jobs[job.index()].group)
+                .map_or(0, |m| m.anon_bytes)
+        };
+        let before = anon(self);
         for pid in pids {
             // Scanned even when not kept: advising only the resident runs
             // makes `paged_out_bytes` count what really left memory, and the
@@ -516,6 +529,7 @@ impl Run<'_> {
             if evict {
                 let runs = truncate_runs(&rec.runs, room);
                 if runs.len() < rec.runs.len() || rec.bytes() > room {
+                    clamped = true;
                     warnings.push(format!(
                         "swap is nearly full ({} free): {} of job {} stay in memory",
                         memgang_core::units::format_bytes(room),
@@ -534,6 +548,17 @@ impl Run<'_> {
             if record {
                 records.push(rec);
             }
+        }
+        // MADV_PAGEOUT leaves locked (mlock) pages and pages shared with
+        // other processes where they are: say how much stayed.
+        let after = anon(self);
+        if evict && !clamped && after > RESIDUAL_REPORTED.max(before / 10) {
+            warnings.push(format!(
+                "{} of job {} stayed in memory after page-out: locked (mlock) or shared pages, \
+                 which the kernel does not page out on request",
+                memgang_core::units::format_bytes(after),
+                self.name(job)
+            ));
         }
         if record {
             self.jobs[job.index()].records = bg.filter(|b| !b.is_empty()).unwrap_or(records);

@@ -69,6 +69,11 @@ struct Args {
     #[arg(long)]
     quiet: bool,
 
+    /// Lock the memory (mlock) after initialising it, as some codes do for
+    /// buffers a device reads: the page-out mechanisms cannot move it.
+    #[arg(long)]
+    lock: bool,
+
     /// For testing the self-check: flip one bit in the last rank's memory
     /// after the iterations, so verification must fail with exit code 3.
     #[arg(long)]
@@ -233,6 +238,17 @@ fn work(args: &Args, rank: u64, pages: u64, barrier: &mut Barrier) -> Result<i32
     let r = Rank::new(args.seed, rank, pages);
     let mem = region.as_mut_slice();
     r.init(mem);
+    if args.lock {
+        // SAFETY: mem is this process's own mapping, valid for its length.
+        let rc = unsafe { libc::mlock(mem.as_ptr().cast(), std::mem::size_of_val(mem)) };
+        if rc != 0 {
+            return Err(Failure::Other(format!(
+                "rank {rank}: --lock: mlock failed: {} (needs CAP_IPC_LOCK or a large enough \
+                 `ulimit -l`)",
+                io::Error::last_os_error()
+            )));
+        }
+    }
     // Round 0 lines the ranks up after initialisation so the iterations start
     // together, like a real code's setup phase followed by a time-step loop.
     barrier.wait(0)?;
