@@ -66,3 +66,22 @@ for variant in ("seq", "random", "2rank"):
         print(f"{variant:<7} {q:>3.0f}s {r['switch']:<12} {t:>10.1f} "
               f"{(t - tb) / t:>8.1%} {cut:>7} {paged / 2**30:>9.2f} {pg_cut:>6} "
               f"{r['switch_count']:>8} {sw_s:>8.2f} {limit:>7.2f} {x:>7} {failed:>6}")
+
+# Where a switch's time goes, per switch on average (q = 10 s runs): the
+# disk traffic during the switch, what background writing wrote before it,
+# and the time of the page-out and page-in steps.
+print()
+print(f"{'run (q=10s)':<24} {'switches':>8} {'out_MiB':>8} {'in_MiB':>7} {'bg_MiB':>7} "
+      f"{'out_s':>6} {'in_s':>6} {'took_s':>6}")
+for variant in ("seq", "random", "2rank"):
+    for k in sorted(k for k in runs if k.startswith(variant + "-q10s-")):
+        sw = [s for s in runs[k]["switches"] if s["suspended"]]
+        if not sw:
+            continue
+        n = len(sw)
+        mean = lambda f: sum(f(s) for s in sw) / n
+        print(f"{k:<24} {n:>8} {mean(lambda s: s.get('swap_out_pages', 0)) * PAGE / 2**20:>8.0f} "
+              f"{mean(lambda s: s.get('swap_in_pages', 0)) * PAGE / 2**20:>7.0f} "
+              f"{mean(lambda s: s.get('background_bytes', 0)) / 2**20:>7.0f} "
+              f"{mean(lambda s: s.get('page_out_s', 0)):>6.2f} {mean(lambda s: s.get('page_in_s', 0)):>6.2f} "
+              f"{mean(lambda s: s['took_s']):>6.2f}")
