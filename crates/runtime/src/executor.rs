@@ -321,6 +321,9 @@ impl Run<'_> {
             let (mut out_time, mut in_time) = (Duration::ZERO, Duration::ZERO);
             let mut warnings = Vec::new();
             let mut bg_bytes = 0;
+            // Paged out with MADV_PAGEOUT in this switch: still charged to
+            // the pool until their writes complete, but on their way out.
+            let mut advised = 0;
             if is_switch {
                 warnings.extend(self.check_swap(&batch));
             }
@@ -360,7 +363,9 @@ impl Run<'_> {
                             .ok()
                             .map(|m| m.anon_bytes);
                         let t = Instant::now();
-                        paged_out += self.page_out(job, page_out, bg, &mut warnings);
+                        let out = self.page_out(job, page_out, bg, &mut warnings);
+                        paged_out += out;
+                        advised += out;
                         out_time += t.elapsed();
                         // A record (taken before background writing, if
                         // any) is the better estimate: after writing, the
@@ -382,7 +387,7 @@ impl Run<'_> {
                         // Not overlapped with the page-out that made its room:
                         // see `fitting_records`.
                         let done = (page_in == PageInPlan::Recorded)
-                            .then(|| mechanisms::page_in(&self.fitting_records(job)));
+                            .then(|| mechanisms::page_in(&self.fitting_records(job, advised)));
                         if let Some(done) = done {
                             paged_in += done.bytes;
                             in_time += done.took;
@@ -567,15 +572,17 @@ impl Run<'_> {
     }
 
     /// The job's records, cut to what the pool can take now: its free
-    /// memory (less the margin) plus what the job already has resident,
-    /// which its record covers too. A bulk page-in into a full pool fills
+    /// memory (less the margin), plus what the job already has resident,
+    /// which its record covers too, plus `leaving`: what this switch paged
+    /// out with `MADV_PAGEOUT`, whose writes the kernel finishes while the
+    /// page-in starts (reclaim waits for them rather than failing). A bulk page-in into a full pool fills
     /// it with pages being read, which reclaim cannot take, faster than
     /// reclaim frees the others: the kernel then kills a job. Seen here
     /// with `ai` alone, and with the page-in overlapped with the `so/ao`
     /// page-out that was making its room, in a 256 MiB pool; so the page-in
     /// comes after the page-out, and what does not fit is faulted in on
     /// demand, as under `lru`.
-    fn fitting_records(&mut self, job: JobId) -> Vec<PageRecord> {
+    fn fitting_records(&mut self, job: JobId, leaving: u64) -> Vec<PageRecord> {
         let backend = self.env.backend.as_ref();
         let j = &mut self.jobs[job.index()];
         let records = std::mem::take(&mut j.records);
@@ -586,7 +593,8 @@ impl Run<'_> {
             .pool_memory
             .saturating_sub(used)
             .saturating_sub(ROOM_MARGIN)
-            + resident;
+            + resident
+            + leaving;
         let total: u64 = records.iter().map(PageRecord::bytes).sum();
         if total > allowed {
             tracing::debug!(
