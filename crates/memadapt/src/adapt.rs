@@ -70,6 +70,10 @@ struct PanelState {
     /// the victim choice never depends on iteration order.
     last_use: u64,
     priority: u32,
+    /// Pins held ([`Residency::pin`]): while above 0 the panel is never a
+    /// victim. A count, not a flag, so that two parts of a program can
+    /// pin the same panel independently.
+    pins: u32,
 }
 
 /// Which of the P panels are mapped, in which order they were used, and
@@ -144,6 +148,43 @@ impl Residency {
         p.last_use = self.stamp;
     }
 
+    /// Keeps `panel` out of the victims until as many
+    /// [`unpin`](Residency::unpin)s: a C or Python caller holding a raw
+    /// pointer to it across accesses needs it to stay mapped. Pinned
+    /// panels may hold the mapped count above what a policy would allow
+    /// ([`Adapter::access`] unmaps what it can and no more); pins are for
+    /// a few panels, briefly. Pinning an unmapped panel is the caller's
+    /// mistake: it is not mapped by this.
+    pub fn pin(&mut self, panel: usize) {
+        let p = &mut self.panels[panel];
+        // A pin count beyond u32 is a leak in the caller, not a use.
+        p.pins = p
+            .pins
+            .checked_add(1)
+            .expect("fewer than 2^32 pins of one panel");
+    }
+
+    /// Releases one pin of `panel`; false if it held none.
+    pub fn unpin(&mut self, panel: usize) -> bool {
+        let p = &mut self.panels[panel];
+        match p.pins.checked_sub(1) {
+            Some(pins) => {
+                p.pins = pins;
+                true
+            }
+            None => false,
+        }
+    }
+
+    pub fn is_pinned(&self, panel: usize) -> bool {
+        self.panels[panel].pins > 0
+    }
+
+    /// Panels holding at least one pin.
+    pub fn pinned_count(&self) -> usize {
+        self.panels.iter().filter(|p| p.pins > 0).count()
+    }
+
     /// Records that `panel` is no longer mapped.
     pub fn unmap(&mut self, panel: usize) {
         let p = &mut self.panels[panel];
@@ -154,14 +195,14 @@ impl Residency {
     }
 
     /// The mapped panel the policy would unmap first, never `keep` (the
-    /// panel about to be accessed); `None` when there is no other mapped
-    /// panel.
+    /// panel about to be accessed) nor a pinned one; `None` when there is
+    /// no other unpinned mapped panel.
     pub fn victim(&self, keep: Option<usize>) -> Option<usize> {
         let candidates = self
             .panels
             .iter()
             .enumerate()
-            .filter(|&(i, p)| p.mapped && Some(i) != keep);
+            .filter(|&(i, p)| p.mapped && p.pins == 0 && Some(i) != keep);
         let chosen = match self.policy {
             Policy::Mru => candidates.max_by_key(|(_, p)| p.last_use),
             Policy::Lru => candidates.min_by_key(|(_, p)| p.last_use),
@@ -447,17 +488,17 @@ impl Adapter {
         }
         let verdict = self.adapt(now, rss, base);
 
-        // Bring the mapped set within Panels_in with room for `panel`. A
-        // victim always exists while the loop runs: the mapped panels
-        // other than `panel` number at least mapped + room - 1 >=
-        // Panels_in >= 1.
+        // Bring the mapped set within Panels_in with room for `panel`.
+        // The mapped panels other than `panel` number at least mapped +
+        // room - 1 >= Panels_in >= 1, so a victim exists unless they are
+        // pinned ([`Residency::pin`]): then the mapped set stays above
+        // Panels_in until they are unpinned, and a later access sheds it.
         let room = usize::from(!self.residency.is_mapped(panel));
         let mut unmap = Vec::new();
         while self.residency.mapped_count() + room > self.panels_in {
-            let victim = self
-                .residency
-                .victim(Some(panel))
-                .expect("a mapped panel other than the accessed one");
+            let Some(victim) = self.residency.victim(Some(panel)) else {
+                break;
+            };
             self.residency.unmap(victim);
             unmap.push(victim);
         }
@@ -567,6 +608,27 @@ impl Adapter {
         }
         self.residency.set_priority(panel, priority);
         Ok(())
+    }
+
+    /// Keeps `panel`, which must be mapped (accessed, its unmappings
+    /// carried out), out of the victims until unpinned
+    /// ([`Residency::pin`]).
+    pub fn pin(&mut self, panel: usize) -> Result<(), Error> {
+        let panels = self.panels();
+        if panel >= panels {
+            return Err(Error::PanelOutOfRange { panel, panels });
+        }
+        self.residency.pin(panel);
+        Ok(())
+    }
+
+    /// Releases one pin of `panel`: `Ok(false)` if it held none.
+    pub fn unpin(&mut self, panel: usize) -> Result<bool, Error> {
+        let panels = self.panels();
+        if panel >= panels {
+            return Err(Error::PanelOutOfRange { panel, panels });
+        }
+        Ok(self.residency.unpin(panel))
     }
 
     /// P.
@@ -721,6 +783,50 @@ mod tests {
         assert_eq!(r.mapped().collect::<Vec<_>>(), [2]);
         r.unmap(1);
         assert_eq!(r.mapped_count(), 1, "unmapping twice counts once");
+    }
+
+    #[test]
+    fn pinned_panels_are_never_victims() {
+        let mut r = touched(Policy::Mru, 4, &[0, 1, 2, 3]);
+        r.pin(3);
+        r.pin(3);
+        assert_eq!(r.victim(None), Some(2), "MRU 3 is pinned");
+        assert!(r.unpin(3));
+        assert_eq!(r.victim(None), Some(2), "one pin of two released");
+        assert!(r.unpin(3) && !r.unpin(3), "no third pin to release");
+        assert_eq!(r.victim(None), Some(3));
+
+        // The adapter under a shortage sheds the unpinned panels only,
+        // and with nothing else to unmap keeps the pinned ones mapped
+        // above Panels_in until they are unpinned.
+        let mut a = four_resident();
+        a.pin(0).unwrap();
+        a.pin(2).unwrap();
+        assert_eq!(
+            a.pin(4),
+            Err(Error::PanelOutOfRange {
+                panel: 4,
+                panels: 4
+            })
+        );
+        let s = step(&mut a, 5, 1, S, S);
+        assert_eq!(
+            s.verdict,
+            Verdict::Shortage {
+                drop: 3 * S,
+                panels: 3
+            }
+        );
+        assert_eq!(s.unmap, [3], "0 and 2 are pinned, 1 is accessed");
+        assert_eq!(a.panels_in(), 1);
+        assert_eq!(a.residency().mapped().collect::<Vec<_>>(), [0, 1, 2]);
+        let s = step(&mut a, 6, 3, S, S);
+        assert_eq!((s.unmap, s.map), (vec![1], Some(3)), "only 1 can go");
+        assert_eq!(a.unpin(0), Ok(true));
+        assert_eq!(a.unpin(0), Ok(false));
+        let s = step(&mut a, 7, 3, S, S);
+        assert_eq!(s.unmap, [0], "unpinned, 0 is shed at the next access");
+        assert_eq!(a.residency().mapped().collect::<Vec<_>>(), [2, 3]);
     }
 
     /// Hits when sweeping `panels` cyclically `sweeps` times with room for

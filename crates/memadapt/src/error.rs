@@ -119,6 +119,12 @@ pub enum Error {
     ReadOnly { path: PathBuf, panel: usize },
 
     #[error(
+        "panel {panel} of {path} is not pinned: unpin only a panel pinned before, \
+         once per pin"
+    )]
+    NotPinned { path: PathBuf, panel: usize },
+
+    #[error(
         "panels of {path} hold {stored}, not {requested}: access them as {stored} \
          (or as bytes)"
     )]

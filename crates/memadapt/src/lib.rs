@@ -11,7 +11,7 @@
 //!
 //! Three layers, each usable alone:
 //!
-//! - [`file`]: the data-set file (a 64-byte header, then the panels at
+//! - [`file`](mod@file): the data-set file (a 64-byte header, then the panels at
 //!   page-aligned offsets), created from the application's arrays
 //!   ([`file::create`], [`file::from_slices`]) and opened with checks
 //!   ([`DataFile`]).
@@ -40,9 +40,11 @@
 //! # let _ = sum; Ok(()) }
 //! ```
 //!
-//! The C ABI and the Python package come next.
+//! [`capi`] is the C ABI over the store (`include/memadapt.h`, built as
+//! `libmemadapt.so` and `libmemadapt.a`); the Python package comes next.
 
 pub mod adapt;
+pub mod capi;
 pub mod error;
 pub mod file;
 pub mod store;

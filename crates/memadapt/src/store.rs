@@ -675,8 +675,7 @@ impl PanelStore {
         Ok(())
     }
 
-    /// One panel access: Figure 2's protocol around the mapping.
-    fn access(&mut self, panel: usize, write: bool) -> Result<&mut Mapping> {
+    fn check_panel(&self, panel: usize) -> Result<()> {
         let panels = self.panels();
         if panel >= panels {
             return Err(Error::PanelOutOfRange {
@@ -685,6 +684,12 @@ impl PanelStore {
                 panels,
             });
         }
+        Ok(())
+    }
+
+    /// One panel access: Figure 2's protocol around the mapping.
+    fn access(&mut self, panel: usize, write: bool) -> Result<&mut Mapping> {
+        self.check_panel(panel)?;
         if write && self.mode == Mode::ReadOnly {
             return Err(Error::ReadOnly {
                 path: self.data.path().to_owned(),
@@ -927,16 +932,60 @@ impl PanelStore {
         }
     }
 
-    /// Sets a panel's priority for [`Policy::Priority`]: lower goes first.
-    pub fn set_priority(&mut self, panel: usize, priority: u32) -> Result<()> {
-        let panels = self.panels();
-        if panel >= panels {
-            return Err(Error::PanelOutOfRange {
+    /// Maps `panel` if need be (an access, which may unmap others) and
+    /// keeps it mapped until as many [`unpin`](PanelStore::unpin)s: it
+    /// is never a victim, whatever the policy or the memory pressure.
+    /// For callers that hold a raw pointer to the panel across accesses
+    /// (the C ABI); Rust code cannot keep a slice across accesses and
+    /// has no use for it. Pins nest. Pinned panels stay mapped even
+    /// when memory is short, beyond `Panels_in` if need be: pin few,
+    /// briefly.
+    pub fn pin(&mut self, panel: usize) -> Result<()> {
+        self.access(panel, false)?;
+        match &mut self.control {
+            Control::Adaptive(adapter) => adapter.pin(panel).expect("accessed just above"),
+            Control::Fixed { residency, .. } => residency.pin(panel),
+        }
+        Ok(())
+    }
+
+    /// Releases one pin of `panel`, which stays mapped until an access
+    /// picks it as a victim. An error if it holds no pin.
+    pub fn unpin(&mut self, panel: usize) -> Result<()> {
+        self.check_panel(panel)?;
+        let released = match &mut self.control {
+            Control::Adaptive(adapter) => adapter.unpin(panel).expect("panel checked above"),
+            Control::Fixed { residency, .. } => residency.unpin(panel),
+        };
+        if !released {
+            return Err(Error::NotPinned {
                 path: self.data.path().to_owned(),
                 panel,
-                panels,
             });
         }
+        Ok(())
+    }
+
+    /// Whether `panel` holds a pin.
+    pub fn is_pinned(&self, panel: usize) -> bool {
+        panel < self.panels() && self.residency().is_pinned(panel)
+    }
+
+    /// Panels holding a pin.
+    pub fn pinned_count(&self) -> usize {
+        self.residency().pinned_count()
+    }
+
+    fn residency(&self) -> &Residency {
+        match &self.control {
+            Control::Adaptive(adapter) => adapter.residency(),
+            Control::Fixed { residency, .. } => residency,
+        }
+    }
+
+    /// Sets a panel's priority for [`Policy::Priority`]: lower goes first.
+    pub fn set_priority(&mut self, panel: usize, priority: u32) -> Result<()> {
+        self.check_panel(panel)?;
         match &mut self.control {
             Control::Adaptive(adapter) => adapter
                 .set_priority(panel, priority)
@@ -975,6 +1024,11 @@ impl PanelStore {
 
     pub fn mode(&self) -> Mode {
         self.mode
+    }
+
+    /// Which panels go first when some must be unmapped.
+    pub fn policy(&self) -> Policy {
+        self.residency().policy()
     }
 
     /// `Panels_in`: how many panels may be mapped now.
@@ -1037,9 +1091,11 @@ fn replace(residency: &mut Residency, limit: usize, panel: usize) -> Vec<usize> 
     let room = usize::from(!residency.is_mapped(panel));
     let mut victims = Vec::new();
     while residency.mapped_count() + room > limit {
-        let victim = residency
-            .victim(Some(panel))
-            .expect("limit >= 1, so another panel is mapped");
+        // limit >= 1, so another panel is mapped, but it may be pinned:
+        // then the budget is exceeded until it is unpinned.
+        let Some(victim) = residency.victim(Some(panel)) else {
+            break;
+        };
         residency.unmap(victim);
         victims.push(victim);
     }

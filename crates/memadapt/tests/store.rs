@@ -506,3 +506,44 @@ fn the_real_rss_source_runs_a_sweep() {
     assert!(store.mapped_count() >= 1 && store.mapped_count() <= store.panels_in());
     assert_eq!(store.stats().accesses, 12);
 }
+
+/// What the C ABI's `memadapt_pin` rests on: a pinned panel is never
+/// unmapped, so a raw pointer to it stays valid across accesses.
+#[test]
+fn a_pinned_panel_stays_mapped_until_unpinned() {
+    let dir = temp();
+    let path = dir.path().join("p.panels");
+    byte_file(&path, 3, ODD);
+    // A budget of one panel: without the pin every access would evict 0.
+    let mut store = PanelStore::options().fixed(1).open(&path).unwrap();
+    store.pin(0).unwrap();
+    let address = store.panel(0).unwrap().as_ptr();
+    for p in [1, 2, 1] {
+        assert_eq!(store.panel(p).unwrap()[0], p as u8 + 1);
+        assert!(store.is_mapped(0) && store.is_pinned(0), "after panel {p}");
+    }
+    assert_eq!(store.mapped_count(), 2, "the budget of one, plus the pin");
+    assert_eq!(store.panel(0).unwrap().as_ptr(), address, "never remapped");
+    store.unpin(0).unwrap();
+    let err = store.unpin(0).unwrap_err();
+    assert!(matches!(err, Error::NotPinned { panel: 0, .. }), "{err:?}");
+    assert!(err.to_string().contains("is not pinned"), "{err}");
+    assert!(matches!(
+        store.unpin(3).unwrap_err(),
+        Error::PanelOutOfRange { panel: 3, .. }
+    ));
+    let _ = store.panel(2).unwrap();
+    assert!(!store.is_mapped(0), "unpinned, it is a victim again");
+    assert_eq!((store.mapped_count(), store.pinned_count()), (1, 0));
+
+    // Adaptive, under a shortage: the pinned panel is not shed.
+    let path = dir.path().join("q.panels");
+    let (mut store, _limit) = four_panels_then_pressure(&path);
+    store.pin(3).unwrap();
+    assert!(store.stats().shortages == 1 && store.panels_in() < 4);
+    for _ in 0..16 {
+        let _ = store.next_panel().unwrap();
+        assert!(store.is_mapped(3));
+    }
+    store.close().unwrap();
+}
