@@ -8,6 +8,7 @@
 #
 #   sudo bench/adaptive.sh [OUT_DIR]
 #   VARIANTS="seq random 2rank" QUANTA="10s 30s" SWITCHES="lru ai ..." to choose
+# Jobs run 3 quanta alone at any quantum (iterations scaled by q / 10 s).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source bench/lib.sh
@@ -15,17 +16,24 @@ bench_setup adaptive "${1:-}"
 
 "$bin" testbed bandwidth --json > "$out/bandwidth-start.json"
 for variant in ${VARIANTS:-seq random 2rank}; do
-  exp="$out/$variant.toml"
-  write_experiment "$variant" "$exp"
-  step "$variant / batch"
-  "$bin" run "$exp" --policy batch --json "$out/$variant-batch.json" --logs "$out/logs/$variant-batch" | tail -n 1
   for q in ${QUANTA:-10s 30s}; do
+    # Jobs scaled to the quantum (x1 at 10 s, x3 at 30 s): alone each runs
+    # about three quanta, so every quantum sees switches; each scale has
+    # its own batch reference.
+    scale=$(( ${q%s} / 10 )); [ "$scale" -ge 1 ] || scale=1
+    name=$variant-x$scale
+    exp="$out/$name.toml"
+    if [ ! -f "$out/$name-batch.json" ]; then
+      write_experiment "$variant" "$exp" "$scale" "$name"
+      step "$name / batch"
+      "$bin" run "$exp" --policy batch --json "$out/$name-batch.json" --logs "$out/logs/$name-batch" | tail -n 1
+    fi
     for sw in ${SWITCHES:-lru ai so so/ao so/ao/bg so/ao/ai so/ao/ai/bg}; do
-      name=$variant-q$q-${sw//\//-}
-      step "$variant / gang q=$q $sw"
+      run=$name-q$q-${sw//\//-}
+      step "$name / gang q=$q $sw"
       "$bin" run "$exp" --policy gang --quantum "$q" --switch "$sw" \
-        --baseline "$out/$variant-batch.json" \
-        --json "$out/$name.json" --logs "$out/logs/$name" | tail -n 1
+        --baseline "$out/$name-batch.json" \
+        --json "$out/$run.json" --logs "$out/logs/$run" | tail -n 1
     done
   done
 done
@@ -35,7 +43,7 @@ step "adaptive paging: $POOL pool, 2 jobs x ${MIB}M ($(uname -r), $(nproc) CPUs)
 python3 bench/adaptive_table.py "$out" | tee "$out/table.txt"
 # Paper 000 Fig. 6: the paging activity of lru against all mechanisms.
 for variant in ${VARIANTS:-seq random 2rank}; do
-  traces=("$out/$variant-q10s-lru.json" "$out/$variant-q10s-so-ao-ai-bg.json")
+  traces=("$out/$variant-x1-q10s-lru.json" "$out/$variant-x1-q10s-so-ao-ai-bg.json")
   if [ -f "${traces[0]}" ] && [ -f "${traces[1]}" ]; then
     "$bin" plot trace "${traces[@]}" -o "$out/trace-$variant.svg"
   fi

@@ -31,16 +31,21 @@ for f in glob.glob(os.path.join(d, "*.json")):
     r = json.load(open(f))
     runs[os.path.basename(f)[:-5]] = r
 
-hdr = (f"{'variant':<7} {'q':>4} {'switch':<12} {'makespan_s':>10} {'overhead':>8} "
+# Experiments: "seq" (old results) or "seq-x3" (jobs scaled to the quantum).
+exps = sorted({k[:-len("-batch")] for k in runs if k.endswith("-batch")},
+              key=lambda e: (("seq", "random", "2rank").index(e.split("-")[0])
+                             if e.split("-")[0] in ("seq", "random", "2rank") else 9, e))
+W = max([7] + [len(e) for e in exps])
+hdr = (f"{'variant':<{W}} {'q':>4} {'switch':<12} {'makespan_s':>10} {'overhead':>8} "
        f"{'ovh_cut':>7} {'paged_GiB':>9} {'pg_cut':>6} {'switches':>8} "
        f"{'switch_s':>8} {'limit_s':>7} {'x_limit':>7} {'failed':>6}")
 print(hdr)
-for variant in ("seq", "random", "2rank"):
+for variant in exps:
     batch = runs.get(f"{variant}-batch")
     if not batch:
         continue
     tb = batch["makespan_s"]
-    print(f"{variant:<7} {'-':>4} {'batch':<12} {tb:>10.1f} {'0.0%':>8} "
+    print(f"{variant:<{W}} {'-':>4} {'batch':<12} {tb:>10.1f} {'0.0%':>8} "
           f"{'-':>7} {0:>9.2f} {'-':>6} {0:>8} {'-':>8} {'-':>7} {'-':>7} "
           f"{sum(not j.get('exit_code') == 0 for j in batch['jobs']):>6}")
     gang = sorted((r for k, r in runs.items() if k.startswith(variant + "-q")),
@@ -63,7 +68,7 @@ for variant in ("seq", "random", "2rank"):
                     + s.get("swap_in_pages", 0) * PAGE / read_bw for s in r["switches"])
         x = f"{sw_s / limit:.2f}" if limit > 0.05 else "-"
         failed = sum(not j.get("exit_code") == 0 for j in r["jobs"])
-        print(f"{variant:<7} {q:>3.0f}s {r['switch']:<12} {t:>10.1f} "
+        print(f"{variant:<{W}} {q:>3.0f}s {r['switch']:<12} {t:>10.1f} "
               f"{(t - tb) / t:>8.1%} {cut:>7} {paged / 2**30:>9.2f} {pg_cut:>6} "
               f"{r['switch_count']:>8} {sw_s:>8.2f} {limit:>7.2f} {x:>7} {failed:>6}")
 
@@ -73,7 +78,7 @@ for variant in ("seq", "random", "2rank"):
 print()
 print(f"{'run (q=10s)':<24} {'switches':>8} {'out_MiB':>8} {'in_MiB':>7} {'bg_MiB':>7} "
       f"{'out_s':>6} {'in_s':>6} {'took_s':>6}")
-for variant in ("seq", "random", "2rank"):
+for variant in exps:
     for k in sorted(k for k in runs if k.startswith(variant + "-q10s-")):
         sw = [s for s in runs[k]["switches"] if s["suspended"]]
         if not sw:

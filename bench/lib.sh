@@ -9,7 +9,9 @@ bench_setup() {
   ensure_toolchain
   ensure_tools
   cargo build --release --workspace --bins --quiet
-  bin=target/release/memgang
+  # MEMGANG_BIN: another memgang to run the experiments with (a wrapper
+  # that takes a lock, say, on a machine shared with other work).
+  bin=${MEMGANG_BIN:-target/release/memgang}
   out=${dir:-bench/results/$name-$(date -u +%Y%m%dT%H%M%SZ)}
   mkdir -p "$out"
   if [ -z "$(swapon --noheadings --show=NAME)" ]; then
@@ -23,23 +25,27 @@ MIB=700          # 70% of the pool per job: one fits, two do not
 QUANTUM=10s
 # Iterations and compute per page chosen so that each job alone runs about
 # 30 s: a few 10 s quanta each, as in the paper's runs of several quanta.
+declare -A ITERS=([seq]=${SEQ_ITERS:-40} [random]=${RANDOM_ITERS:-30} [2rank]=${RANK_ITERS:-80})
 declare -A ARGS=(
-  [seq]="--pattern seq --iterations ${SEQ_ITERS:-40} --compute ${SEQ_COMPUTE:-4}"
-  [random]="--pattern random --iterations ${RANDOM_ITERS:-30} --compute ${RANDOM_COMPUTE:-4}"
-  [2rank]="--pattern stencil --iterations ${RANK_ITERS:-80} --compute ${RANK_COMPUTE:-4} --ranks 2"
+  [seq]="--pattern seq --compute ${SEQ_COMPUTE:-4}"
+  [random]="--pattern random --compute ${RANDOM_COMPUTE:-4}"
+  [2rank]="--pattern stencil --compute ${RANK_COMPUTE:-4} --ranks 2"
 )
 
-# write_experiment VARIANT FILE: two jobs a and b of the variant.
+# write_experiment VARIANT FILE [SCALE [NAME]]: two jobs a and b of the
+# variant, each running SCALE times the iterations (so that a longer
+# quantum still sees several switches).
 write_experiment() {
-  local variant=$1 ranks=1 seed=0 cmd j
+  local variant=$1 scale=${3:-1} name=${4:-$1} ranks=1 seed=0 cmd j
   [ "$variant" = 2rank ] && ranks=2
   {
-    echo "name = \"$variant\""
+    echo "name = \"$name\""
     echo "pool_memory = \"$POOL\""
     echo "quantum = \"$QUANTUM\""
     for j in a b; do
       seed=$((seed + 1))
-      cmd=$(printf '"%s", ' memgang-workload --mib $MIB ${ARGS[$variant]} --seed $seed)
+      cmd=$(printf '"%s", ' memgang-workload --mib $MIB ${ARGS[$variant]} \
+        --iterations $((ITERS[$variant] * scale)) --seed $seed)
       echo "[[job]]"
       echo "name = \"$j\""
       echo "command = [${cmd%, }]"

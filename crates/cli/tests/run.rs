@@ -408,47 +408,43 @@ fn gang_with_bulk_paging_keeps_data_and_spares_the_faults() {
     }
     let bed = Bed::new();
     let exp = bed.write("bulk.toml", &two_jobs("gang", "1s", 1003));
-    let (out, v) = bed.run(&exp, &["--baseline", "none", "--switch", "ao/ai"]);
-    assert!(out.status.success(), "{}", text(&out));
-    let v = v.unwrap();
-    assert_eq!(v["switch"], "ao/ai");
-    for j in jobs(&v) {
-        assert_eq!(
-            j["exit_code"],
-            0,
-            "job {} lost data: {}",
-            j["name"],
-            text(&out)
-        );
-    }
-    let switches = v["switches"].as_array().unwrap();
-    let out_bytes: u64 = switches
-        .iter()
-        .map(|s| s["paged_out_bytes"].as_u64().unwrap())
-        .sum();
-    let in_bytes: u64 = switches
-        .iter()
-        .map(|s| s["paged_in_bytes"].as_u64().unwrap())
-        .sum();
-    assert!(
-        out_bytes > 100 << 20,
-        "switches paged out only {out_bytes} bytes"
-    );
-    assert!(
-        in_bytes > 100 << 20,
-        "switches paged in only {in_bytes} bytes"
-    );
-    // Each job has 46080 pages and is resumed several times. Left to the
-    // kernel (--switch lru) this experiment took 70k and 214k major faults
-    // on the CI machine; brought back in bulk before the job runs, 5.9k and
-    // 0.8k.
-    for j in jobs(&v) {
-        let faults = j["major_faults"].as_u64().unwrap();
+    for sw in ["ao/ai", "so/ao/ai"] {
+        let (out, v) = bed.run(&exp, &["--baseline", "none", "--switch", sw]);
+        assert!(out.status.success(), "{sw}: {}", text(&out));
+        let v = v.unwrap();
+        assert_eq!(v["switch"], sw);
+        for j in jobs(&v) {
+            assert_eq!(
+                j["exit_code"],
+                0,
+                "{sw}: job {} lost data: {}",
+                j["name"],
+                text(&out)
+            );
+        }
+        let switches = v["switches"].as_array().unwrap();
+        let sum = |key: &str| -> u64 { switches.iter().map(|s| s[key].as_u64().unwrap()).sum() };
+        let (out_bytes, in_bytes) = (sum("paged_out_bytes"), sum("paged_in_bytes"));
         assert!(
-            faults < 10_000,
-            "job {} took {faults} major faults",
-            j["name"]
+            out_bytes > 100 << 20,
+            "{sw}: switches paged out only {out_bytes} bytes"
         );
+        assert!(
+            in_bytes > 100 << 20,
+            "{sw}: switches paged in only {in_bytes} bytes"
+        );
+        // Each job has 46080 pages and is resumed several times. Left to
+        // the kernel (--switch lru) this experiment took 70k and 214k
+        // major faults; with the page-out waiting for its writes before
+        // the page-in, a few dozen, and 12k-15k per job before that.
+        for j in jobs(&v) {
+            let faults = j["major_faults"].as_u64().unwrap();
+            assert!(
+                faults < 5_000,
+                "{sw}: job {} took {faults} major faults",
+                j["name"]
+            );
+        }
     }
 }
 

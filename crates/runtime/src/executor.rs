@@ -321,9 +321,6 @@ impl Run<'_> {
             let (mut out_time, mut in_time) = (Duration::ZERO, Duration::ZERO);
             let mut warnings = Vec::new();
             let mut bg_bytes = 0;
-            // Paged out with MADV_PAGEOUT in this switch: still charged to
-            // the pool until their writes complete, but on their way out.
-            let mut advised = 0;
             if is_switch {
                 warnings.extend(self.check_swap(&batch));
             }
@@ -365,7 +362,6 @@ impl Run<'_> {
                         let t = Instant::now();
                         let out = self.page_out(job, page_out, bg, &mut warnings);
                         paged_out += out;
-                        advised += out;
                         out_time += t.elapsed();
                         // A record (taken before background writing, if
                         // any) is the better estimate: after writing, the
@@ -387,7 +383,7 @@ impl Run<'_> {
                         // Not overlapped with the page-out that made its room:
                         // see `fitting_records`.
                         let done = (page_in == PageInPlan::Recorded)
-                            .then(|| mechanisms::page_in(&self.fitting_records(job, advised)));
+                            .then(|| mechanisms::page_in(&self.fitting_records(job)));
                         if let Some(done) = done {
                             paged_in += done.bytes;
                             in_time += done.took;
@@ -554,6 +550,9 @@ impl Run<'_> {
                 records.push(rec);
             }
         }
+        if evict {
+            self.drain(job);
+        }
         // MADV_PAGEOUT leaves locked (mlock) pages and pages shared with
         // other processes where they are: say how much stayed.
         let after = anon(self);
@@ -572,29 +571,30 @@ impl Run<'_> {
     }
 
     /// The job's records, cut to what the pool can take now: its free
-    /// memory (less the margin), plus what the job already has resident,
-    /// which its record covers too, plus `leaving`: what this switch paged
-    /// out with `MADV_PAGEOUT`, whose writes the kernel finishes while the
-    /// page-in starts (reclaim waits for them rather than failing). A bulk page-in into a full pool fills
+    /// memory (less the margin), plus what the job already holds (resident
+    /// or in the swap cache), which its record covers too. The page-out
+    /// before this one waited for its writes (`drain`), so the pool's
+    /// usage is what will stay. A bulk page-in into a full pool fills
     /// it with pages being read, which reclaim cannot take, faster than
     /// reclaim frees the others: the kernel then kills a job. Seen here
     /// with `ai` alone, and with the page-in overlapped with the `so/ao`
     /// page-out that was making its room, in a 256 MiB pool; so the page-in
     /// comes after the page-out, and what does not fit is faulted in on
     /// demand, as under `lru`.
-    fn fitting_records(&mut self, job: JobId, leaving: u64) -> Vec<PageRecord> {
+    fn fitting_records(&mut self, job: JobId) -> Vec<PageRecord> {
         let backend = self.env.backend.as_ref();
         let j = &mut self.jobs[job.index()];
         let records = std::mem::take(&mut j.records);
-        let resident = backend.memory_stat(&j.group).map_or(0, |m| m.anon_bytes);
+        // usage, not anon: a page of the job's in the swap cache is charged
+        // to it and comes back without I/O.
+        let held = backend.memory_stat(&j.group).map_or(0, |m| m.usage_bytes);
         let used = backend.memory_stat(&self.pool).map_or(0, |m| m.usage_bytes);
         let mut allowed = self
             .exp
             .pool_memory
             .saturating_sub(used)
             .saturating_sub(ROOM_MARGIN)
-            + resident
-            + leaving;
+            + held;
         let total: u64 = records.iter().map(PageRecord::bytes).sum();
         if total > allowed {
             tracing::debug!(
@@ -685,8 +685,66 @@ impl Run<'_> {
                     self.name(*victim)
                 )),
             }
+            // Cgroup reclaim stalls once the pages it took are under
+            // write-back, well before the group is out of pages; the rest
+            // of the shortfall then goes by MADV_PAGEOUT, which submits
+            // the writes in bulk without waiting for each round.
+            if need > 0 {
+                let got = self.page_out_part(*victim, need);
+                freed += got;
+                need = need.saturating_sub(got);
+            }
         }
         freed
+    }
+
+    /// Page out up to `bytes` of a frozen job's resident memory, in address
+    /// order (the record keeps no age; the cgroup reclaim before this has
+    /// already taken the oldest pages), and wait until it has left the
+    /// pool. Returns the drop in the job's usage.
+    fn page_out_part(&mut self, job: JobId, bytes: u64) -> u64 {
+        let group = self.jobs[job.index()].group.clone();
+        let backend = self.env.backend.clone();
+        let usage = |b: &dyn CgroupBackend| b.memory_stat(&group).map_or(0, |m| m.usage_bytes);
+        let before = usage(backend.as_ref());
+        let mut left = bytes.min(swap_room());
+        for pid in backend.procs_recursive(&group).unwrap_or_default() {
+            if left == 0 {
+                break;
+            }
+            let rec = match paging::record(pid) {
+                Ok((rec, _)) => rec,
+                Err(e) => {
+                    self.paging_failed(job, "recording resident pages", &e);
+                    continue;
+                }
+            };
+            let runs = truncate_runs(&rec.runs, left);
+            match paging::page_out(pid, &runs) {
+                Ok(report) => left = left.saturating_sub(report.bytes_advised),
+                Err(e) => self.paging_failed(job, "paging out", &e),
+            }
+        }
+        self.drain(job);
+        before.saturating_sub(usage(backend.as_ref()))
+    }
+
+    /// Wait until what MADV_PAGEOUT handed to the swap device has left the
+    /// pool. The advice only unmaps the pages and starts their writes; they
+    /// stay charged (swap cache, write-back) until the writes complete and
+    /// reclaim frees them. An incoming job sized against the pool's free
+    /// memory before then finds the pool full and faults, and a page-in
+    /// would push out its own pages. Reclaiming the frozen group waits for
+    /// the writes and frees the pages in bulk.
+    fn drain(&self, job: JobId) {
+        let group = &self.jobs[job.index()].group;
+        let backend = self.env.backend.as_ref();
+        let Ok(stat) = backend.memory_stat(group) else {
+            return;
+        };
+        if let Err(e) = backend.reclaim(group, stat.usage_bytes) {
+            tracing::debug!("job {}: waiting for page-out writes: {e}", self.name(job));
+        }
     }
 
     /// Before a switch: will the swap device hold what must leave memory

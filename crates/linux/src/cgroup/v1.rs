@@ -39,6 +39,16 @@ const _: () = assert!(9_223_372_036_854_771_712 >= V1_UNLIMITED_FROM);
 /// nonzero swappiness scans anon and file alike.
 const PROTECTED_SWAPPINESS: u64 = 1;
 
+/// Limit writes per `reclaim`. Each write gives up (EBUSY) at the first
+/// reclaim round that frees nothing (mem_cgroup_resize_max), which under
+/// write-back comes early; the cap keeps a group that keeps freeing a
+/// trickle from holding a switch without end.
+const RECLAIM_ROUNDS: usize = 64;
+/// Writes in a row without the usage going down before `reclaim` stops:
+/// one may just have caught write-back in flight, two mean nothing is left
+/// that the kernel can free (locked pages, a full swap device).
+const RECLAIM_IDLE_ROUNDS: usize = 2;
+
 #[derive(Debug)]
 pub struct V1 {
     memory_root: PathBuf,
@@ -224,7 +234,30 @@ impl CgroupBackend for V1 {
         let before = self.usage(group)?;
         let page = crate::paging::page_size();
         let target = before.saturating_sub(bytes) / page * page;
-        let shrink = write_file(&limit_path, &target.to_string());
+        // One write gives up (EBUSY) at the first reclaim round that frees
+        // nothing, which under write-back happens long before the group is
+        // out of reclaimable pages: they are queued for swap and still
+        // charged. So write again while the previous write made progress.
+        let mut shrink = Ok(());
+        let mut last = before;
+        let mut idle = 0;
+        for _ in 0..RECLAIM_ROUNDS {
+            shrink = write_file(&limit_path, &target.to_string());
+            match &shrink {
+                Err(e) if errno(e) == Some(libc::EBUSY) => {}
+                _ => break,
+            }
+            let now = self.usage(group)?;
+            if now < last {
+                idle = 0;
+            } else {
+                idle += 1;
+                if idle >= RECLAIM_IDLE_ROUNDS {
+                    break;
+                }
+            }
+            last = now;
+        }
         // Measured before the limit goes back up, so nothing the group
         // faults in afterwards counts against what was freed.
         let after = self.usage(group);
