@@ -51,6 +51,7 @@ fn show(s: &Scheduler, actions: &[Action]) -> Vec<String> {
                     return format!("room {} from {}", name(a.job()), from.join(","));
                 }
                 Action::WriteBack { .. } => "writeback",
+                Action::PageIn { .. } => "pagein",
                 Action::Boost { .. } => "boost",
                 Action::Defer { .. } => "defer",
             };
@@ -248,7 +249,7 @@ fn policy_names_parse() {
     assert!("fifo"
         .parse::<PolicyKind>()
         .unwrap_err()
-        .contains("batch, cosched, gang"));
+        .contains("batch, cosched, gang, hybrid, auto"));
 }
 
 #[test]
