@@ -238,6 +238,14 @@ pub fn execute(exp: &Experiment, env: &Env) -> Result<RunResult> {
         if j.proc.is_some() {
             j.result.error = Some("stopped: memgang was interrupted".into());
             j.result.major_faults = j.last.major_faults;
+            // Its rate until then: a run stopped because it thrashed is
+            // what Fig. 8's statistics are about.
+            j.result.major_faults_per_min = j
+                .result
+                .start_s
+                .map(|start| end.as_secs_f64() - start)
+                .filter(|d| *d > 0.0)
+                .map(|d| j.last.major_faults as f64 * 60.0 / d);
         }
     }
     drop(teardown);

@@ -106,7 +106,7 @@ impl Experiment {
         let policy = match (overrides.policy, &doc.policy) {
             (Some(p), _) => p,
             (None, Some(p)) => p.get_ref().parse().map_err(|m| err(Some(p.span()), m))?,
-            (None, None) => PolicyKind::Gang,
+            (None, None) => PolicyKind::Auto,
         };
         let duration = |v: &Spanned<String>, what: &str| -> Result<Duration, ExperimentError> {
             let d = humantime::parse_duration(v.get_ref()).map_err(|e| {
@@ -353,6 +353,10 @@ command = ["true"]
 
         let e = error_of(&GOOD.replace("ranks = 2", "ranks = 0"));
         assert_eq!(e.line, Some(8), "{e}");
+
+        // Without a policy, memgang chooses: auto.
+        let e = parse(&GOOD.replace("policy = \"gang\"\n", "")).unwrap();
+        assert_eq!(e.policy, PolicyKind::Auto);
 
         // An overlap policy only means something to hybrid and auto.
         let e = error_of(&GOOD.replace(

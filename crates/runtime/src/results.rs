@@ -87,8 +87,8 @@ pub struct JobResult {
     /// User plus system CPU time of all its processes (wait4 rusage).
     pub cpu_s: f64,
     pub major_faults: u64,
-    /// Major faults per minute from its start to its finish (paper 001
-    /// Fig. 8); null for a job that did not finish.
+    /// Major faults per minute from its start to its finish, or to the
+    /// interruption (paper 001 Fig. 8); null for a job that never started.
     #[serde(default)]
     pub major_faults_per_min: Option<f64>,
     /// Pages swapped in and out on the job's behalf. Exact where the cgroup
