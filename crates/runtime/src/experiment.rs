@@ -149,7 +149,7 @@ impl Experiment {
                 return Err(err(
                     span.clone(),
                     format!(
-                        "overlap = {:?} applies to set switches, which policy {policy} does not                          make: use policy hybrid or auto, or remove the overlap",
+                        "overlap = {:?} applies to set switches, which policy {policy} does not make: use policy hybrid or auto, or remove the overlap",
                         o.name()
                     ),
                 ));
