@@ -57,7 +57,7 @@ enum Command {
 struct RunArgs {
     /// The experiment file (TOML): jobs and settings; see examples/.
     experiment: PathBuf,
-    /// batch | cosched | gang (overrides the file).
+    /// batch | cosched | gang | hybrid | auto (overrides the file).
     #[arg(long)]
     policy: Option<PolicyKind>,
     /// Time slice of gang scheduling, e.g. 10s (overrides the file).
@@ -68,6 +68,11 @@ struct RunArgs {
     /// its resident pages and bring them back in bulk), or ao/ai.
     #[arg(long)]
     switch: Option<memgang_core::Switching>,
+    /// How hybrid and auto overlap a set switch's page-in (overrides the
+    /// file): sequential (page out, then in), overlapped (both at once, in
+    /// the pool's free memory) or prefetch (page-in before the quantum ends).
+    #[arg(long)]
+    overlap: Option<memgang_core::Overlap>,
     /// Memory the jobs share, e.g. 1G (overrides the file).
     #[arg(long, value_parser = parse_bytes)]
     pool_memory: Option<u64>,
@@ -179,17 +184,22 @@ fn run(args: RunArgs) -> Result<ExitCode> {
         policy: args.policy,
         quantum: args.quantum,
         switch: args.switch,
+        overlap: args.overlap,
         pool_memory: args.pool_memory,
     };
     let exp = Experiment::load(&args.experiment, &overrides)?;
     if args.check {
         println!(
-            "{}: {} job(s), policy {}, quantum {:?}, switch {}, pool {}",
+            "{}: {} job(s), policy {}, quantum {:?}, {}, pool {}",
             exp.name,
             exp.jobs.len(),
             exp.policy,
             exp.quantum,
-            exp.switch,
+            if exp.policy.uses_overlap() {
+                format!("overlap {}", exp.overlap)
+            } else {
+                format!("switch {}", exp.switch)
+            },
             format_bytes(exp.pool_memory)
         );
         for j in &exp.jobs {

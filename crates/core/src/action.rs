@@ -29,6 +29,18 @@ pub enum PageInPlan {
     /// Bring back the pages recorded at its last page-out, in bulk, before
     /// it runs (paper 000's adaptive page-in).
     Recorded,
+    /// As `Recorded`, but the page-in starts at the beginning of the switch,
+    /// concurrently with the page-outs listed before this resume, for as
+    /// much as the pool has free at that moment; the rest comes back after
+    /// the page-outs, as with `Recorded` (paper 001 Fig. 5, "overlapped").
+    Overlapped,
+}
+
+impl PageInPlan {
+    /// Whether the job's recorded pages are brought back before it runs.
+    pub fn uses_records(self) -> bool {
+        matches!(self, PageInPlan::Recorded | PageInPlan::Overlapped)
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -53,6 +65,12 @@ pub enum Action {
     /// out at low priority, spread until `until` (the end of its quantum),
     /// and stop when it is suspended, so that its switch has less to write.
     WriteBack { job: JobId, until: Time },
+    /// Prefetch (paper 001 Fig. 5, "predictive restart prefetch"): start
+    /// bringing a suspended job's recorded pages back now, while other jobs
+    /// still run, for as much as the pool has free; the job stays
+    /// suspended. Its later `Resume` with recorded page-in waits for this
+    /// and brings back the rest. An executor without records may ignore it.
+    PageIn { job: JobId },
     /// Change a running job's CPU priority (a nice value, lower runs first).
     Boost { job: JobId, nice: i32 },
     /// Keep a queued job waiting, saying why (reported to the user). A job
@@ -73,6 +91,7 @@ impl Action {
             | Action::Protect { job, .. }
             | Action::MakeRoom { job, .. }
             | Action::WriteBack { job, .. }
+            | Action::PageIn { job }
             | Action::Boost { job, .. }
             | Action::Defer { job, .. } => *job,
         }

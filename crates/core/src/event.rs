@@ -17,4 +17,15 @@ pub enum Event {
     SwitchDone { took: Duration },
     /// The node's memory is under pressure (PSI "some" share over 10 s, in %).
     MemoryPressure { node: NodeId, some_avg10: f64 },
+    /// What a running job's memory measured: `peak_bytes` is the largest
+    /// resident anonymous memory seen so far, `resident_bytes` the current
+    /// one. Executors send it when the peak has grown (the runtime from the
+    /// job's cgroup counters, in steps of a few MiB); policies that do not
+    /// pack by memory ignore it. Only `hybrid`/`auto` use it, to re-pack a
+    /// job that grew past its estimate.
+    JobMemory {
+        job: JobId,
+        peak_bytes: u64,
+        resident_bytes: u64,
+    },
 }

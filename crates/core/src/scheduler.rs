@@ -162,6 +162,11 @@ impl Scheduler {
                     }
                 }
             }
+            Action::PageIn { .. } => {
+                if j.status != JobStatus::Suspended {
+                    bad(j)
+                }
+            }
             Action::WriteBack { .. } | Action::Boost { .. } => {
                 if j.status != JobStatus::Running {
                     bad(j)

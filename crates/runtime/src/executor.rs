@@ -24,6 +24,7 @@ use std::os::fd::AsRawFd;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// Lines of a failed job's stderr kept in the results: enough for an error
@@ -48,6 +49,11 @@ const SWAP_RESERVE: u64 = 64 << 20;
 /// MiB); more than this, and more than a tenth of the job, is memory the
 /// kernel would not page out.
 const RESIDUAL_REPORTED: u64 = 16 << 20;
+/// A running job's peak resident memory is reported to the policy
+/// (`Event::JobMemory`) each time it has grown by this much: fine enough
+/// for packing (whose per-job overhead is 4 MiB), coarse enough that a
+/// growing job does not send an event every sample.
+const MEMORY_REPORT_STEP: u64 = 4 << 20;
 
 pub struct Env {
     pub backend: Arc<dyn CgroupBackend>,
@@ -68,6 +74,11 @@ struct JobRun {
     ws_bytes: Option<u64>,
     /// Background writer of its pages while in its quantum's last part.
     bg: Option<BgWriter>,
+    /// A page-in of part of its records started before it resumes
+    /// (overlapped with a page-out, or a prefetch); its resume waits for it.
+    early: Option<JoinHandle<mechanisms::PageInDone>>,
+    /// Peak resident memory last reported to the policy.
+    reported_peak: u64,
     proc: Option<Launched>,
     running_since: Option<Duration>,
     last: MemoryStat,
@@ -125,7 +136,7 @@ pub fn execute(exp: &Experiment, env: &Env) -> Result<RunResult> {
     let mut sched = Scheduler::new(
         cluster,
         exp.specs(),
-        exp.policy.build(exp.quantum, exp.switch),
+        exp.policy.build_with(exp.quantum, exp.switch, exp.overlap),
     );
     let mut run = Run {
         exp,
@@ -141,6 +152,8 @@ pub fn execute(exp: &Experiment, env: &Env) -> Result<RunResult> {
                     records: Vec::new(),
                     ws_bytes: None,
                     bg: None,
+                    early: None,
+                    reported_peak: 0,
                     proc: None,
                     running_since: None,
                     last: MemoryStat::default(),
@@ -185,7 +198,10 @@ pub fn execute(exp: &Experiment, env: &Env) -> Result<RunResult> {
         }
         let now = run.now();
         if now >= next_sample {
-            run.sample(now);
+            for event in run.sample(now) {
+                let actions = sched.handle(run.now(), event);
+                run.execute(&mut sched, actions, &mut teardown)?;
+            }
             run.show_progress(&sched);
             // Tell the policy when the node enters memory pressure (edge,
             // not level: one event per episode, not one per sample).
@@ -208,7 +224,8 @@ pub fn execute(exp: &Experiment, env: &Env) -> Result<RunResult> {
         run.wait_for_exit(wake.saturating_sub(run.now()));
     }
     let end = run.now();
-    run.sample(end);
+    // The run is over: what the jobs measured is of no use to the policy.
+    let _ = run.sample(end);
     // Close what is still open: interrupted jobs end now.
     for (i, j) in run.jobs.iter_mut().enumerate() {
         if let Some(since) = j.running_since.take() {
@@ -221,6 +238,14 @@ pub fn execute(exp: &Experiment, env: &Env) -> Result<RunResult> {
         if j.proc.is_some() {
             j.result.error = Some("stopped: memgang was interrupted".into());
             j.result.major_faults = j.last.major_faults;
+            // Its rate until then: a run stopped because it thrashed is
+            // what Fig. 8's statistics are about.
+            j.result.major_faults_per_min = j
+                .result
+                .start_s
+                .map(|start| end.as_secs_f64() - start)
+                .filter(|d| *d > 0.0)
+                .map(|d| j.last.major_faults as f64 * 60.0 / d);
         }
     }
     drop(teardown);
@@ -240,6 +265,8 @@ pub fn execute(exp: &Experiment, env: &Env) -> Result<RunResult> {
     };
     let makespan_s = (last_finish - first_arrival).max(0.0);
     let completions: Vec<f64> = jobs.iter().filter_map(|j| j.completion_s).collect();
+    let fault_rates: Vec<f64> = jobs.iter().filter_map(|j| j.major_faults_per_min).collect();
+    let fault_stats = memgang_core::metrics::mean_std(&fault_rates);
     Ok(RunResult {
         schema: SCHEMA_VERSION,
         memgang_version: env!("CARGO_PKG_VERSION").into(),
@@ -247,6 +274,10 @@ pub fn execute(exp: &Experiment, env: &Env) -> Result<RunResult> {
         policy: exp.policy.name().into(),
         quantum_s: exp.quantum.as_secs_f64(),
         switch: exp.switch.to_string(),
+        overlap: exp
+            .policy
+            .uses_overlap()
+            .then(|| exp.overlap.name().to_string()),
         pool_memory_bytes: exp.pool_memory,
         machine: env.machine.clone(),
         started_unix_s,
@@ -255,6 +286,8 @@ pub fn execute(exp: &Experiment, env: &Env) -> Result<RunResult> {
         batch_makespan_s: None,
         baseline: "none".into(),
         fairness: memgang_core::metrics::fairness(makespan_s, &completions),
+        major_faults_per_min_mean: fault_stats.map(|(m, _)| m),
+        major_faults_per_min_std: fault_stats.map(|(_, sd)| sd),
         swap_in_pages: vm_end.pswpin.saturating_sub(run.vm_start.pswpin),
         swap_out_pages: vm_end.pswpout.saturating_sub(run.vm_start.pswpout),
         switch_count: run.switches.len(),
@@ -325,6 +358,18 @@ impl Run<'_> {
                 warnings.extend(self.check_swap(&batch));
             }
             let vm_before = VmStat::read().ok();
+            // Overlapped set switch: the incoming jobs' page-in starts now,
+            // beside the page-outs below, in the memory free right now.
+            let mut budget = self.free_for_page_in();
+            for action in &batch {
+                if let Action::Resume {
+                    job,
+                    page_in: PageInPlan::Overlapped,
+                } = action
+                {
+                    self.start_early_page_in(*job, &mut budget);
+                }
+            }
             for action in batch {
                 let job = action.job();
                 let i = job.index();
@@ -382,9 +427,11 @@ impl Run<'_> {
                         // that it resumes without faulting.
                         // Not overlapped with the page-out that made its room:
                         // see `fitting_records`.
-                        let done = (page_in == PageInPlan::Recorded)
+                        let early = self.jobs[i].early.take().map(|h| h.join());
+                        let done = page_in
+                            .uses_records()
                             .then(|| mechanisms::page_in(&self.fitting_records(job)));
-                        if let Some(done) = done {
+                        for done in early.into_iter().flatten().chain(done) {
                             paged_in += done.bytes;
                             in_time += done.took;
                             for e in &done.errors {
@@ -406,6 +453,10 @@ impl Run<'_> {
                             .unwrap_or_default();
                         let window = until.saturating_sub(self.now());
                         self.jobs[i].bg = Some(BgWriter::start(pids, window));
+                    }
+                    Action::PageIn { .. } => {
+                        let mut budget = self.free_for_page_in();
+                        self.start_early_page_in(job, &mut budget);
                     }
                     Action::Boost { nice, .. } => self.renice(job, nice),
                     Action::Defer { reason, .. } => {
@@ -611,6 +662,50 @@ impl Run<'_> {
             })
             .filter(|r| !r.runs.is_empty())
             .collect()
+    }
+
+    /// Memory the pool has free now, less the margin: what a page-in that
+    /// runs beside other paging may fill without pushing anyone out.
+    fn free_for_page_in(&self) -> u64 {
+        let used = self
+            .env
+            .backend
+            .memory_stat(&self.pool)
+            .map_or(self.exp.pool_memory, |m| m.usage_bytes);
+        self.exp
+            .pool_memory
+            .saturating_sub(used)
+            .saturating_sub(ROOM_MARGIN)
+    }
+
+    /// Start paging in the first `budget` bytes of a suspended job's
+    /// records in a thread (paper 001's overlapped restart and prefetch);
+    /// the rest stays recorded for its resume. The job stays frozen.
+    fn start_early_page_in(&mut self, job: JobId, budget: &mut u64) {
+        let j = &mut self.jobs[job.index()];
+        if j.early.is_some() || j.records.is_empty() || *budget == 0 {
+            return;
+        }
+        let mut head = Vec::new();
+        let mut tail = Vec::new();
+        for rec in std::mem::take(&mut j.records) {
+            let (h, t) = split_runs(&rec.runs, *budget);
+            *budget = budget.saturating_sub(h.iter().map(PageRun::bytes).sum());
+            if !h.is_empty() {
+                head.push(PageRecord {
+                    pid: rec.pid,
+                    runs: h,
+                });
+            }
+            if !t.is_empty() {
+                tail.push(PageRecord {
+                    pid: rec.pid,
+                    runs: t,
+                });
+            }
+        }
+        j.records = tail;
+        j.early = Some(std::thread::spawn(move || mechanisms::page_in(&head)));
     }
 
     /// What background writing did, said when it had trouble.
@@ -836,6 +931,9 @@ impl Run<'_> {
         if let Some(bg) = j.bg.take() {
             bg.stop();
         }
+        if let Some(early) = j.early.take() {
+            let _ = early.join();
+        }
         // Read the cgroup's counters before it goes: they include processes
         // the job did not reap itself.
         if let Ok(stat) = backend.memory_stat(&j.group) {
@@ -854,6 +952,11 @@ impl Run<'_> {
         r.signal = exit.signal;
         r.cpu_s = exit.cpu_s;
         r.major_faults = j.last.major_faults.max(exit.major_faults);
+        r.major_faults_per_min = r
+            .start_s
+            .map(|start| now.as_secs_f64() - start)
+            .filter(|d| *d > 0.0)
+            .map(|d| r.major_faults as f64 * 60.0 / d);
         if !r.ok() {
             r.stderr_tail = r
                 .log_dir
@@ -891,7 +994,10 @@ impl Run<'_> {
         unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
     }
 
-    fn sample(&mut self, now: Duration) {
+    /// Read every job's counters; returns a `JobMemory` event for each
+    /// running job whose peak has grown by a step since last reported.
+    fn sample(&mut self, now: Duration) -> Vec<Event> {
+        let mut events = Vec::new();
         let backend = self.env.backend.as_ref();
         let vm = VmStat::read().unwrap_or(self.vm_last);
         let (d_in, d_out) = (
@@ -933,6 +1039,14 @@ impl Run<'_> {
                 )),
             }
             r.peak_anon_bytes = r.peak_anon_bytes.max(stat.anon_bytes);
+            if !frozen && r.peak_anon_bytes >= j.reported_peak + MEMORY_REPORT_STEP {
+                j.reported_peak = r.peak_anon_bytes;
+                events.push(Event::JobMemory {
+                    job: JobId(i as u32),
+                    peak_bytes: r.peak_anon_bytes,
+                    resident_bytes: stat.anon_bytes,
+                });
+            }
             jobs.push(JobSample {
                 job: r.name.clone(),
                 state: if frozen { "frozen" } else { "running" }.into(),
@@ -957,6 +1071,7 @@ impl Run<'_> {
             psi_some_avg10: Psi::node_memory().map(|p| p.some_avg10),
             jobs,
         });
+        events
     }
 
     fn show_progress(&self, sched: &Scheduler) {
@@ -1019,6 +1134,25 @@ fn swap_room() -> u64 {
     })
 }
 
+/// `runs` cut after their first `bytes` (at a page): what comes before and
+/// what comes after.
+fn split_runs(runs: &[PageRun], bytes: u64) -> (Vec<PageRun>, Vec<PageRun>) {
+    let head = truncate_runs(runs, bytes);
+    let mut skip: u64 = head.iter().map(|r| r.pages).sum();
+    let mut tail = Vec::new();
+    for r in runs {
+        let drop = r.pages.min(skip);
+        skip -= drop;
+        if drop < r.pages {
+            tail.push(PageRun {
+                start: r.start + drop * paging::page_size(),
+                pages: r.pages - drop,
+            });
+        }
+    }
+    (head, tail)
+}
+
 /// The first `bytes` of `runs`, cut at a page.
 fn truncate_runs(runs: &[PageRun], bytes: u64) -> Vec<PageRun> {
     let mut left = bytes / paging::page_size();
@@ -1035,4 +1169,45 @@ fn truncate_runs(runs: &[PageRun], bytes: u64) -> Vec<PageRun> {
         left -= pages;
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn split_runs_cuts_at_a_page_and_loses_nothing() {
+        let ps = paging::page_size();
+        let runs = [
+            PageRun { start: 0, pages: 3 },
+            PageRun {
+                start: 10 * ps,
+                pages: 4,
+            },
+        ];
+        let (head, tail) = split_runs(&runs, 5 * ps);
+        assert_eq!(
+            head,
+            [
+                PageRun { start: 0, pages: 3 },
+                PageRun {
+                    start: 10 * ps,
+                    pages: 2
+                }
+            ]
+        );
+        assert_eq!(
+            tail,
+            [PageRun {
+                start: 12 * ps,
+                pages: 2
+            }]
+        );
+        let (head, tail) = split_runs(&runs, 0);
+        assert!(head.is_empty());
+        assert_eq!(tail, runs);
+        let (head, tail) = split_runs(&runs, 100 * ps);
+        assert_eq!(head, runs);
+        assert!(tail.is_empty());
+    }
 }

@@ -2,7 +2,7 @@
 //! the file, the line and what to write instead.
 
 use memgang_core::units::parse_bytes;
-use memgang_core::{JobSpec, PolicyKind, Switching};
+use memgang_core::{JobSpec, Overlap, PolicyKind, Switching};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -38,6 +38,8 @@ pub struct Experiment {
     pub quantum: Duration,
     /// How gang switches treat memory: `lru` (the kernel) or `ao`, `ai`, ...
     pub switch: Switching,
+    /// How `hybrid`/`auto` overlap a set switch's page-in with the rest.
+    pub overlap: Overlap,
     pub pool_memory: u64,
     pub sample_interval: Duration,
     pub jobs: Vec<JobDef>,
@@ -49,6 +51,7 @@ pub struct Overrides {
     pub policy: Option<PolicyKind>,
     pub quantum: Option<Duration>,
     pub switch: Option<Switching>,
+    pub overlap: Option<Overlap>,
     pub pool_memory: Option<u64>,
 }
 
@@ -59,6 +62,7 @@ struct FileDoc {
     policy: Option<Spanned<String>>,
     quantum: Option<Spanned<String>>,
     switch: Option<Spanned<String>>,
+    overlap: Option<Spanned<String>>,
     pool_memory: Option<Spanned<String>>,
     sample_interval: Option<Spanned<String>>,
     #[serde(default, rename = "job")]
@@ -102,7 +106,7 @@ impl Experiment {
         let policy = match (overrides.policy, &doc.policy) {
             (Some(p), _) => p,
             (None, Some(p)) => p.get_ref().parse().map_err(|m| err(Some(p.span()), m))?,
-            (None, None) => PolicyKind::Gang,
+            (None, None) => PolicyKind::Auto,
         };
         let duration = |v: &Spanned<String>, what: &str| -> Result<Duration, ExperimentError> {
             let d = humantime::parse_duration(v.get_ref()).map_err(|e| {
@@ -132,6 +136,26 @@ impl Experiment {
             (None, Some(s)) => s.get_ref().parse().map_err(|m| err(Some(s.span()), m))?,
             (None, None) => Switching::LRU,
         };
+        let overlap = match (overrides.overlap, &doc.overlap) {
+            (Some(o), _) => Some((o, None)),
+            (None, Some(o)) => Some((
+                o.get_ref().parse().map_err(|m| err(Some(o.span()), m))?,
+                Some(o.span()),
+            )),
+            (None, None) => None,
+        };
+        if let Some((o, span)) = &overlap {
+            if !policy.uses_overlap() {
+                return Err(err(
+                    span.clone(),
+                    format!(
+                        "overlap = {:?} applies to set switches, which policy {policy} does not make: use policy hybrid or auto, or remove the overlap",
+                        o.name()
+                    ),
+                ));
+            }
+        }
+        let overlap = overlap.map(|(o, _)| o).unwrap_or_default();
         let sample_interval = match &doc.sample_interval {
             Some(v) => duration(v, "sample_interval")?,
             None => DEFAULT_SAMPLE_INTERVAL,
@@ -228,6 +252,7 @@ impl Experiment {
             policy,
             quantum,
             switch,
+            overlap,
             pool_memory,
             sample_interval,
             jobs,
@@ -293,6 +318,7 @@ command = ["true"]
             policy: Some(PolicyKind::Batch),
             quantum: Some(Duration::from_secs(3)),
             switch: Some("ao/ai".parse().unwrap()),
+            overlap: None,
             pool_memory: Some(2 << 30),
         };
         let e = Experiment::parse(GOOD, "x", &o).unwrap();
@@ -327,6 +353,32 @@ command = ["true"]
 
         let e = error_of(&GOOD.replace("ranks = 2", "ranks = 0"));
         assert_eq!(e.line, Some(8), "{e}");
+
+        // Without a policy, memgang chooses: auto.
+        let e = parse(&GOOD.replace("policy = \"gang\"\n", "")).unwrap();
+        assert_eq!(e.policy, PolicyKind::Auto);
+
+        // An overlap policy only means something to hybrid and auto.
+        let e = error_of(&GOOD.replace(
+            "quantum = \"10s\"",
+            "quantum = \"10s\"\noverlap = \"prefetch\"",
+        ));
+        assert_eq!(e.line, Some(4), "{e}");
+        assert!(e.message.contains("use policy hybrid or auto"), "{e}");
+        let e = error_of(&GOOD.replace(
+            "policy = \"gang\"",
+            "policy = \"hybrid\"\noverlap = \"eager\"",
+        ));
+        assert_eq!(e.line, Some(3), "{e}");
+        let e = parse(&GOOD.replace(
+            "policy = \"gang\"",
+            "policy = \"hybrid\"\noverlap = \"prefetch\"",
+        ))
+        .unwrap();
+        assert_eq!(
+            (e.policy, e.overlap),
+            (PolicyKind::Hybrid, memgang_core::Overlap::Prefetch)
+        );
 
         let e = error_of(&GOOD.replace("quantum = \"10s\"", "quantum = \"ten\""));
         assert_eq!(e.line, Some(3), "{e}");

@@ -20,6 +20,10 @@ pub struct RunResult {
     /// Switch mechanisms: "lru" or e.g. "ao/ai" (paper 000's names).
     #[serde(default = "lru")]
     pub switch: String,
+    /// Set-switch overlap of `hybrid`/`auto`: "sequential", "overlapped"
+    /// or "prefetch"; null for the other policies.
+    #[serde(default)]
+    pub overlap: Option<String>,
     pub pool_memory_bytes: u64,
     pub machine: Machine,
     /// Unix time (s) at which the run started.
@@ -36,6 +40,13 @@ pub struct RunResult {
     /// Paper 001: makespan over the standard deviation of completion times;
     /// null with fewer than two jobs or equal completion times.
     pub fairness: Option<f64>,
+    /// Paper 001 Fig. 8: the mean and standard deviation over the jobs of
+    /// their major page faults per minute (`major_faults_per_min`); null
+    /// when no job finished.
+    #[serde(default)]
+    pub major_faults_per_min_mean: Option<f64>,
+    #[serde(default)]
+    pub major_faults_per_min_std: Option<f64>,
     /// Node-wide pages swapped in and out during the run (/proc/vmstat).
     pub swap_in_pages: u64,
     pub swap_out_pages: u64,
@@ -76,6 +87,10 @@ pub struct JobResult {
     /// User plus system CPU time of all its processes (wait4 rusage).
     pub cpu_s: f64,
     pub major_faults: u64,
+    /// Major faults per minute from its start to its finish, or to the
+    /// interruption (paper 001 Fig. 8); null for a job that never started.
+    #[serde(default)]
+    pub major_faults_per_min: Option<f64>,
     /// Pages swapped in and out on the job's behalf. Exact where the cgroup
     /// counts them (v2 with pswpin/pswpout); otherwise the node's counts
     /// attributed per 100 ms sample by the job's share of major faults
@@ -181,6 +196,8 @@ impl RunResult {
                     fmt_num(self.quantum_s),
                     self.switch
                 )
+            } else if let Some(o) = &self.overlap {
+                format!(" (quantum {}s, overlap {o})", fmt_num(self.quantum_s))
             } else {
                 String::new()
             },
@@ -242,6 +259,17 @@ impl RunResult {
             self.swap_in_pages,
             self.swap_out_pages
         );
+        if let (Some(m), Some(sd)) = (
+            self.major_faults_per_min_mean,
+            self.major_faults_per_min_std,
+        ) {
+            let _ = writeln!(
+                w,
+                "major faults per minute per job: mean {} std {}",
+                fmt_num(m),
+                fmt_num(sd)
+            );
+        }
         out
     }
 }

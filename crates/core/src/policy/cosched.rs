@@ -5,7 +5,7 @@
 use super::{Decision, Policy, PolicyKind};
 use crate::action::Action;
 use crate::event::Event;
-use crate::state::{JobStatus, State};
+use crate::state::State;
 
 #[derive(Debug, Default)]
 pub struct Cosched;
@@ -19,16 +19,7 @@ impl Policy for Cosched {
         let Event::JobArrived(job) = event else {
             return Decision::default();
         };
-        let mut load = vec![0usize; state.cluster().nodes.len()];
-        for j in state.with_status(JobStatus::Running) {
-            for n in &j.nodes {
-                load[n.0 as usize] += 1;
-            }
-        }
-        let mut nodes: Vec<_> = state.cluster().nodes.iter().map(|n| n.id).collect();
-        nodes.sort_by_key(|n| (load[n.0 as usize], *n));
-        let need = state.cluster().nodes_needed(state.job(*job).spec.ranks) as usize;
-        nodes.truncate(need);
+        let nodes = super::least_loaded_nodes(state, *job);
         Decision {
             actions: vec![Action::Start { job: *job, nodes }],
             ..Decision::default()

@@ -4,15 +4,17 @@
 mod batch;
 mod cosched;
 mod gang;
+mod hybrid;
 
 pub use batch::Batch;
 pub use cosched::Cosched;
 pub use gang::Gang;
+pub use hybrid::{Hybrid, Overlap};
 
 use crate::action::Action;
 use crate::event::Event;
-use crate::model::Time;
-use crate::state::State;
+use crate::model::{JobId, NodeId, Time};
+use crate::state::{JobStatus, State};
 use crate::switching::Switching;
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -53,28 +55,74 @@ pub enum PolicyKind {
     Batch,
     Cosched,
     Gang,
+    /// Sets that fit in memory, co-scheduled, gang-switched (paper 001).
+    Hybrid,
+    /// `cosched` while everything fits in memory, `hybrid` when not.
+    Auto,
 }
 
 impl PolicyKind {
-    pub const ALL: [PolicyKind; 3] = [PolicyKind::Batch, PolicyKind::Cosched, PolicyKind::Gang];
+    pub const ALL: [PolicyKind; 5] = [
+        PolicyKind::Batch,
+        PolicyKind::Cosched,
+        PolicyKind::Gang,
+        PolicyKind::Hybrid,
+        PolicyKind::Auto,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
             PolicyKind::Batch => "batch",
             PolicyKind::Cosched => "cosched",
             PolicyKind::Gang => "gang",
+            PolicyKind::Hybrid => "hybrid",
+            PolicyKind::Auto => "auto",
         }
     }
 
-    /// The policy with its settings; `switching` applies to policies that
-    /// suspend jobs.
+    /// Whether the policy switches sets of jobs with an [`Overlap`] policy.
+    pub fn uses_overlap(self) -> bool {
+        matches!(self, PolicyKind::Hybrid | PolicyKind::Auto)
+    }
+
+    /// The policy with its settings; `switching` applies to `gang`, and
+    /// `hybrid`/`auto` switch with [`Overlap::Sequential`].
     pub fn build(self, quantum: Duration, switching: Switching) -> Box<dyn Policy> {
+        self.build_with(quantum, switching, Overlap::default())
+    }
+
+    /// As [`build`](Self::build), with the set-switch overlap of `hybrid`
+    /// and `auto` (ignored by the others).
+    pub fn build_with(
+        self,
+        quantum: Duration,
+        switching: Switching,
+        overlap: Overlap,
+    ) -> Box<dyn Policy> {
         match self {
             PolicyKind::Batch => Box::new(Batch::default()),
             PolicyKind::Cosched => Box::new(Cosched),
             PolicyKind::Gang => Box::new(Gang::new(quantum, switching)),
+            PolicyKind::Hybrid => Box::new(Hybrid::new(quantum, overlap)),
+            PolicyKind::Auto => Box::new(Hybrid::auto(quantum, overlap)),
         }
     }
+}
+
+/// The `need` nodes hosting the fewest running jobs (ties by id): where a
+/// co-scheduled job goes.
+pub(crate) fn least_loaded_nodes(state: &State, job: JobId) -> Vec<NodeId> {
+    let mut load = vec![0usize; state.cluster().nodes.len()];
+    for j in state.with_status(JobStatus::Running) {
+        for n in &j.nodes {
+            load[n.0 as usize] += 1;
+        }
+    }
+    let mut nodes: Vec<_> = state.cluster().nodes.iter().map(|n| n.id).collect();
+    nodes.sort_by_key(|n| (load[n.0 as usize], *n));
+    let need = state.cluster().nodes_needed(state.job(job).spec.ranks) as usize;
+    nodes.truncate(need);
+    nodes
 }
 
 impl fmt::Display for PolicyKind {
@@ -89,6 +137,8 @@ impl FromStr for PolicyKind {
         PolicyKind::ALL
             .into_iter()
             .find(|k| k.name() == s)
-            .ok_or_else(|| format!("unknown policy {s:?}: expected one of batch, cosched, gang"))
+            .ok_or_else(|| {
+                format!("unknown policy {s:?}: expected one of batch, cosched, gang, hybrid, auto")
+            })
     }
 }
