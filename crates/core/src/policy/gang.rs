@@ -30,8 +30,9 @@ struct Row {
 impl Row {
     fn new(nodes: usize) -> Self {
         let mut free = vec![u64::MAX; nodes.div_ceil(64)];
-        if nodes % 64 != 0 {
-            *free.last_mut().expect("a cluster has nodes") = (1u64 << (nodes % 64)) - 1;
+        let tail = nodes % 64;
+        if tail > 0 {
+            *free.last_mut().expect("a cluster has nodes") = (1u64 << tail) - 1;
         }
         Row {
             jobs: Vec::new(),
