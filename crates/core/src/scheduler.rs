@@ -5,24 +5,53 @@
 
 use crate::action::Action;
 use crate::event::Event;
+use crate::model::JobId;
 use crate::model::{Cluster, JobSpec, Time};
 use crate::policy::{Policy, Timer};
-use crate::state::{JobStatus, State};
+use crate::state::{JobState, JobStatus, State};
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 
 #[derive(Debug)]
 pub struct Scheduler {
     state: State,
     policy: Box<dyn Policy>,
     timer: Option<Time>,
+    /// Jobs still `Waiting`, earliest arrival (then lowest id) on top.
+    arrivals: BinaryHeap<Reverse<(Time, JobId)>>,
 }
 
 impl Scheduler {
     pub fn new(cluster: Cluster, jobs: Vec<JobSpec>, policy: Box<dyn Policy>) -> Self {
+        let state = State::new(cluster, jobs);
+        let arrivals = state
+            .jobs()
+            .iter()
+            .map(|j| Reverse((j.spec.arrival, j.id)))
+            .collect();
         Scheduler {
-            state: State::new(cluster, jobs),
+            state,
             policy,
             timer: None,
+            arrivals,
         }
+    }
+
+    /// Add a job while the run goes on (a trace read as it is replayed). It
+    /// arrives at `spec.arrival`, or at the next [`advance`](Self::advance)
+    /// if that is already past. Ids continue the submission order.
+    pub fn submit(&mut self, spec: JobSpec) -> JobId {
+        let arrival = spec.arrival;
+        let id = self.state.push(spec);
+        self.arrivals.push(Reverse((arrival, id)));
+        id
+    }
+
+    /// Forget a finished job, so that the state holds only the jobs alive;
+    /// returns its last state. Policies hear nothing: they have dropped it
+    /// when it finished. Panics if the job has not finished.
+    pub fn retire(&mut self, job: JobId) -> JobState {
+        self.state.remove(job)
     }
 
     pub fn state(&self) -> &State {
@@ -33,11 +62,7 @@ impl Scheduler {
     /// latest: the policy's timer or the next arrival. `None` when nothing is
     /// pending but job completions.
     pub fn next_wakeup(&self) -> Option<Time> {
-        let arrival = self
-            .state
-            .with_status(JobStatus::Waiting)
-            .map(|j| j.spec.arrival)
-            .min();
+        let arrival = self.arrivals.peek().map(|Reverse((at, _))| *at);
         match (self.timer, arrival) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -51,15 +76,15 @@ impl Scheduler {
         let mut out = Vec::new();
         loop {
             let next_arrival = self
-                .state
-                .with_status(JobStatus::Waiting)
-                .filter(|j| j.spec.arrival <= now)
-                .min_by_key(|j| (j.spec.arrival, j.id))
-                .map(|j| (j.spec.arrival, j.id));
+                .arrivals
+                .peek()
+                .map(|Reverse(a)| *a)
+                .filter(|(at, _)| *at <= now);
             let timer = self.timer.filter(|t| *t <= now);
             match (next_arrival, timer) {
                 (Some((at, job)), t) if t.is_none_or(|t| at <= t) => {
-                    self.state.jobs[job.index()].status = JobStatus::Queued;
+                    self.arrivals.pop();
+                    self.state.job_mut(job).status = JobStatus::Queued;
                     out.extend(self.deliver(at, Event::JobArrived(job)));
                 }
                 (_, Some(t)) => {
@@ -76,7 +101,7 @@ impl Scheduler {
     /// Deliver an event that the executor observed at `now`.
     pub fn handle(&mut self, now: Time, event: Event) -> Vec<Action> {
         if let Event::JobFinished(job) = event {
-            let j = &mut self.state.jobs[job.index()];
+            let j = self.state.job_mut(job);
             assert!(
                 matches!(j.status, JobStatus::Running | JobStatus::Suspended),
                 "job {} finished while {:?}",
@@ -85,6 +110,7 @@ impl Scheduler {
             );
             j.status = JobStatus::Finished;
             j.finished_at = Some(now);
+            self.state.unfinished -= 1;
         }
         self.deliver(now, event)
     }
@@ -111,7 +137,7 @@ impl Scheduler {
     /// a condition an executor could handle: fail loudly.
     fn apply(&mut self, action: &Action) {
         let now = self.state.now;
-        let j = &mut self.state.jobs[action.job().index()];
+        let j = self.state.job_mut(action.job());
         let bad = |j: &crate::state::JobState| -> ! {
             panic!(
                 "policy asked for {action:?} while job {} is {:?}",
@@ -156,7 +182,7 @@ impl Scheduler {
                     bad(j)
                 }
                 for v in from {
-                    let v = &self.state.jobs[v.index()];
+                    let v = self.state.job(*v);
                     if v.status != JobStatus::Suspended {
                         bad(v)
                     }

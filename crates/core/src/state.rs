@@ -1,8 +1,14 @@
 //! The scheduler's view of the world at one instant. Policies read it; only
 //! the [`Scheduler`](crate::Scheduler) changes it.
+//!
+//! Jobs may be submitted while the run goes on and retired once finished
+//! (see [`Scheduler::submit`](crate::Scheduler::submit) and
+//! [`Scheduler::retire`](crate::Scheduler::retire)), so that an executor
+//! replaying a long trace holds only the jobs alive at once.
 
 use crate::model::{Cluster, JobId, JobSpec, NodeId, Time};
 use serde::{Deserialize, Serialize};
+use std::collections::VecDeque;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum JobStatus {
@@ -26,32 +32,93 @@ pub struct JobState {
     pub finished_at: Option<Time>,
 }
 
+/// Marks a retired job in [`State::slot_of`].
+const RETIRED: u32 = u32::MAX;
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct State {
     pub(crate) now: Time,
     pub(crate) cluster: Cluster,
+    /// The jobs held: in submission order until some are retired (a retired
+    /// job's slot is taken by the last one).
     pub(crate) jobs: Vec<JobState>,
+    /// `slot_of[id - base]` is the job's index in `jobs`, or `RETIRED`. Four
+    /// bytes per job between the oldest held and the newest, so a job that
+    /// runs for long does not keep the others' states alive.
+    slot_of: VecDeque<u32>,
+    base: u32,
+    /// Jobs submitted and not finished.
+    pub(crate) unfinished: usize,
 }
 
 impl State {
     pub fn new(cluster: Cluster, specs: Vec<JobSpec>) -> Self {
-        let jobs = specs
-            .into_iter()
-            .enumerate()
-            .map(|(i, spec)| JobState {
-                id: JobId(i as u32),
-                spec,
-                status: JobStatus::Waiting,
-                nodes: Vec::new(),
-                started_at: None,
-                finished_at: None,
-            })
-            .collect();
-        State {
+        let mut state = State {
             now: Time::ZERO,
             cluster,
-            jobs,
+            jobs: Vec::with_capacity(specs.len()),
+            slot_of: VecDeque::with_capacity(specs.len()),
+            base: 0,
+            unfinished: 0,
+        };
+        for spec in specs {
+            state.push(spec);
         }
+        state
+    }
+
+    /// Add a job, waiting for its arrival; ids follow submission order.
+    pub(crate) fn push(&mut self, spec: JobSpec) -> JobId {
+        let id = JobId(self.base + self.slot_of.len() as u32);
+        self.slot_of.push_back(self.jobs.len() as u32);
+        self.jobs.push(JobState {
+            id,
+            spec,
+            status: JobStatus::Waiting,
+            nodes: Vec::new(),
+            started_at: None,
+            finished_at: None,
+        });
+        self.unfinished += 1;
+        id
+    }
+
+    /// Forget a finished job, returning its last state.
+    pub(crate) fn remove(&mut self, id: JobId) -> JobState {
+        let slot = self.slot(id);
+        assert_eq!(
+            self.jobs[slot].status,
+            JobStatus::Finished,
+            "only finished jobs can be retired"
+        );
+        let gone = self.jobs.swap_remove(slot);
+        if let Some(moved) = self.jobs.get(slot) {
+            let k = (moved.id.0 - self.base) as usize;
+            self.slot_of[k] = slot as u32;
+        }
+        self.slot_of[(id.0 - self.base) as usize] = RETIRED;
+        while self.slot_of.front() == Some(&RETIRED) {
+            self.slot_of.pop_front();
+            self.base += 1;
+        }
+        gone
+    }
+
+    fn slot(&self, id: JobId) -> usize {
+        let slot =
+            id.0.checked_sub(self.base)
+                .and_then(|k| self.slot_of.get(k as usize))
+                .copied()
+                .filter(|s| *s != RETIRED);
+        match slot {
+            Some(s) => s as usize,
+            None => panic!("job {} is retired or was never submitted", id.0),
+        }
+    }
+
+    pub(crate) fn job_mut(&mut self, id: JobId) -> &mut JobState {
+        let slot = self.slot(id);
+        &mut self.jobs[slot]
     }
 
     pub fn now(&self) -> Time {
@@ -62,20 +129,24 @@ impl State {
         &self.cluster
     }
 
+    /// The jobs held: every job submitted, in submission order, unless some
+    /// were retired (then in no particular order).
     pub fn jobs(&self) -> &[JobState] {
         &self.jobs
     }
 
+    /// A job submitted and not retired; panics otherwise.
     pub fn job(&self, id: JobId) -> &JobState {
-        &self.jobs[id.index()]
+        &self.jobs[self.slot(id)]
     }
 
     pub fn with_status(&self, status: JobStatus) -> impl Iterator<Item = &JobState> {
         self.jobs.iter().filter(move |j| j.status == status)
     }
 
+    /// Every job submitted so far has finished.
     pub fn all_finished(&self) -> bool {
-        self.jobs.iter().all(|j| j.status == JobStatus::Finished)
+        self.unfinished == 0
     }
 
     /// Nodes on which no job is running right now.

@@ -623,3 +623,88 @@ fn overlap_names_parse() {
     assert_eq!("hybrid".parse::<PolicyKind>(), Ok(PolicyKind::Hybrid));
     assert_eq!("auto".parse::<PolicyKind>(), Ok(PolicyKind::Auto));
 }
+
+#[test]
+fn jobs_stream_in_and_retire_so_the_state_holds_only_the_live_ones() {
+    let mut sc = Scheduler::new(
+        Cluster::uniform(2, 1, GIB),
+        Vec::new(),
+        PolicyKind::Gang.build(s(10), Switching::LRU),
+    );
+    assert!(sc.all_finished() && sc.next_wakeup().is_none());
+    let spec = |name: &str, at: u64| JobSpec {
+        name: name.into(),
+        ranks: 2,
+        memory_bytes: None,
+        arrival: s(at),
+    };
+    let a = sc.submit(spec("a", 0));
+    assert_eq!(sc.next_wakeup(), Some(s(0)));
+    let acts = sc.advance(s(0));
+    assert_eq!(show(&sc, &acts), ["start a"]);
+    let b = sc.submit(spec("b", 4));
+    assert_eq!(b, JobId(1), "ids follow submission order");
+    assert_eq!(sc.next_wakeup(), Some(s(4)));
+    sc.advance(s(4));
+    let acts = sc.advance(s(10));
+    assert_eq!(show(&sc, &acts), ["suspend a", "start b"]);
+    sc.handle(s(11), Event::SwitchDone { took: s(1) });
+    let acts = sc.handle(s(15), Event::JobFinished(b));
+    assert_eq!(show(&sc, &acts), ["resume a"]);
+    let gone = sc.retire(b);
+    assert_eq!(
+        (gone.spec.name.as_str(), gone.finished_at),
+        ("b", Some(s(15)))
+    );
+    assert_eq!(sc.state().jobs().len(), 1);
+    let c = sc.submit(spec("c", 15));
+    assert_eq!(c, JobId(2));
+    assert!(!sc.all_finished());
+    sc.advance(s(15));
+    sc.handle(s(20), Event::JobFinished(a));
+    sc.retire(a);
+    assert_eq!(sc.state().job(c).spec.name, "c");
+    assert_eq!(sc.state().jobs().len(), 1);
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| sc.state().job(a).id));
+    assert!(r.is_err(), "a retired job is gone");
+}
+
+#[test]
+fn gang_places_first_fit_over_many_nodes() {
+    // 130 nodes: rows span three bitset words.
+    let widths = [100u32, 40, 30, 130, 1];
+    let specs = widths
+        .iter()
+        .enumerate()
+        .map(|(i, w)| JobSpec {
+            name: format!("j{i}"),
+            ranks: *w,
+            memory_bytes: None,
+            arrival: s(0),
+        })
+        .collect();
+    let mut sc = Scheduler::new(
+        Cluster::uniform(130, 1, GIB),
+        specs,
+        PolicyKind::Gang.build(s(10), Switching::LRU),
+    );
+    sc.advance(s(0));
+    let nodes = |sc: &Scheduler, j: u32| {
+        let n = &sc.state().job(JobId(j)).nodes;
+        (n.len(), n.first().map(|n| n.0), n.last().map(|n| n.0))
+    };
+    // Row 0: j0 on 0..100, j2 on 100..130, j4 does not fit (row full).
+    assert_eq!(nodes(&sc, 0), (100, Some(0), Some(99)));
+    assert_eq!(nodes(&sc, 2), (30, Some(100), Some(129)));
+    let acts = sc.advance(s(10));
+    sc.handle(s(10), Event::SwitchDone { took: s(0) });
+    // Row 1: j1 on 0..40 and j4 on 40; row 2: j3 on all.
+    assert_eq!(nodes(&sc, 1), (40, Some(0), Some(39)));
+    assert_eq!(nodes(&sc, 4), (1, Some(40), Some(40)));
+    assert_eq!(
+        show(&sc, &acts),
+        ["suspend j0", "suspend j2", "start j1", "start j4"]
+    );
+    sc.advance(s(20));
+    assert_eq!(nodes(&sc, 3), (130, Some(0), Some(129)));
+}

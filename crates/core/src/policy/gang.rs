@@ -17,12 +17,60 @@ use crate::state::{JobStatus, State};
 use crate::switching::Switching;
 use std::time::Duration;
 
+/// One time slot of the matrix: its jobs with their nodes, and which nodes
+/// are still free, as a bitset, so that placing a job on a cluster of
+/// thousands of nodes takes a word per 64 nodes, not a scan of every job.
+#[derive(Debug)]
+struct Row {
+    jobs: Vec<(JobId, Vec<NodeId>)>,
+    free: Vec<u64>,
+    free_count: usize,
+}
+
+impl Row {
+    fn new(nodes: usize) -> Self {
+        let mut free = vec![u64::MAX; nodes.div_ceil(64)];
+        let tail = nodes % 64;
+        if tail > 0 {
+            *free.last_mut().expect("a cluster has nodes") = (1u64 << tail) - 1;
+        }
+        Row {
+            jobs: Vec::new(),
+            free,
+            free_count: nodes,
+        }
+    }
+
+    /// The `need` lowest-numbered free nodes, taken.
+    fn take(&mut self, need: usize) -> Vec<NodeId> {
+        let mut out = Vec::with_capacity(need);
+        for (w, word) in self.free.iter_mut().enumerate() {
+            while *word != 0 && out.len() < need {
+                let bit = word.trailing_zeros();
+                *word &= *word - 1;
+                out.push(NodeId(w as u32 * 64 + bit));
+            }
+            if out.len() == need {
+                break;
+            }
+        }
+        self.free_count -= out.len();
+        out
+    }
+
+    fn give_back(&mut self, nodes: &[NodeId]) {
+        for n in nodes {
+            self.free[n.0 as usize / 64] |= 1 << (n.0 % 64);
+        }
+        self.free_count += nodes.len();
+    }
+}
+
 #[derive(Debug)]
 pub struct Gang {
     quantum: Duration,
     switching: Switching,
-    /// rows[r] lists the jobs of slot r with the nodes they occupy.
-    rows: Vec<Vec<(JobId, Vec<NodeId>)>>,
+    rows: Vec<Row>,
     /// The row running now, if any.
     current: Option<usize>,
     /// When the running row's quantum ends; the timer fires earlier, at
@@ -46,21 +94,19 @@ impl Gang {
     }
 
     fn place(&mut self, job: JobId, state: &State) -> usize {
-        let need = state.cluster().nodes_needed(state.job(job).spec.ranks) as usize;
         let all = state.cluster().nodes.len();
-        for (r, row) in self.rows.iter_mut().enumerate() {
-            let free: Vec<NodeId> = (0..all as u32)
-                .map(NodeId)
-                .filter(|n| !row.iter().any(|(_, ns)| ns.contains(n)))
-                .collect();
-            if free.len() >= need {
-                row.push((job, free[..need].to_vec()));
-                return r;
+        // A job wider than the cluster gets all of it, in a row of its own.
+        let need = (state.cluster().nodes_needed(state.job(job).spec.ranks) as usize).min(all);
+        let r = match self.rows.iter().position(|row| row.free_count >= need) {
+            Some(r) => r,
+            None => {
+                self.rows.push(Row::new(all));
+                self.rows.len() - 1
             }
-        }
-        let nodes = (0..need.min(all) as u32).map(NodeId).collect();
-        self.rows.push(vec![(job, nodes)]);
-        self.rows.len() - 1
+        };
+        let nodes = self.rows[r].take(need);
+        self.rows[r].jobs.push((job, nodes));
+        r
     }
 
     /// Start or resume every job of `row`. With `so/ao`, each incoming job
@@ -74,7 +120,7 @@ impl Gang {
         // the job needed last comes first.
         let victims: Vec<JobId> = (1..n)
             .rev()
-            .flat_map(|k| self.rows[(row + k) % n].iter().map(|(j, _)| *j))
+            .flat_map(|k| self.rows[(row + k) % n].jobs.iter().map(|(j, _)| *j))
             // Jobs never started hold no memory; the running ones are being
             // suspended by this same decision.
             .filter(|j| {
@@ -84,7 +130,7 @@ impl Gang {
                 )
             })
             .collect();
-        for (job, nodes) in &self.rows[row] {
+        for (job, nodes) in &self.rows[row].jobs {
             let (job, suspended) = (*job, state.job(*job).status == JobStatus::Suspended);
             if self.switching.makes_room() && !victims.is_empty() {
                 actions.push(Action::MakeRoom {
@@ -115,7 +161,7 @@ impl Gang {
 
     /// Suspend every job of `row`.
     fn deactivate(&self, row: usize, actions: &mut Vec<Action>) {
-        for (job, _) in &self.rows[row] {
+        for (job, _) in &self.rows[row].jobs {
             actions.push(Action::Suspend {
                 job: *job,
                 page_out: self.switching.page_out(),
@@ -180,6 +226,7 @@ impl Policy for Gang {
                     // columns are free in this quantum.
                     Some(cur) if cur == row => {
                         let nodes = self.rows[row]
+                            .jobs
                             .last()
                             .map(|(_, n)| n.clone())
                             .unwrap_or_default();
@@ -198,15 +245,15 @@ impl Policy for Gang {
                 }
             }
             Event::JobFinished(job) => {
-                let Some(r) = self
-                    .rows
-                    .iter()
-                    .position(|row| row.iter().any(|(j, _)| j == job))
-                else {
+                let found = self.rows.iter().enumerate().find_map(|(r, row)| {
+                    row.jobs.iter().position(|(j, _)| j == job).map(|k| (r, k))
+                });
+                let Some((r, k)) = found else {
                     return Decision::default();
                 };
-                self.rows[r].retain(|(j, _)| j != job);
-                if !self.rows[r].is_empty() {
+                let (_, nodes) = self.rows[r].jobs.remove(k);
+                self.rows[r].give_back(&nodes);
+                if !self.rows[r].jobs.is_empty() {
                     Timer::Keep
                 } else {
                     self.rows.remove(r);
@@ -235,7 +282,7 @@ impl Policy for Gang {
                 self.in_bg_window = false;
                 if let (Some(cur), Some(end)) = (self.current, self.quantum_end) {
                     if self.rows.len() > 1 {
-                        for (job, _) in &self.rows[cur] {
+                        for (job, _) in &self.rows[cur].jobs {
                             actions.push(Action::WriteBack {
                                 job: *job,
                                 until: end,
