@@ -433,6 +433,19 @@ fn gang_with_bulk_paging_keeps_data_and_spares_the_faults() {
             in_bytes > 100 << 20,
             "{sw}: switches paged in only {in_bytes} bytes"
         );
+        // The paging trace goes on inside the switches, where the bulk
+        // paging happens (paper 000 Fig. 6).
+        let in_switch: u64 = v["samples"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|s| s["in_switch"] == true)
+            .map(|s| s["swap_out"].as_u64().unwrap() + s["swap_in"].as_u64().unwrap())
+            .sum();
+        assert!(
+            in_switch > (50 << 20) / 4096,
+            "{sw}: the trace saw only {in_switch} pages moved inside switches"
+        );
         // Each job has 46080 pages and is resumed several times. Left to
         // the kernel (--switch lru) this experiment took 70k and 214k
         // major faults; with the page-out waiting for its writes before

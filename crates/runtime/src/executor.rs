@@ -6,7 +6,7 @@
 //! when the next counter sample is; it never busy-waits.
 
 use crate::experiment::Experiment;
-use crate::mechanisms::{self, BgWriter};
+use crate::mechanisms::{self, BgWriter, SwitchPoint, SwitchSampler};
 use crate::procs::{self, Exit, Launched};
 use crate::results::{
     Interval, JobResult, JobSample, Machine, RunResult, Sample, Switch, SCHEMA_VERSION,
@@ -357,6 +357,14 @@ impl Run<'_> {
             if is_switch {
                 warnings.extend(self.check_swap(&batch));
             }
+            let sampler = is_switch.then(|| {
+                SwitchSampler::start(
+                    self.env.backend.clone(),
+                    self.pool.clone(),
+                    self.t0,
+                    self.exp.sample_interval,
+                )
+            });
             let vm_before = VmStat::read().ok();
             // Overlapped set switch: the incoming jobs' page-in starts now,
             // beside the page-outs below, in the memory free right now.
@@ -473,6 +481,9 @@ impl Run<'_> {
                 };
                 for w in &warnings {
                     self.say(format!("{:>7.1}s  warning: {w}", at.as_secs_f64()));
+                }
+                for point in sampler.map(SwitchSampler::stop).unwrap_or_default() {
+                    self.switch_sample(point);
                 }
                 self.switches.push(Switch {
                     at_s: at.as_secs_f64(),
@@ -1069,9 +1080,25 @@ impl Run<'_> {
             swap_out: d_out,
             pool_usage_bytes,
             psi_some_avg10: Psi::node_memory().map(|p| p.some_avg10),
+            in_switch: false,
             jobs,
         });
         events
+    }
+
+    /// A trace sample taken while a switch ran: node counters and the
+    /// pool only, the jobs' counters are read between switches.
+    fn switch_sample(&mut self, p: SwitchPoint) {
+        self.samples.push(Sample {
+            t_s: p.at.as_secs_f64(),
+            swap_in: p.vm.pswpin.saturating_sub(self.vm_last.pswpin),
+            swap_out: p.vm.pswpout.saturating_sub(self.vm_last.pswpout),
+            pool_usage_bytes: p.pool_usage_bytes,
+            psi_some_avg10: p.psi_some_avg10,
+            in_switch: true,
+            jobs: Vec::new(),
+        });
+        self.vm_last = p.vm;
     }
 
     fn show_progress(&self, sched: &Scheduler) {

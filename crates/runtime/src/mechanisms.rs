@@ -1,10 +1,13 @@
 //! Paper 000's switch mechanisms that are more than one kernel call:
 //! background writing during a quantum's last part (a thread beside the
-//! executor's loop) and adaptive page-in of a job's records. The thread
+//! executor's loop) and adaptive page-in of a job's records; and the
+//! sampler that keeps the paging trace going while a switch runs. The thread
 //! only advises the kernel about a job's pages; it owns no cgroup or
 //! process, so one left behind by an error ends by itself when the job's
 //! processes are gone.
 
+use memgang_linux::cgroup::{CgroupBackend, GroupPath};
+use memgang_linux::counters::{Psi, VmStat};
 use memgang_linux::paging::{self, PageRecord, Run};
 use memgang_linux::Error;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -24,6 +27,9 @@ const BG_STOP_POLL: Duration = Duration::from_millis(20);
 /// scheduler, which ignores I/O priorities, so pacing is what keeps the
 /// writes in the background.)
 const BG_NICE: i32 = 19;
+/// How often the switch sampler looks at its stop flag: the end of a
+/// switch waits for it at most this long, small next to a switch.
+const SAMPLER_STOP_POLL: Duration = Duration::from_millis(5);
 
 /// What a finished background writer did.
 #[derive(Debug, Default)]
@@ -173,5 +179,78 @@ mod tests {
         let want: Vec<u64> = (0..5).chain(100..107).collect();
         assert_eq!(pages, want);
         assert_eq!(chunked(&[], 4 * ps).count(), 0);
+    }
+}
+
+/// One reading of the node's swap counters and the pool's usage, taken
+/// while a switch was going on.
+#[derive(Debug)]
+pub struct SwitchPoint {
+    /// Since the start of the run.
+    pub at: Duration,
+    pub vm: VmStat,
+    pub pool_usage_bytes: u64,
+    pub psi_some_avg10: Option<f64>,
+}
+
+/// Samples the paging trace (paper 000 Fig. 6) while a switch runs: the
+/// executor's thread is busy paging then and cannot sample itself, yet the
+/// switch's bulk paging is what the trace is for.
+pub struct SwitchSampler {
+    stop: Arc<AtomicBool>,
+    handle: Option<JoinHandle<Vec<SwitchPoint>>>,
+}
+
+impl SwitchSampler {
+    pub fn start(
+        backend: Arc<dyn CgroupBackend>,
+        pool: GroupPath,
+        t0: Instant,
+        every: Duration,
+    ) -> SwitchSampler {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let handle = std::thread::spawn(move || {
+            let mut points = Vec::new();
+            let mut next = t0.elapsed() + every;
+            loop {
+                while t0.elapsed() < next {
+                    if flag.load(Ordering::Relaxed) {
+                        return points;
+                    }
+                    std::thread::sleep((next - t0.elapsed()).min(SAMPLER_STOP_POLL));
+                }
+                if let Ok(vm) = VmStat::read() {
+                    points.push(SwitchPoint {
+                        at: t0.elapsed(),
+                        vm,
+                        pool_usage_bytes: backend.memory_stat(&pool).map_or(0, |s| s.usage_bytes),
+                        psi_some_avg10: Psi::node_memory().map(|p| p.some_avg10),
+                    });
+                }
+                next += every;
+            }
+        });
+        SwitchSampler {
+            stop,
+            handle: Some(handle),
+        }
+    }
+
+    /// The points taken so far, in time order; the thread ends.
+    pub fn stop(mut self) -> Vec<SwitchPoint> {
+        self.stop.store(true, Ordering::Relaxed);
+        self.handle
+            .take()
+            .and_then(|h| h.join().ok())
+            .unwrap_or_default()
+    }
+}
+
+/// A switch that ends in an error drops its sampler: the thread must not
+/// go on sampling for the rest of the process.
+impl Drop for SwitchSampler {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
     }
 }

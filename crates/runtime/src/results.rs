@@ -165,6 +165,10 @@ pub struct Sample {
     pub pool_usage_bytes: u64,
     /// Node memory PSI "some" avg10 (%), when the kernel has PSI.
     pub psi_some_avg10: Option<f64>,
+    /// Taken while a switch ran, by a thread beside it: node swap traffic
+    /// and pool usage only, `jobs` is empty.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub in_switch: bool,
     pub jobs: Vec<JobSample>,
 }
 
