@@ -59,3 +59,37 @@ check_leftovers() {
   fi
   echo "no leftovers" >&2
 }
+
+# The Python side of memadapt (crates/memadapt/python) is tested with
+# numpy and pytest from a repo-local virtual environment, .venv (the
+# memadapt tests find it there), so that the system's Python is untouched.
+ensure_python_env() {
+  local venv=.venv
+  if [ -x "$venv/bin/python" ] && "$venv/bin/python" -c 'import numpy, pytest' 2>/dev/null; then
+    return
+  fi
+  local py
+  py=$(command -v python3 || true)
+  if [ -z "$py" ]; then
+    if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
+      step "installing python3 (the memadapt Python tests)"
+      apt-get update -qq && apt-get install -y -qq python3 python3-venv
+      py=$(command -v python3)
+    else
+      echo "python3 not found: install Python 3.8 or later (memadapt's Python package is tested)" >&2
+      exit 1
+    fi
+  fi
+  step "creating $venv (numpy, pytest for memadapt's Python tests)"
+  if ! "$py" -m venv "$venv" 2>/dev/null; then
+    if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
+      apt-get update -qq && apt-get install -y -qq python3-venv
+      rm -rf "$venv"
+      "$py" -m venv "$venv"
+    else
+      echo "$py -m venv failed: install the venv module (python3-venv)" >&2
+      exit 1
+    fi
+  fi
+  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check numpy pytest
+}

@@ -45,7 +45,8 @@
  *
  *     memadapt_panel, memadapt_panel_mut,
  *     memadapt_next_panel, memadapt_next_panel_mut,
- *     memadapt_pin                        (each is a panel access)
+ *     memadapt_pin, memadapt_pin_panel, memadapt_pin_panel_mut
+ *                                         (each is a panel access)
  *     memadapt_close                      (unmaps every panel)
  *
  * The other calls never map or unmap: memadapt_unpin, memadapt_flush,
@@ -274,6 +275,18 @@ int memadapt_next_panel_mut(memadapt_store *store, size_t *index, void **data,
  * calls: it is never unmapped to make room, whatever the policy or the
  * memory pressure. Pins nest. Get its pointer with memadapt_panel. */
 int memadapt_pin(memadapt_store *store, size_t panel);
+
+/* memadapt_panel and memadapt_pin in one access: panel `panel` for
+ * reading, kept mapped at *data until memadapt_unpin. For callers that
+ * pin every panel they hand on (the Python package does, so that a NumPy
+ * array never outlives its mapping): one access, not two, so the
+ * adaptation sees the program's real access rate. */
+int memadapt_pin_panel(memadapt_store *store, size_t panel, const void **data,
+                       size_t *len);
+
+/* memadapt_pin_panel for writing (MEMADAPT_READ_WRITE stores only). */
+int memadapt_pin_panel_mut(memadapt_store *store, size_t panel, void **data,
+                           size_t *len);
 
 /* Releases one pin of `panel` (MEMADAPT_E_INVALID if it holds none). The
  * panel stays mapped, and its pointer valid, until the next access call. */

@@ -674,6 +674,59 @@ pub unsafe extern "C" fn memadapt_pin(store: *mut MemadaptStore, panel: usize) -
     unsafe { with_store("memadapt_pin", store, |s| Ok(s.pin(panel)?)) }
 }
 
+/// Panel `panel` for reading, pinned, in one access: [`memadapt_panel`]
+/// then [`memadapt_pin`] without the second access's RSS reading.
+///
+/// # Safety
+/// As [`memadapt_panel`].
+#[no_mangle]
+pub unsafe extern "C" fn memadapt_pin_panel(
+    store: *mut MemadaptStore,
+    panel: usize,
+    data: *mut *const c_void,
+    len: *mut usize,
+) -> c_int {
+    // SAFETY: the caller's.
+    unsafe { pin_panel_call("memadapt_pin_panel", store, panel, data.cast(), len, false) }
+}
+
+/// [`memadapt_pin_panel`] for writing (read-write stores).
+///
+/// # Safety
+/// As [`memadapt_panel`].
+#[no_mangle]
+pub unsafe extern "C" fn memadapt_pin_panel_mut(
+    store: *mut MemadaptStore,
+    panel: usize,
+    data: *mut *mut c_void,
+    len: *mut usize,
+) -> c_int {
+    // SAFETY: the caller's.
+    unsafe { pin_panel_call("memadapt_pin_panel_mut", store, panel, data, len, true) }
+}
+
+/// # Safety
+/// As [`panel_call`].
+unsafe fn pin_panel_call(
+    function: &str,
+    store: *mut MemadaptStore,
+    panel: usize,
+    data: *mut *mut c_void,
+    len: *mut usize,
+    write: bool,
+) -> c_int {
+    // SAFETY: the caller's, passed on.
+    unsafe {
+        with_store(function, store, |s| {
+            let data = out_arg(data, "data", ptr::null_mut())?;
+            let len = out_arg(len, "len", 0)?;
+            (*data, *len) = access(s, panel, write)?;
+            s.pin_accessed(panel);
+            Ok(())
+        })
+    }
+}
+
 /// Releases one pin of `panel`.
 ///
 /// # Safety

@@ -942,11 +942,19 @@ impl PanelStore {
     /// briefly.
     pub fn pin(&mut self, panel: usize) -> Result<()> {
         self.access(panel, false)?;
+        self.pin_accessed(panel);
+        Ok(())
+    }
+
+    /// Pins `panel`, which the last access just mapped: the C ABI's
+    /// `memadapt_pin_panel` hands out a pinned panel's address in one
+    /// access, so that pinning every panel it gives out (as the Python
+    /// package does) does not double the accesses the adapter counts.
+    pub(crate) fn pin_accessed(&mut self, panel: usize) {
         match &mut self.control {
             Control::Adaptive(adapter) => adapter.pin(panel).expect("accessed just above"),
             Control::Fixed { residency, .. } => residency.pin(panel),
         }
-        Ok(())
     }
 
     /// Releases one pin of `panel`, which stays mapped until an access

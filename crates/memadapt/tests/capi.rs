@@ -8,40 +8,16 @@
 //! and say so; `MEMADAPT_SKIP_C_TESTS=1` skips them instead, loudly, for
 //! machines that only build the Rust side.
 
+mod common;
+
+use common::{crate_dir, library_dir};
 use memadapt::capi::*;
 use std::ffi::{c_void, CStr, CString};
 use std::mem::{offset_of, size_of};
 use std::os::unix::ffi::OsStrExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 use std::ptr;
-
-fn crate_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// Where this build's `libmemadapt.a` and `libmemadapt.so` are. Cargo
-/// compiles the library with all its crate types before the tests and
-/// leaves them beside the test executable, in `<target>/<profile>/deps`
-/// (`cargo build` also copies them up to `<target>/<profile>`). Found
-/// from the executable, not from a guessed `target/`, so that
-/// CARGO_TARGET_DIR, `--release` and `--target` all work.
-fn library_dir() -> PathBuf {
-    let exe = std::env::current_exe().expect("the test executable's path");
-    let deps = exe.parent().expect("the executable is in a directory");
-    let candidates = [deps.to_owned(), deps.join("..")];
-    candidates
-        .iter()
-        .find(|d| d.join("libmemadapt.a").is_file() && d.join("libmemadapt.so").is_file())
-        .cloned()
-        .unwrap_or_else(|| {
-            panic!(
-                "libmemadapt.a and libmemadapt.so not found in {candidates:?}: cargo builds \
-                 them with the tests when crates/memadapt/Cargo.toml lists the crate types \
-                 \"cdylib\" and \"staticlib\"; run `cargo build -p memadapt` and retry"
-            )
-        })
-}
 
 /// The C compiler, or `None` when the C tests are to be skipped.
 fn c_compiler() -> Option<String> {
@@ -248,7 +224,7 @@ fn header_matches_the_library() {
             l.split_once('(').map(|(name, _)| name)
         })
         .collect();
-    assert_eq!(functions.len(), 21, "{functions:?}");
+    assert_eq!(functions.len(), 23, "{functions:?}");
 
     let mut c = String::from("#include <memadapt.h>\n#include <stddef.h>\n#include <stdio.h>\n");
     c += "typedef void (*any_fn)(void);\nany_fn volatile functions[] = {\n";
@@ -441,6 +417,26 @@ fn a_pinned_panel_pointer_survives_accesses_and_changes_reach_the_file() {
             MEMADAPT_OK
         );
         assert_eq!(index, 0, "the sweep starts at panel 0");
+
+        // memadapt_pin_panel_mut: pinned and handed out in one access.
+        let before = stats.accesses + 1;
+        let (mut two, mut len2): (*mut c_void, usize) = (ptr::null_mut(), 0);
+        assert_eq!(
+            memadapt_pin_panel_mut(store, 2, &mut two, &mut len2),
+            MEMADAPT_OK
+        );
+        assert_eq!(len2, SIZE);
+        *two.cast::<u8>() = 0xCD;
+        assert_eq!(memadapt_panel(store, 1, &mut p, &mut len), MEMADAPT_OK);
+        assert_eq!(*two.cast::<u8>(), 0xCD, "still mapped: pinned");
+        assert_eq!(memadapt_stats(store, &mut stats), MEMADAPT_OK);
+        assert_eq!((stats.accesses, stats.pinned), (before + 2, 1));
+        assert_eq!(memadapt_unpin(store, 2), MEMADAPT_OK);
+        assert_eq!(
+            memadapt_pin_panel(store, 7, &mut p, &mut len),
+            MEMADAPT_E_RANGE
+        );
+        assert!(p.is_null() && len == 0, "out parameters cleared");
         assert_eq!(memadapt_close(store), MEMADAPT_OK);
 
         // The change is in the file; a read-only store refuses writes.
