@@ -50,7 +50,8 @@
  *     memadapt_close                      (unmaps every panel)
  *
  * The other calls never map or unmap: memadapt_unpin, memadapt_flush,
- * memadapt_set_priority, memadapt_set_other_memory, memadapt_stats,
+ * memadapt_set_priority, memadapt_set_other_memory, memadapt_set_tolerance,
+ * memadapt_stats,
  * memadapt_info, memadapt_write_timeline_csv. So the normal pattern is to
  * get a panel, work on it, and get the next one. To use two panels at
  * once (say panel i while reading panel i+1), pin the one to keep:
@@ -303,6 +304,15 @@ int memadapt_set_priority(memadapt_store *store, size_t panel,
  * `bytes` (it allocated or freed a large array), so that the change is
  * not mistaken for memory pressure or surplus. */
 int memadapt_set_other_memory(memadapt_store *store, uint64_t bytes);
+
+/* Sets the RSS noise, in bytes, that the adaptation ignores: a drop must
+ * exceed it to count as memory taken away, and an RSS within it of the
+ * desired RSS counts as equal (default 256 KiB, at most half a panel).
+ * Raise it for a program whose own RSS moves more than that between
+ * panel accesses (an interpreter's heap): above it, such movement would
+ * stop the store from ever growing, or shed panels for nothing. No
+ * effect with fixed_panels. */
+int memadapt_set_tolerance(memadapt_store *store, uint64_t bytes);
 
 /* Writes every changed panel back to the file (msync), keeping the
  * panels mapped. */

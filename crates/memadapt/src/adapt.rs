@@ -582,6 +582,12 @@ impl Adapter {
             .map(|&oldest| now.saturating_sub(oldest))
     }
 
+    /// Changes the RSS noise to ignore ([`Config::tolerance`]), for a
+    /// program that learns after opening how much its RSS moves by itself.
+    pub fn set_tolerance(&mut self, bytes: u64) {
+        self.tolerance = bytes;
+    }
+
     /// Changes "Other Program Memory" (§4.1), and dRSS with it, when the
     /// program allocates or frees memory besides its panels between two
     /// accesses (after one's `settle`, before the next `access`). lastRSS
@@ -649,10 +655,18 @@ impl Adapter {
         self.panels_in
     }
 
-    /// dRSS = Other Program Memory + Panels_in × Panel_size (§4.1).
-    /// Cannot overflow: the configuration checked it with all P panels in.
+    /// dRSS = Other Program Memory + Panels_in × Panel_size (§4.1), with
+    /// the panels mapped above Panels_in counted too. Only pins keep
+    /// panels mapped above Panels_in ([`Residency::pin`]), and those
+    /// panels are in the RSS: left out, RSS would exceed dRSS by them for
+    /// as long as they stay, and no probe would ever happen. That is the
+    /// normal state of a caller that pins every panel it hands out until
+    /// the caller drops it (the Python package: the loop variable still
+    /// holds panel k while panel k+1 is fetched). Cannot overflow: the
+    /// configuration checked it with all P panels in.
     pub fn desired_rss(&self) -> u64 {
-        self.other_memory + self.panels_in as u64 * self.panel_size
+        let panels = self.panels_in.max(self.residency.mapped_count());
+        self.other_memory + panels as u64 * self.panel_size
     }
 
     /// lastRSS, `None` before the first access settled.
@@ -827,6 +841,28 @@ mod tests {
         let s = step(&mut a, 7, 3, S, S);
         assert_eq!(s.unmap, [0], "unpinned, 0 is shed at the next access");
         assert_eq!(a.residency().mapped().collect::<Vec<_>>(), [2, 3]);
+    }
+
+    /// A caller that holds each panel (pinned) until the next one is
+    /// handed out, as the Python package's loops do: the held panel is
+    /// in the RSS, so dRSS counts it, and without pressure the probes
+    /// still bring every panel in during the first sweep.
+    #[test]
+    fn holding_the_previous_panel_pinned_does_not_stop_probing() {
+        let mut a = Adapter::new(Config::new(4, S)).unwrap();
+        let mut held = None;
+        for (t, panel) in (0..4).enumerate() {
+            // Every mapped panel has been touched: RSS is the mapped set.
+            let rss = a.residency().mapped_count() as u64 * S;
+            let s = step(&mut a, t as u64, panel, rss, rss);
+            a.pin(panel).unwrap();
+            if let Some(previous) = held.replace(panel) {
+                assert_eq!(a.unpin(previous), Ok(true));
+            }
+            assert!(s.unmap.is_empty(), "access {t}: {s:?}");
+        }
+        assert_eq!(a.panels_in(), 4, "{:?}", a.stats());
+        assert_eq!(a.desired_rss(), 4 * S);
     }
 
     /// Hits when sweeping `panels` cyclically `sweeps` times with room for

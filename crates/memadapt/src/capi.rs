@@ -769,6 +769,21 @@ pub unsafe extern "C" fn memadapt_set_other_memory(store: *mut MemadaptStore, by
     }
 }
 
+/// Sets the RSS differences the adaptation ignores as noise.
+///
+/// # Safety
+/// `store` is NULL or a live store handle.
+#[no_mangle]
+pub unsafe extern "C" fn memadapt_set_tolerance(store: *mut MemadaptStore, bytes: u64) -> c_int {
+    // SAFETY: the caller's.
+    unsafe {
+        with_store("memadapt_set_tolerance", store, |s| {
+            s.set_tolerance(bytes);
+            Ok(())
+        })
+    }
+}
+
 /// Writes every changed panel back, keeping the panels mapped.
 ///
 /// # Safety

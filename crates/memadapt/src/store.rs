@@ -932,6 +932,14 @@ impl PanelStore {
         }
     }
 
+    /// Sets the RSS tolerance ([`Options::tolerance`]) after opening; no
+    /// effect with a fixed panel count.
+    pub fn set_tolerance(&mut self, bytes: u64) {
+        if let Control::Adaptive(adapter) = &mut self.control {
+            adapter.set_tolerance(bytes);
+        }
+    }
+
     /// Maps `panel` if need be (an access, which may unmap others) and
     /// keeps it mapped until as many [`unpin`](PanelStore::unpin)s: it
     /// is never a victim, whatever the policy or the memory pressure.

@@ -10,7 +10,7 @@
 
 mod common;
 
-use common::{crate_dir, library_dir};
+use common::{c_compiler, compile, crate_dir, library_dir};
 use memadapt::capi::*;
 use std::ffi::{c_void, CStr, CString};
 use std::mem::{offset_of, size_of};
@@ -18,57 +18,6 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::process::{Command, Output};
 use std::ptr;
-
-/// The C compiler, or `None` when the C tests are to be skipped.
-fn c_compiler() -> Option<String> {
-    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
-    let works = Command::new(&cc)
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if works {
-        return Some(cc);
-    }
-    if std::env::var_os("MEMADAPT_SKIP_C_TESTS").is_some() {
-        eprintln!(
-            "SKIPPED: no C compiler ({cc:?} does not run) and MEMADAPT_SKIP_C_TESTS is set: \
-             the C interface is NOT tested"
-        );
-        return None;
-    }
-    panic!(
-        "no C compiler: {cc:?} does not run. Install one (or set CC), or set \
-         MEMADAPT_SKIP_C_TESTS=1 to skip the tests of the C interface"
-    );
-}
-
-/// Compiles `sources` into `exe` with warnings as errors, so that the
-/// header stays clean C99 under strict flags.
-fn compile(cc: &str, sources: &[&Path], link: &[&str], exe: &Path) {
-    let include = crate_dir().join("include");
-    let output = Command::new(cc)
-        .args([
-            "-std=c99",
-            "-pedantic",
-            "-Wall",
-            "-Wextra",
-            "-Werror",
-            "-O1",
-        ])
-        .arg("-I")
-        .arg(&include)
-        .args(sources)
-        .args(link)
-        .arg("-o")
-        .arg(exe)
-        .output()
-        .expect("the C compiler runs");
-    assert!(
-        output.status.success(),
-        "{cc} failed on {sources:?}:\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-}
 
 fn text(output: &Output) -> (String, String) {
     (
@@ -224,7 +173,7 @@ fn header_matches_the_library() {
             l.split_once('(').map(|(name, _)| name)
         })
         .collect();
-    assert_eq!(functions.len(), 23, "{functions:?}");
+    assert_eq!(functions.len(), 24, "{functions:?}");
 
     let mut c = String::from("#include <memadapt.h>\n#include <stddef.h>\n#include <stdio.h>\n");
     c += "typedef void (*any_fn)(void);\nany_fn volatile functions[] = {\n";

@@ -209,6 +209,7 @@ _pin_panel_mut = _proto("memadapt_pin_panel_mut", _P, _SZ, _PP, _PSZ)
 _unpin = _proto("memadapt_unpin", _P, _SZ)
 _set_priority = _proto("memadapt_set_priority", _P, _SZ, ctypes.c_uint32)
 _set_other_memory = _proto("memadapt_set_other_memory", _P, ctypes.c_uint64)
+_set_tolerance = _proto("memadapt_set_tolerance", _P, ctypes.c_uint64)
 _flush = _proto("memadapt_flush", _P)
 _stats = _proto("memadapt_stats", _P, ctypes.POINTER(_Stats))
 _info = _proto("memadapt_info", _P, ctypes.POINTER(_Info))
@@ -344,20 +345,30 @@ class _Handle:
             _close(self.ptr)
 
 
-def open(path, mode="r", policy="mru", fixed=0):  # noqa: A001 (as builtins.open)
+# The interpreter's own RSS moves between panel accesses by more than the
+# C library's default tolerance (256 KiB): pymalloc takes memory in 1 MiB
+# arenas, touched as they fill. So 1 MiB, at most half a panel.
+PYTHON_TOLERANCE = 1 << 20
+
+
+def open(path, mode="r", policy="mru", fixed=0, tolerance=None):  # noqa: A001
     """Opens the data file `path`: mode "r" (read-only, default) or "r+"
     (panels writable, written back to the file); policy "mru" (cyclic
     sweeps), "lru" or "priority"; `fixed` > 0 keeps that many panels
-    mapped whatever the pressure (0: adapt). Allocate the program's other
-    large arrays first: the RSS at open is taken as memory besides the
-    panels (or see Store.set_other_memory)."""
-    return Store(path, mode, policy, fixed)
+    mapped whatever the pressure (0: adapt); `tolerance`: RSS noise in
+    bytes (default PYTHON_TOLERANCE, at most half a panel). Allocate and
+    touch the program's other large arrays first (np.ones, not np.zeros,
+    whose pages are not resident until written): the RSS at open is taken
+    as memory besides the panels (or see Store.set_other_memory); and
+    keep the loop from allocating (out= arguments), or the heap's growth
+    reads as memory the panels cannot have."""
+    return Store(path, mode, policy, fixed, tolerance)
 
 
 class Store:
     """An open data file whose panels come as zero-copy NumPy arrays."""
 
-    def __init__(self, path, mode="r", policy="mru", fixed=0):
+    def __init__(self, path, mode="r", policy="mru", fixed=0, tolerance=None):
         if mode not in ("r", "r+"):
             raise ValueError(f"memadapt: mode must be 'r' or 'r+', got {mode!r}")
         if policy not in _POLICIES:
@@ -374,6 +385,9 @@ class Store:
         self.panel_bytes = int(info.panel_bytes)
         self.dtype = _DTYPES[info.element]
         self._cursor = 0
+        if tolerance is None:
+            tolerance = min(PYTHON_TOLERANCE, int(info.resident_panel_bytes) // 2)
+        self.set_tolerance(tolerance)
 
     def __len__(self):
         return self.panels
@@ -441,6 +455,12 @@ class Store:
         h = self._live()
         with h.lock:
             _check(_set_other_memory(h.ptr, int(nbytes)))
+
+    def set_tolerance(self, nbytes):
+        """RSS movement, in bytes, that is noise rather than pressure."""
+        h = self._live()
+        with h.lock:
+            _check(_set_tolerance(h.ptr, int(nbytes)))
 
     def flush(self):
         """Writes changed panels back to the file, keeping them mapped."""

@@ -153,3 +153,16 @@ def test_timeline_csv(tmp_path):
     lines = (tmp_path / "t.csv").read_text().splitlines()
     assert lines[0].startswith("t_s,panel,rss_bytes")
     assert len(lines) == 5
+
+
+def test_tuning_calls(tmp_path):
+    path = tmp_path / "k.panels"
+    memadapt.create(path, panels())
+    s = memadapt.open(path, policy="priority")
+    s.set_tolerance(0)
+    s.set_priority(3, 7)
+    s.set_other_memory(1 << 20)
+    assert s.stats()["desired_rss"] >= 1 << 20
+    s.close()
+    with pytest.raises(memadapt.MemadaptError, match="closed"):
+        s.set_tolerance(1)

@@ -1,7 +1,8 @@
 //! Helpers shared by the integration tests that use the built libraries.
 #![allow(dead_code)] // each test file uses a part
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::process::Command;
 
 pub fn crate_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -38,7 +39,7 @@ pub fn python() -> Option<PathBuf> {
         return Some(p.into());
     }
     let venv = crate_dir().join("../../.venv/bin/python");
-    let works = std::process::Command::new(&venv)
+    let works = Command::new(&venv)
         .args(["-c", "import numpy, pytest"])
         .output()
         .is_ok_and(|o| o.status.success());
@@ -58,5 +59,56 @@ pub fn python() -> Option<PathBuf> {
          ensure_python_env'` from the repository (scripts/test does), set MEMADAPT_PYTHON, \
          or set MEMADAPT_SKIP_PYTHON_TESTS=1 to skip the Python tests",
         venv.display()
+    );
+}
+
+/// The C compiler, or `None` when the C tests are to be skipped.
+pub fn c_compiler() -> Option<String> {
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    let works = Command::new(&cc)
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if works {
+        return Some(cc);
+    }
+    if std::env::var_os("MEMADAPT_SKIP_C_TESTS").is_some() {
+        eprintln!(
+            "SKIPPED: no C compiler ({cc:?} does not run) and MEMADAPT_SKIP_C_TESTS is set: \
+             the C interface is NOT tested"
+        );
+        return None;
+    }
+    panic!(
+        "no C compiler: {cc:?} does not run. Install one (or set CC), or set \
+         MEMADAPT_SKIP_C_TESTS=1 to skip the tests of the C interface"
+    );
+}
+
+/// Compiles `sources` into `exe` with warnings as errors, so that the
+/// header stays clean C99 under strict flags.
+pub fn compile(cc: &str, sources: &[&Path], link: &[&str], exe: &Path) {
+    let include = crate_dir().join("include");
+    let output = Command::new(cc)
+        .args([
+            "-std=c99",
+            "-pedantic",
+            "-Wall",
+            "-Wextra",
+            "-Werror",
+            "-O1",
+        ])
+        .arg("-I")
+        .arg(&include)
+        .args(sources)
+        .args(link)
+        .arg("-o")
+        .arg(exe)
+        .output()
+        .expect("the C compiler runs");
+    assert!(
+        output.status.success(),
+        "{cc} failed on {sources:?}:\n{}",
+        String::from_utf8_lossy(&output.stderr)
     );
 }
