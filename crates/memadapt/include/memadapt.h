@@ -180,6 +180,7 @@ struct memadapt_stats {
     uint64_t mapped;      /* panels mapped now (pinned ones may exceed panels_in) */
     uint64_t pinned;      /* panels pinned now */
     uint64_t desired_rss; /* bytes: other memory + panels_in x resident panel size */
+    uint64_t rebases;     /* re-measurements of the other memory (RSS steady off dRSS) */
 };
 
 /* What a store holds (memadapt_info); `struct memadapt_info`, as above. */
@@ -329,7 +330,7 @@ int memadapt_info(memadapt_store *store, struct memadapt_info *out);
 /* Writes the store's timeline to the file `path` (replaced) as CSV, for
  * plotting: a header line, then one line per recorded panel access,
  *     t_s,panel,rss_bytes,drss_bytes,panels_in,mapped,event,drop_bytes,shed_panels
- * with event none, probe or shortage. At most 8192 lines: a long run is
+ * with event none, probe, shortage or rebase. At most 8192 lines: a long run is
  * thinned out evenly, accesses with an event are always kept. */
 int memadapt_write_timeline_csv(memadapt_store *store, const char *path);
 

@@ -368,6 +368,11 @@ pub enum Verdict {
     /// RSS held at dRSS long enough: `Panels_in` went up by one, so one
     /// panel more will be mapped without replacement.
     Probe,
+    /// RSS held steady off dRSS for a whole sweep with every panel of
+    /// `Panels_in` mapped: "Other Program Memory" was wrong (part of it
+    /// paged out and never touched again, or grown) and is now
+    /// `other_memory`, so that RSS = dRSS again (see [`Adapter`]).
+    Rebase { other_memory: u64 },
 }
 
 /// What the caller does for one access, in this order: unmap `unmap`,
@@ -394,6 +399,8 @@ pub struct Stats {
     pub probes: u64,
     /// Panels unmapped for any reason (shortage or replacement).
     pub unmaps: u64,
+    /// Times "Other Program Memory" was re-measured ([`Verdict::Rebase`]).
+    pub rebases: u64,
     pub maps: u64,
 }
 
@@ -412,6 +419,20 @@ pub struct Stats {
 /// Measuring after the unmappings is what prevents the cascade of §4.1:
 /// RSS lost to our own unmapping is then never mistaken for RSS taken by
 /// the system at the next access.
+///
+/// Beyond the paper: dRSS assumes the program's other memory stays
+/// resident. Under pressure the system also pages out parts of it the
+/// program never touches again (start-up code, a buffer used once), and
+/// RSS then stays below dRSS after the pressure is gone: Figure 2 would
+/// never probe again (seen in a real pool: 350 KiB short for good). RSS
+/// alone cannot tell that from mapped panels still paged out, so the
+/// caller may say, before an access, that every mapped panel is wholly
+/// resident ([`Adapter::panels_resident`], from `mincore(2)`). When it
+/// has, and RSS has stayed within the tolerance of one value for P
+/// accesses with every panel of `Panels_in` mapped and no shortage or
+/// probe, yet differs from dRSS by more than the tolerance, the
+/// difference is the other memory's, which is re-measured
+/// ([`Verdict::Rebase`]).
 #[derive(Clone, Debug)]
 pub struct Adapter {
     panel_size: u64,
@@ -437,7 +458,13 @@ pub struct Adapter {
     last_shortage: Option<Duration>,
     /// Times of the last P accesses before the current one, oldest first.
     recent: VecDeque<Duration>,
+    /// RSS at the accesses since the last shortage, probe or rebase (at
+    /// most P): the steadiness a rebase needs.
+    steady: VecDeque<u64>,
     previous_now: Option<Duration>,
+    /// The caller's word that every mapped panel is wholly resident, for
+    /// the next access only.
+    panels_resident: bool,
     /// The accessed panel while `settle` is due.
     pending: Option<usize>,
     stats: Stats,
@@ -456,7 +483,9 @@ impl Adapter {
             peak_rss: 0,
             last_shortage: None,
             recent: VecDeque::with_capacity(config.panels + 1),
+            steady: VecDeque::with_capacity(config.panels + 1),
             previous_now: None,
+            panels_resident: false,
             pending: None,
             stats: Stats::default(),
         })
@@ -546,7 +575,14 @@ impl Adapter {
             self.last_shortage = Some(now);
             self.stats.shortages += 1;
             self.stats.panels_shed += shed as u64;
+            self.steady.clear();
             return Verdict::Shortage { drop, panels: shed };
+        }
+        if let Some(other_memory) = self.rebase(rss) {
+            self.other_memory = other_memory;
+            self.stats.rebases += 1;
+            self.steady.clear();
+            return Verdict::Rebase { other_memory };
         }
         if rss.abs_diff(self.desired_rss()) <= self.tolerance && self.panels_in < self.panels() {
             self.peak_rss = self.peak_rss.max(rss);
@@ -564,10 +600,39 @@ impl Adapter {
                 self.panels_in += 1;
                 self.peak_rss = rss;
                 self.stats.probes += 1;
+                self.steady.clear();
                 return Verdict::Probe;
             }
         }
         Verdict::Keep
+    }
+
+    /// The corrected "Other Program Memory" if RSS has been steady off
+    /// dRSS for a sweep (see [`Adapter`]), recording `rss` for the next.
+    fn rebase(&mut self, rss: u64) -> Option<u64> {
+        self.steady.push_back(rss);
+        if self.steady.len() > self.panels() {
+            self.steady.pop_front();
+        }
+        let resident = std::mem::take(&mut self.panels_resident);
+        let (lo, hi) = self
+            .steady
+            .iter()
+            .fold((u64::MAX, 0), |(lo, hi), &r| (lo.min(r), hi.max(r)));
+        let drss = self.desired_rss();
+        let off = rss.abs_diff(drss) > self.tolerance;
+        let swept = self.steady.len() == self.panels()
+            && hi - lo <= self.tolerance
+            && self.residency.mapped_count() >= self.panels_in;
+        if !(off && swept && resident) {
+            return None;
+        }
+        let panels_bytes = drss - self.other_memory;
+        let other_memory = rss.saturating_sub(panels_bytes);
+        // Checked at configuration for any value up to there; beyond, keep
+        // the old value rather than overflow.
+        max_desired_rss(self.panels(), self.panel_size, other_memory).ok()?;
+        Some(other_memory)
     }
 
     /// "Time to access the last P panels" (§4.2): from the access P
@@ -580,6 +645,18 @@ impl Adapter {
         self.recent
             .front()
             .map(|&oldest| now.saturating_sub(oldest))
+    }
+
+    /// Tells the adapter that every mapped panel is wholly resident now,
+    /// before the next [`access`](Adapter::access) (which forgets it):
+    /// then RSS steady off dRSS is the other memory's (see [`Adapter`]).
+    pub fn panels_resident(&mut self) {
+        self.panels_resident = true;
+    }
+
+    /// The RSS difference ignored as noise.
+    pub fn tolerance(&self) -> u64 {
+        self.tolerance
     }
 
     /// Changes the RSS noise to ignore ([`Config::tolerance`]), for a
@@ -603,6 +680,7 @@ impl Adapter {
             };
         }
         self.other_memory = bytes;
+        self.steady.clear();
         Ok(())
     }
 
@@ -1183,6 +1261,90 @@ mod tests {
     }
 
     // ---- other memory, misuse ----
+
+    /// P = 4, 20 bytes of other memory, all panels in; a shortage at t = 5
+    /// takes a panel and 10 bytes of the other memory (which the program
+    /// never touches again) and sheds 2 panels: dRSS 2S + 20, RSS 2S + 10
+    /// from then on.
+    fn other_memory_lost() -> Adapter {
+        let mut a = Adapter::new(Config {
+            initial_panels: 4,
+            other_memory: 20,
+            ..Config::new(4, S)
+        })
+        .unwrap();
+        for t in 0..=4 {
+            keep(&mut a, t, t as usize % 4, 20 + (t.min(4)) * S);
+        }
+        let s = step(&mut a, 5, 1, 3 * S + 10, S + 10);
+        assert!(matches!(s.verdict, Verdict::Shortage { panels: 2, .. }));
+        assert_eq!(a.desired_rss(), 2 * S + 20);
+        a
+    }
+
+    #[test]
+    fn rss_steady_below_drss_is_paper_behaviour_unless_panels_are_resident() {
+        // Figure 2 alone: never a probe, for as long as it runs.
+        let mut a = other_memory_lost();
+        for t in 6..300 {
+            assert_eq!(keep(&mut a, t, t as usize % 4, 2 * S + 10), Verdict::Keep);
+        }
+        // Told the mapped panels are wholly in, it re-measures the other
+        // memory after a sweep (P = 4 steady accesses) and probes again.
+        let mut a = other_memory_lost();
+        let mut verdicts = Vec::new();
+        let mut rss = 2 * S + 10;
+        for t in 6..300 {
+            a.panels_resident();
+            verdicts.push((t, keep(&mut a, t, t as usize % 4, rss)));
+            // From the rebase on, RSS is dRSS (a probed panel comes in).
+            if a.stats().rebases > 0 {
+                rss = a.desired_rss();
+            }
+        }
+        assert_eq!(verdicts[3], (9, Verdict::Rebase { other_memory: 10 }));
+        assert_eq!(
+            verdicts[..3]
+                .iter()
+                .filter(|v| v.1 != Verdict::Keep)
+                .count(),
+            0
+        );
+        assert_eq!(a.stats().rebases, 1, "once: RSS = dRSS since");
+        assert!(verdicts.iter().any(|v| v.1 == Verdict::Probe));
+    }
+
+    #[test]
+    fn no_rebase_while_rss_moves_or_a_panel_is_missing() {
+        let mut a = other_memory_lost();
+        // Panels still faulting back in: RSS grows by 5 an access.
+        for t in 6..26 {
+            a.panels_resident();
+            let rss = S + 10 + 5 * (t - 6);
+            assert_eq!(keep(&mut a, t, t as usize % 4, rss), Verdict::Keep, "t={t}");
+        }
+        // Above dRSS and steady: the other memory grew, found after a sweep.
+        for t in 26..30 {
+            a.panels_resident();
+            let v = keep(&mut a, t, t as usize % 4, 2 * S + 70);
+            let want = if t == 29 {
+                Verdict::Rebase { other_memory: 70 }
+            } else {
+                Verdict::Keep
+            };
+            assert_eq!(v, want, "t={t}");
+        }
+        // Fewer panels mapped than Panels_in: dRSS counts one not yet in.
+        let mut b = Adapter::new(Config::new(4, S)).unwrap();
+        assert_eq!(keep(&mut b, 0, 0, 0), Verdict::Keep);
+        // A probe while panel 0, already mapped, is accessed: Panels_in 2,
+        // one panel mapped.
+        assert_eq!(keep(&mut b, 1, 0, S), Verdict::Probe);
+        for t in 2..20 {
+            b.panels_resident();
+            assert_eq!(keep(&mut b, t, 0, S), Verdict::Keep, "t={t}");
+        }
+    }
 
     #[test]
     fn other_memory_the_program_frees_is_not_a_shortage() {

@@ -103,6 +103,7 @@ pub struct MemadaptStats {
     pub mapped: u64,
     pub pinned: u64,
     pub desired_rss: u64,
+    pub rebases: u64,
 }
 
 /// What a store holds (`struct memadapt_info` in C).
@@ -821,6 +822,7 @@ pub unsafe extern "C" fn memadapt_stats(
                 mapped: s.mapped_count() as u64,
                 pinned: s.pinned_count() as u64,
                 desired_rss: s.desired_rss(),
+                rebases: c.rebases,
             };
             Ok(())
         })

@@ -318,11 +318,12 @@ impl Sample {
         verdict: Verdict::Keep,
     };
 
-    /// "none", "probe" or "shortage".
+    /// "none", "probe", "shortage" or "rebase".
     pub fn event(&self) -> &'static str {
         match self.verdict {
             Verdict::Keep => "none",
             Verdict::Probe => "probe",
+            Verdict::Rebase { .. } => "rebase",
             Verdict::Shortage { .. } => "shortage",
         }
     }
@@ -444,6 +445,8 @@ pub struct StoreStats {
     pub shortages: u64,
     pub panels_shed: u64,
     pub probes: u64,
+    /// Re-measurements of the other memory ([`Verdict::Rebase`]).
+    pub rebases: u64,
 }
 
 /// One mapped panel.
@@ -460,7 +463,7 @@ struct Mapping {
 unsafe impl Send for Mapping {}
 
 enum Control {
-    Adaptive(Adapter),
+    Adaptive(Box<Adapter>),
     /// [`Adaptation::Fixed`]: replacement alone, with the same victim
     /// choice as the adapter's.
     Fixed {
@@ -497,6 +500,9 @@ pub struct PanelStore {
     rss: Box<dyn RssSource>,
     clock: Box<dyn Clock>,
     timeline: Timeline,
+    /// mincore's answer for one panel, allocated at open with the other
+    /// memory (see `panels_resident`).
+    residency_scratch: Vec<u8>,
     cursor: usize,
     stats: StoreStats,
 }
@@ -537,8 +543,10 @@ impl PanelStore {
             reserve_panels(data.file(), &header, path)?;
         }
         let resident_panel = header.panel_size.div_ceil(page) * page;
-        // Before measuring the other memory: the timeline is part of it.
+        // Before measuring the other memory: the timeline is part of it,
+        // and so is mincore's buffer.
         let timeline = Timeline::new(options.timeline_capacity);
+        let residency_scratch = vec![1u8; (resident_panel / page) as usize];
         let mut rss = match options.rss {
             Some(source) => source,
             None => Box::new(Statm::open().map_err(|source| Error::Rss { source })?),
@@ -563,7 +571,7 @@ impl PanelStore {
                     path: path.to_owned(),
                     source,
                 })?;
-                Control::Adaptive(adapter)
+                Control::Adaptive(Box::new(adapter))
             }
             Adaptation::Fixed(panels) => {
                 if !(1..=header.panels).contains(&panels) {
@@ -591,6 +599,7 @@ impl PanelStore {
                 .clock
                 .unwrap_or_else(|| Box::new(Monotonic(Instant::now()))),
             timeline,
+            residency_scratch,
             cursor: 0,
             stats: StoreStats::default(),
             data,
@@ -698,8 +707,17 @@ impl PanelStore {
         }
         let now = self.clock.now();
         let rss = self.measure()?;
+        let off_drss = match &self.control {
+            Control::Adaptive(a) => rss.abs_diff(a.desired_rss()) > a.tolerance(),
+            Control::Fixed { .. } => false,
+        };
+        // Only then does the adapter need to know (and mincore cost time).
+        let resident = off_drss && self.panels_resident();
         let (verdict, victims) = match &mut self.control {
             Control::Adaptive(adapter) => {
+                if resident {
+                    adapter.panels_resident();
+                }
                 let step = adapter
                     .access(now, panel, rss)
                     .map_err(|source| Error::Adapter {
@@ -758,6 +776,7 @@ impl PanelStore {
         match verdict {
             Verdict::Keep => {}
             Verdict::Probe => self.stats.probes += 1,
+            Verdict::Rebase { .. } => self.stats.rebases += 1,
             Verdict::Shortage { panels, .. } => {
                 self.stats.shortages += 1;
                 self.stats.panels_shed += panels as u64;
@@ -782,6 +801,31 @@ impl PanelStore {
             .expect("mapped just above, or the error returned");
         m.dirty |= write;
         Ok(m)
+    }
+
+    /// Whether every page of every mapped panel is in memory (`mincore`:
+    /// in the page cache, which for a shared file mapping the program
+    /// touches is what its RSS counts). An error answers no: the adapter
+    /// then just keeps Figure 2's behaviour.
+    fn panels_resident(&mut self) -> bool {
+        let page = page_size() as usize;
+        for m in self.maps.iter().flatten() {
+            let pages = m.len.div_ceil(page);
+            self.residency_scratch.resize(pages, 0);
+            // SAFETY: a live mapping of `len` bytes; the vector has one
+            // byte per page of it.
+            let rc = unsafe {
+                libc::mincore(
+                    m.ptr.as_ptr().cast(),
+                    m.len,
+                    self.residency_scratch.as_mut_ptr(),
+                )
+            };
+            if rc != 0 || self.residency_scratch.iter().any(|&b| b & 1 == 0) {
+                return false;
+            }
+        }
+        true
     }
 
     fn measure(&mut self) -> Result<u64> {
@@ -824,6 +868,15 @@ impl PanelStore {
         // costs speed, not data, so it is not reported.
         // SAFETY: the range was just mapped.
         unsafe { libc::madvise(ptr, len, libc::MADV_WILLNEED) };
+        // Then fault the whole panel in (Linux 5.14+). dRSS counts every
+        // mapped panel as wholly resident, but only the pages a program
+        // touches enter its RSS: a panel with an untouched tail (padding,
+        // a last block shorter than the others) would leave RSS below
+        // dRSS for good, beyond the tolerance, and no probe would ever
+        // come. Advice again: an older kernel (EINVAL) keeps the old
+        // behaviour, and a read error shows when the program reads.
+        // SAFETY: as above.
+        unsafe { libc::madvise(ptr, len, libc::MADV_POPULATE_READ) };
         self.stats.maps += 1;
         Ok(Mapping {
             ptr: NonNull::new(ptr.cast()).expect("mmap does not return null for a hint-less map"),

@@ -128,6 +128,7 @@ class _Stats(ctypes.Structure):
             "mapped",
             "pinned",
             "desired_rss",
+            "rebases",
         )
     ]
 
