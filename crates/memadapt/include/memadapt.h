@@ -142,7 +142,13 @@ enum memadapt_flags {
     /* Least recently used first: for programs that revisit recent panels. */
     MEMADAPT_POLICY_LRU = 2,
     /* Lowest memadapt_set_priority first, then most recently used. */
-    MEMADAPT_POLICY_PRIORITY = 4
+    MEMADAPT_POLICY_PRIORITY = 4,
+    /* The paper's algorithm on RSS alone: memory of the program's own
+     * that was paged out and is never touched again then leaves RSS
+     * below the desired RSS for good, and no more panels are taken after
+     * the pressure is gone. By default the library re-measures it once
+     * mincore(2) shows every mapped panel resident. For comparisons. */
+    MEMADAPT_RSS_ONLY = 8
 };
 
 /* What panels hold, recorded in the file (the values are the file's tags). */

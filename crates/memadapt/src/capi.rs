@@ -64,14 +64,16 @@ pub const MEMADAPT_E_RSS: c_int = -13;
 /// A bug in memadapt (a caught panic), or a store poisoned by one.
 pub const MEMADAPT_E_INTERNAL: c_int = -14;
 
-// `memadapt_open` flags: the mode in bit 0, the policy in bits 1-2.
+// `memadapt_open` flags: the mode in bit 0, the policy in bits 1-2,
+// RSS-only in bit 3.
 pub const MEMADAPT_READ_ONLY: c_uint = 0;
 pub const MEMADAPT_READ_WRITE: c_uint = 1;
 pub const MEMADAPT_POLICY_MRU: c_uint = 0;
 pub const MEMADAPT_POLICY_LRU: c_uint = 1 << 1;
 pub const MEMADAPT_POLICY_PRIORITY: c_uint = 2 << 1;
+pub const MEMADAPT_RSS_ONLY: c_uint = 1 << 3;
 const POLICY_MASK: c_uint = 3 << 1;
-const KNOWN_FLAGS: c_uint = MEMADAPT_READ_WRITE | POLICY_MASK;
+const KNOWN_FLAGS: c_uint = MEMADAPT_READ_WRITE | POLICY_MASK | MEMADAPT_RSS_ONLY;
 
 /// An open panel store (`memadapt_store` in C).
 pub struct MemadaptStore {
@@ -296,7 +298,8 @@ fn open_options(flags: c_uint, fixed_panels: usize) -> Result<crate::Options, Fa
             format!(
                 "unknown flags {flags:#x}: combine MEMADAPT_READ_ONLY or \
                  MEMADAPT_READ_WRITE with one of MEMADAPT_POLICY_MRU, \
-                 MEMADAPT_POLICY_LRU, MEMADAPT_POLICY_PRIORITY"
+                 MEMADAPT_POLICY_LRU, MEMADAPT_POLICY_PRIORITY, and optionally \
+                 MEMADAPT_RSS_ONLY"
             ),
         ));
     }
@@ -310,7 +313,10 @@ fn open_options(flags: c_uint, fixed_panels: usize) -> Result<crate::Options, Fa
         MEMADAPT_POLICY_PRIORITY => Policy::Priority,
         _ => Policy::Mru,
     };
-    let options = PanelStore::options().mode(mode).policy(policy);
+    let mut options = PanelStore::options().mode(mode).policy(policy);
+    if flags & MEMADAPT_RSS_ONLY != 0 {
+        options = options.rss_only();
+    }
     Ok(match fixed_panels {
         0 => options,
         n => options.fixed(n),
@@ -327,7 +333,12 @@ fn flags_of(store: &PanelStore) -> u32 {
         Policy::Lru => MEMADAPT_POLICY_LRU,
         Policy::Priority => MEMADAPT_POLICY_PRIORITY,
     };
-    mode | policy
+    let rss_only = if store.is_rss_only() {
+        MEMADAPT_RSS_ONLY
+    } else {
+        0
+    };
+    mode | policy | rss_only
 }
 
 // ---- the entry points; the header documents each ----
@@ -923,7 +934,7 @@ mod tests {
 
     #[test]
     fn flags_are_checked_and_read_back() {
-        for bad in [POLICY_MASK, 1 << 3, u32::MAX] {
+        for bad in [POLICY_MASK, 1 << 4, u32::MAX] {
             let f = open_options(bad, 0).err().expect("refused");
             assert_eq!(f.code, MEMADAPT_E_INVALID);
             assert!(f.message.contains("MEMADAPT_POLICY_LRU"), "{}", f.message);
@@ -935,6 +946,7 @@ mod tests {
             MEMADAPT_READ_ONLY,
             MEMADAPT_READ_WRITE | MEMADAPT_POLICY_LRU,
             MEMADAPT_POLICY_PRIORITY,
+            MEMADAPT_POLICY_LRU | MEMADAPT_RSS_ONLY,
         ] {
             let store = open_options(flags, 1).ok().unwrap().open(&path).unwrap();
             assert_eq!(flags_of(&store), flags);

@@ -188,6 +188,7 @@ pub struct Options {
     tolerance: Option<u64>,
     other_memory: Option<u64>,
     timeline_capacity: usize,
+    rss_only: bool,
     rss: Option<Box<dyn RssSource>>,
     clock: Option<Box<dyn Clock>>,
 }
@@ -202,6 +203,7 @@ impl Default for Options {
             tolerance: None,
             other_memory: None,
             timeline_capacity: DEFAULT_TIMELINE_CAPACITY,
+            rss_only: false,
             rss: None,
             clock: None,
         }
@@ -240,6 +242,14 @@ impl Options {
     /// Keep `panels` panels mapped, whatever the memory pressure.
     pub fn fixed(self, panels: usize) -> Options {
         self.adaptation(Adaptation::Fixed(panels))
+    }
+
+    /// The paper's Figure 2 on RSS alone: never ask `mincore` whether the
+    /// mapped panels are resident, so never re-measure the other memory
+    /// ([`Verdict::Rebase`]). For comparison; not what a program wants.
+    pub fn rss_only(mut self) -> Options {
+        self.rss_only = true;
+        self
     }
 
     /// `Panels_in` at the start ([`Config::initial_panels`], 1 by default).
@@ -503,6 +513,7 @@ pub struct PanelStore {
     /// mincore's answer for one panel, allocated at open with the other
     /// memory (see `panels_resident`).
     residency_scratch: Vec<u8>,
+    rss_only: bool,
     cursor: usize,
     stats: StoreStats,
 }
@@ -600,6 +611,7 @@ impl PanelStore {
                 .unwrap_or_else(|| Box::new(Monotonic(Instant::now()))),
             timeline,
             residency_scratch,
+            rss_only: options.rss_only,
             cursor: 0,
             stats: StoreStats::default(),
             data,
@@ -712,7 +724,7 @@ impl PanelStore {
             Control::Fixed { .. } => false,
         };
         // Only then does the adapter need to know (and mincore cost time).
-        let resident = off_drss && self.panels_resident();
+        let resident = off_drss && !self.rss_only && self.panels_resident();
         let (verdict, victims) = match &mut self.control {
             Control::Adaptive(adapter) => {
                 if resident {
@@ -1093,6 +1105,11 @@ impl PanelStore {
 
     pub fn mode(&self) -> Mode {
         self.mode
+    }
+
+    /// Opened with [`Options::rss_only`].
+    pub fn is_rss_only(&self) -> bool {
+        self.rss_only
     }
 
     /// Which panels go first when some must be unmapped.

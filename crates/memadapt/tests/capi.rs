@@ -134,6 +134,7 @@ fn header_matches_the_library() {
         ("MEMADAPT_POLICY_MRU", MEMADAPT_POLICY_MRU as i32),
         ("MEMADAPT_POLICY_LRU", MEMADAPT_POLICY_LRU as i32),
         ("MEMADAPT_POLICY_PRIORITY", MEMADAPT_POLICY_PRIORITY as i32),
+        ("MEMADAPT_RSS_ONLY", MEMADAPT_RSS_ONLY as i32),
     ]
     .into_iter()
     .map(|(name, value)| (name.to_owned(), i64::from(value)))

@@ -11,19 +11,22 @@
  *     mmap    the in-core code reading the matrix through one read-only
  *             map of the whole file
  *     mema    memadapt: panels mapped on demand, as many kept as memory
- *             allows (--fixed K: always K, the static scheme of Fig. 3)
+ *             allows (--fixed K: always K, the static scheme of Fig. 3;
+ *             --rss-only: the paper's Figure 2 on RSS alone)
  *
  * Usage:
  *     cg create FILE n P            the matrix for an n x n x n grid
  *     cg MODE FILE [--iterations K] [--tol T] [--seconds S] [--fixed K]
- *                  [--x-out FILE] [--timeline CSV]
+ *                  [--rss-only] [--x-out FILE] [--timeline CSV]
  *
  * Solves A x = 1 from x = 0 until the relative residual is below T
  * (default 1e-8) or K iterations (default 10000) or S seconds (then, if
  * it converges first, it starts again from x = 0, so a benchmark can run
  * for a set time). Prints one line per iteration,
  *     iter K t T dt DT res R
- * (T seconds since the start of the solve, DT of this iteration), then a
+ * (T seconds since the start of the solve, DT of this iteration), after
+ *     cg: solve starts at E s since the epoch
+ * (so that a benchmark can line up two jobs' iterations), then a
  * summary. --x-out writes x as raw doubles. Exit 0, 1 if it did not
  * converge when asked to (no --seconds), 2 on an error, 64 on bad usage.
  *
@@ -271,7 +274,7 @@ static void usage(void)
 {
     fprintf(stderr, "usage: cg create FILE n P\n"
                     "       cg incore|ooc|mmap|mema FILE [--iterations K] [--tol T] "
-                    "[--seconds S] [--fixed K] [--x-out FILE] [--timeline CSV]\n");
+                    "[--seconds S] [--fixed K] [--rss-only] [--x-out FILE] [--timeline CSV]\n");
     exit(64);
 }
 
@@ -307,7 +310,12 @@ int main(int argc, char **argv)
     const char *path = argv[2], *x_out = NULL, *timeline = NULL;
     double tol = 1e-8, seconds = 0;
     size_t max_iterations = 10000, fixed = 0;
+    unsigned rss_only = 0;
     for (int a = 3; a < argc; a++) {
+        if (strcmp(argv[a], "--rss-only") == 0) {
+            rss_only = MEMADAPT_RSS_ONLY;
+            continue;
+        }
         if (a + 1 >= argc)
             usage();
         const char *flag = argv[a], *value = argv[++a];
@@ -361,12 +369,17 @@ int main(int argc, char **argv)
         break;
     }
     case MEMA:
-        CHECK(memadapt_open(path, MEMADAPT_READ_ONLY | MEMADAPT_POLICY_MRU, fixed, &m.store));
+        CHECK(memadapt_open(path, MEMADAPT_READ_ONLY | MEMADAPT_POLICY_MRU | rss_only, fixed,
+                            &m.store));
         break;
     }
     printf("cg: %s n=%zu unknowns=%zu panels=%zu panel_bytes=%zu\n", modes[m.mode], n, total,
            m.panels, m.panel_bytes);
 
+    struct timespec wall;
+    clock_gettime(CLOCK_REALTIME, &wall);
+    printf("cg: solve starts at %.6f s since the epoch\n",
+           (double)wall.tv_sec + 1e-9 * (double)wall.tv_nsec);
     double start = now(), last = start, bnorm = sqrt(dot(total, b, b)), res = 1.0;
     size_t it = 0, restarts = 0;
     int converged = 0;

@@ -110,6 +110,7 @@ _DTYPES = {
 _TAGS = {v: k for k, v in _DTYPES.items()}
 
 _READ_WRITE = 1
+_RSS_ONLY = 8
 _POLICIES = {"mru": 0, "lru": 2, "priority": 4}
 
 
@@ -352,7 +353,7 @@ class _Handle:
 PYTHON_TOLERANCE = 1 << 20
 
 
-def open(path, mode="r", policy="mru", fixed=0, tolerance=None):  # noqa: A001
+def open(path, mode="r", policy="mru", fixed=0, tolerance=None, rss_only=False):  # noqa: A001
     """Opens the data file `path`: mode "r" (read-only, default) or "r+"
     (panels writable, written back to the file); policy "mru" (cyclic
     sweeps), "lru" or "priority"; `fixed` > 0 keeps that many panels
@@ -362,19 +363,23 @@ def open(path, mode="r", policy="mru", fixed=0, tolerance=None):  # noqa: A001
     whose pages are not resident until written): the RSS at open is taken
     as memory besides the panels (or see Store.set_other_memory); and
     keep the loop from allocating (out= arguments), or the heap's growth
-    reads as memory the panels cannot have."""
-    return Store(path, mode, policy, fixed, tolerance)
+    reads as memory the panels cannot have. `rss_only`: the paper's
+    algorithm on RSS alone, without the mincore check that lets the
+    library re-measure memory of the program's own paged out for good
+    (for comparisons)."""
+    return Store(path, mode, policy, fixed, tolerance, rss_only)
 
 
 class Store:
     """An open data file whose panels come as zero-copy NumPy arrays."""
 
-    def __init__(self, path, mode="r", policy="mru", fixed=0, tolerance=None):
+    def __init__(self, path, mode="r", policy="mru", fixed=0, tolerance=None, rss_only=False):
         if mode not in ("r", "r+"):
             raise ValueError(f"memadapt: mode must be 'r' or 'r+', got {mode!r}")
         if policy not in _POLICIES:
             raise ValueError(f"memadapt: policy must be one of {sorted(_POLICIES)}, got {policy!r}")
         flags = _POLICIES[policy] | (_READ_WRITE if mode == "r+" else 0)
+        flags |= _RSS_ONLY if rss_only else 0
         ptr = ctypes.c_void_p()
         _check(_open(_path(path), flags, int(fixed), ctypes.byref(ptr)))
         self._h = _Handle(ptr.value, path)
@@ -385,6 +390,7 @@ class Store:
         self.panels = int(info.panels)
         self.panel_bytes = int(info.panel_bytes)
         self.dtype = _DTYPES[info.element]
+        self.rss_only = bool(info.flags & _RSS_ONLY)
         self._cursor = 0
         if tolerance is None:
             tolerance = min(PYTHON_TOLERANCE, int(info.resident_panel_bytes) // 2)

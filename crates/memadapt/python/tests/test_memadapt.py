@@ -166,3 +166,16 @@ def test_tuning_calls(tmp_path):
     s.close()
     with pytest.raises(memadapt.MemadaptError, match="closed"):
         s.set_tolerance(1)
+
+
+def test_rss_only_store_reads_the_same_and_says_so(tmp_path):
+    path = tmp_path / "r.panels"
+    src = panels()
+    memadapt.create(path, src)
+    with memadapt.open(path) as s:
+        assert not s.rss_only
+    with memadapt.open(path, rss_only=True) as s:
+        assert s.rss_only, "the library read the flag back"
+        for _ in range(3):
+            for i, a in s.sweep():
+                np.testing.assert_array_equal(a, src[i])
