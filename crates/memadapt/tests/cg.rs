@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{c_compiler, compile, crate_dir, library_dir, python};
+use common::{c_compiler, compile_cg, crate_dir, library_dir, python};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -83,13 +83,7 @@ fn c_and_python_cg_equal_in_core_in_every_mode() {
     let Some(cc) = c_compiler() else { return };
     let dir = tempfile::tempdir().unwrap();
     let exe = dir.path().join("cg");
-    let archive = library_dir().join("libmemadapt.a");
-    compile(
-        &cc,
-        &[&crate_dir().join("examples/c/cg.c")],
-        &[archive.to_str().unwrap(), "-lpthread", "-ldl", "-lm"],
-        &exe,
-    );
+    compile_cg(&cc, &exe);
     // 14^3 unknowns in 5 panels: the last panel shorter, panels not a
     // whole number of pages.
     let file = dir.path().join("A.panels");

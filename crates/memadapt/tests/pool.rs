@@ -11,7 +11,7 @@ mod common;
 #[path = "../../linux/tests/common/mod.rs"]
 mod linux;
 
-use common::{c_compiler, compile, crate_dir, library_dir};
+use common::{c_compiler, compile, compile_cg};
 use linux::{skip_unless, spawn_in, test_group, v1_backend, Cleanup, MIB};
 use memgang_linux::swap::TestSwap;
 use std::path::Path;
@@ -92,13 +92,7 @@ fn panels_drop_under_a_competitor_and_come_back_after_it() {
     let Some(cc) = c_compiler() else { return };
     let dir = tempfile::tempdir().unwrap();
     let (cg, hog) = (dir.path().join("cg"), dir.path().join("competitor"));
-    let archive = library_dir().join("libmemadapt.a");
-    compile(
-        &cc,
-        &[&crate_dir().join("examples/c/cg.c")],
-        &[archive.to_str().unwrap(), "-lpthread", "-ldl", "-lm"],
-        &cg,
-    );
+    compile_cg(&cc, &cg);
     let hog_c = dir.path().join("competitor.c");
     std::fs::write(&hog_c, COMPETITOR_C).unwrap();
     compile(&cc, &[&hog_c], &[], &hog);

@@ -85,6 +85,18 @@ pub fn c_compiler() -> Option<String> {
     );
 }
 
+/// Compiles the CG example (`examples/c/cg.c`) into `exe`, linked
+/// statically with this build's library.
+pub fn compile_cg(cc: &str, exe: &Path) {
+    let archive = library_dir().join("libmemadapt.a");
+    compile(
+        cc,
+        &[&crate_dir().join("examples/c/cg.c")],
+        &[archive.to_str().unwrap(), "-lpthread", "-ldl", "-lm"],
+        exe,
+    );
+}
+
 /// Compiles `sources` into `exe` with warnings as errors, so that the
 /// header stays clean C99 under strict flags.
 pub fn compile(cc: &str, sources: &[&Path], link: &[&str], exe: &Path) {
