@@ -154,7 +154,6 @@ fn panels_drop_under_a_competitor_and_come_back_after_it() {
     assert_eq!(status, 0, "the solver failed (wait status {status})");
 
     let samples = timeline(&csv);
-    let _ = std::fs::copy(&csv, "/tmp/pool-timeline.csv");
     let before = panels_in(&samples, COMPETITOR_FROM - 3.0, COMPETITOR_FROM);
     let dropped = panels_in(&samples, COMPETITOR_FROM, COMPETITOR_TO);
     let during = panels_in(&samples, COMPETITOR_TO - 4.0, COMPETITOR_TO);
