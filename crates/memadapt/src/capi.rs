@@ -536,8 +536,8 @@ fn access(s: &mut PanelStore, panel: usize, write: bool) -> Result<(*mut c_void,
     })
 }
 
-/// The four panel calls: by number or next in the sweep, to read or to
-/// write.
+/// The six panel calls: by number or next in the sweep, to read or to
+/// write, and by number pinned.
 ///
 /// # Safety
 /// `store` is NULL or a live store handle; `index` (if given), `data`
@@ -549,6 +549,7 @@ unsafe fn panel_call(
     data: *mut *mut c_void,
     len: *mut usize,
     write: bool,
+    pin: bool,
 ) -> c_int {
     // SAFETY: the caller's, passed on.
     unsafe {
@@ -564,6 +565,9 @@ unsafe fn panel_call(
                 }
             };
             (*data, *len) = access(s, panel, write)?;
+            if pin {
+                s.pin_accessed(panel);
+            }
             Ok(())
         })
     }
@@ -598,6 +602,7 @@ pub unsafe extern "C" fn memadapt_panel(
             data.cast(),
             len,
             false,
+            false,
         )
     }
 }
@@ -623,6 +628,7 @@ pub unsafe extern "C" fn memadapt_panel_mut(
             data,
             len,
             true,
+            false,
         )
     }
 }
@@ -648,6 +654,7 @@ pub unsafe extern "C" fn memadapt_next_panel(
             data.cast(),
             len,
             false,
+            false,
         )
     }
 }
@@ -672,6 +679,7 @@ pub unsafe extern "C" fn memadapt_next_panel_mut(
             data,
             len,
             true,
+            false,
         )
     }
 }
@@ -699,7 +707,17 @@ pub unsafe extern "C" fn memadapt_pin_panel(
     len: *mut usize,
 ) -> c_int {
     // SAFETY: the caller's.
-    unsafe { pin_panel_call("memadapt_pin_panel", store, panel, data.cast(), len, false) }
+    unsafe {
+        panel_call(
+            "memadapt_pin_panel",
+            store,
+            Which::Panel(panel),
+            data.cast(),
+            len,
+            false,
+            true,
+        )
+    }
 }
 
 /// [`memadapt_pin_panel`] for writing (read-write stores).
@@ -714,28 +732,16 @@ pub unsafe extern "C" fn memadapt_pin_panel_mut(
     len: *mut usize,
 ) -> c_int {
     // SAFETY: the caller's.
-    unsafe { pin_panel_call("memadapt_pin_panel_mut", store, panel, data, len, true) }
-}
-
-/// # Safety
-/// As [`panel_call`].
-unsafe fn pin_panel_call(
-    function: &str,
-    store: *mut MemadaptStore,
-    panel: usize,
-    data: *mut *mut c_void,
-    len: *mut usize,
-    write: bool,
-) -> c_int {
-    // SAFETY: the caller's, passed on.
     unsafe {
-        with_store(function, store, |s| {
-            let data = out_arg(data, "data", ptr::null_mut())?;
-            let len = out_arg(len, "len", 0)?;
-            (*data, *len) = access(s, panel, write)?;
-            s.pin_accessed(panel);
-            Ok(())
-        })
+        panel_call(
+            "memadapt_pin_panel_mut",
+            store,
+            Which::Panel(panel),
+            data,
+            len,
+            true,
+            true,
+        )
     }
 }
 
