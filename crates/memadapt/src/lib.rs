@@ -7,7 +7,11 @@
 //! expects it to be, unmaps panels when memory was taken away, and now and
 //! then maps one panel more to find out whether memory has come back.
 //! Only the program's own RSS is needed: no global memory figures, which
-//! operating systems do not report reliably (§4).
+//! operating systems do not report reliably (§4). Beyond the paper, the
+//! store asks `mincore(2)` whether its mapped panels are resident when
+//! RSS stays off its expected value, to tell its own memory paged out
+//! for good from panels still paged out ([`Verdict::Rebase`];
+//! [`Options::rss_only`] turns that off).
 //!
 //! Three layers, each usable alone:
 //!
