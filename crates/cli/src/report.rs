@@ -10,7 +10,7 @@ pub fn render(results: &[RunResult]) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "{:<16} {:<8} {:<8} {:<6} {:>8} {:>11} {:>9} {:>9} {:>9} {:>11} {:>11} {:>6}",
+        "{:<16} {:<8} {:<8} {:<10} {:>8} {:>11} {:>9} {:>9} {:>9} {:>11} {:>11} {:>6}",
         "experiment",
         "policy",
         "stop",
@@ -26,10 +26,11 @@ pub fn render(results: &[RunResult]) -> String {
     );
     for r in results {
         let failed = r.jobs.iter().filter(|j| !j.ok()).count();
-        let gang = r.policy == "gang";
+        // Policies that suspend jobs: gang, and hybrid/auto (with an overlap).
+        let gang = r.policy == "gang" || r.overlap.is_some();
         let _ = writeln!(
             out,
-            "{:<16} {:<8} {:<8} {:<6} {:>8} {:>11.1} {:>9} {:>9} {:>9} {:>11} {:>11} {:>6}",
+            "{:<16} {:<8} {:<8} {:<10} {:>8} {:>11.1} {:>9} {:>9} {:>9} {:>11} {:>11} {:>6}",
             r.experiment,
             r.policy,
             // How jobs were stopped matters only where they were.
@@ -38,7 +39,11 @@ pub fn render(results: &[RunResult]) -> String {
             } else {
                 "-"
             },
-            if gang { r.switch.as_str() } else { "-" },
+            match (&r.overlap, gang) {
+                (Some(o), _) => o.as_str(),
+                (None, true) => r.switch.as_str(),
+                (None, false) => "-",
+            },
             if gang {
                 format!("{}s", r.quantum_s)
             } else {
