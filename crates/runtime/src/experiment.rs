@@ -1,7 +1,8 @@
 //! The experiment file (TOML): which jobs to run and how. Every error names
 //! the file, the line and what to write instead.
 
-use memgang_core::units::parse_bytes;
+use memgang_core::packing;
+use memgang_core::units::{format_bytes, parse_bytes};
 use memgang_core::{JobSpec, Overlap, PolicyKind, Switching};
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -240,6 +241,10 @@ impl Experiment {
                 env: j.env.clone(),
             });
         }
+        if policy == PolicyKind::Hybrid {
+            check_packable(&jobs, pool_memory)
+                .map_err(|m| err(doc.pool_memory.as_ref().map(|p| p.span()), m))?;
+        }
         let name = doc.name.unwrap_or_else(|| {
             Path::new(file)
                 .file_stem()
@@ -270,6 +275,44 @@ impl Experiment {
             ..self.clone()
         }
     }
+}
+
+/// `hybrid` promises quanta without paging by packing jobs into sets that
+/// fit in the pool. When every job declares more than a set may hold, no
+/// set can hold even one job without paging, so that promise cannot be
+/// kept: say so rather than run a slow gang under another name. (`auto`
+/// and jobs without a declared size are left to the measured peaks.)
+fn check_packable(jobs: &[JobDef], pool: u64) -> Result<(), String> {
+    let cap = packing::capacity(pool);
+    let sizes: Option<Vec<(&str, u64)>> = jobs
+        .iter()
+        .map(|j| {
+            j.spec
+                .memory_bytes
+                .map(|m| (j.spec.name.as_str(), packing::estimate(Some(m), None)))
+        })
+        .collect();
+    let Some(smallest) = sizes.and_then(|s| s.into_iter().min_by_key(|(_, b)| *b)) else {
+        return Ok(());
+    };
+    if smallest.1 <= cap {
+        return Ok(());
+    }
+    Err(format!(
+        "pool_memory {} is too small for policy hybrid to pack any job: a set may hold {} (the pool less 1/16), and the smallest job, {:?}, needs {} (its memory plus {} per job); every job would page even alone. Give a pool of at least {}, or use policy gang",
+        format_bytes(pool),
+        format_bytes(cap),
+        smallest.0,
+        format_bytes(smallest.1),
+        format_bytes(packing::JOB_OVERHEAD),
+        // Rounded up to whole MiB: the advice must be enough.
+        format_bytes(
+            (smallest.1 * packing::MARGIN_DIVISOR)
+                .div_ceil(packing::MARGIN_DIVISOR - 1)
+                .div_ceil(1 << 20)
+                << 20
+        ),
+    ))
 }
 
 fn line_of(text: &str, offset: usize) -> usize {
@@ -379,6 +422,24 @@ command = ["true"]
             (e.policy, e.overlap),
             (PolicyKind::Hybrid, memgang_core::Overlap::Prefetch)
         );
+
+        // A pool that no job fits in: hybrid says so, with the pool's line
+        // and the size it would need (700M + 4M, plus the 1/16 margin).
+        let tight = GOOD
+            .replace("policy = \"gang\"", "policy = \"hybrid\"")
+            .replace("pool_memory = \"1G\"", "pool_memory = \"512M\"")
+            .replace("[\"true\"]", "[\"true\"]\nmemory = \"600M\"");
+        let e = error_of(&tight);
+        assert_eq!(e.line, Some(4), "{e}");
+        assert!(e.message.contains("too small for policy hybrid"), "{e}");
+        assert!(e.message.contains("\"b\", needs 604M"), "{e}");
+        assert!(e.message.contains("at least 645M"), "{e}");
+        // One job that fits is enough to pack; gang and auto are not held
+        // to hybrid's promise; a job of unknown size may be small.
+        assert!(parse(&tight.replace("memory = \"600M\"", "memory = \"400M\"")).is_ok());
+        assert!(parse(&tight.replace("policy = \"hybrid\"", "policy = \"gang\"")).is_ok());
+        assert!(parse(&tight.replace("policy = \"hybrid\"\n", "")).is_ok());
+        assert!(parse(&tight.replace("memory = \"600M\"", "")).is_ok());
 
         let e = error_of(&GOOD.replace("quantum = \"10s\"", "quantum = \"ten\""));
         assert_eq!(e.line, Some(3), "{e}");
