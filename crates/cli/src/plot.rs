@@ -1,5 +1,6 @@
-//! Figures made from result files alone: the paging activity trace of paper
-//! 000 Fig. 6, as SVG.
+//! Figures made from result files alone, as SVG: the paging activity trace
+//! of paper 000 Fig. 6 and makespan against the number of jobs of paper 001
+//! Fig. 7/9.
 
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, Subcommand};
@@ -12,6 +13,20 @@ pub enum Plot {
     /// Swap-in and swap-out rates over time with the switches marked (paper
     /// 000 Fig. 6): one panel per file, sharing the time axis.
     Trace(TraceArgs),
+    /// Makespan against the number of simultaneous jobs, one line per
+    /// policy (paper 001 Fig. 7, 9): one panel per experiment family, the
+    /// experiment's name less its `-nN` (N: the number of jobs).
+    Makespan(MakespanArgs),
+}
+
+#[derive(Args)]
+pub struct MakespanArgs {
+    /// Results JSON written by `run --json`.
+    #[arg(required = true)]
+    files: Vec<PathBuf>,
+    /// The SVG file to write.
+    #[arg(short, long)]
+    output: PathBuf,
 }
 
 #[derive(Args)]
@@ -33,6 +48,7 @@ pub struct TraceArgs {
 pub fn run(plot: Plot) -> Result<()> {
     match plot {
         Plot::Trace(args) => trace(args),
+        Plot::Makespan(args) => makespan(args),
     }
 }
 
@@ -107,12 +123,16 @@ fn check_output_dir(out: &Path) -> Result<()> {
     Ok(())
 }
 
-fn load(path: &Path) -> Result<RunResult> {
+fn read(path: &Path) -> Result<RunResult> {
     const HINT: &str = "give results JSON written by `memgang run --json FILE`";
     let text =
         std::fs::read(path).with_context(|| format!("reading {} ({HINT})", path.display()))?;
-    let r: RunResult = serde_json::from_slice(&text)
-        .with_context(|| format!("{} is not a memgang results file ({HINT})", path.display()))?;
+    serde_json::from_slice(&text)
+        .with_context(|| format!("{} is not a memgang results file ({HINT})", path.display()))
+}
+
+fn load(path: &Path) -> Result<RunResult> {
+    let r = read(path)?;
     if r.samples.is_empty() {
         bail!(
             "{} has no samples to plot: the run ended before its first 100 ms sample; \
@@ -216,6 +236,124 @@ fn draw(panels: &[Panel], x: std::ops::Range<f64>, y_max: f64) -> DrawResult<Str
             chart
                 .configure_series_labels()
                 .position(SeriesLabelPosition::UpperRight)
+                .background_style(WHITE.mix(0.8))
+                .border_style(BLACK.mix(0.5))
+                .draw()?;
+        }
+        root.present()?;
+    }
+    Ok(svg)
+}
+
+/// A run's place in the makespan plot: its family (panel), its line and
+/// the number of jobs.
+fn makespan_point(r: &RunResult) -> (String, String, usize) {
+    let (family, n) = match r.experiment.rsplit_once("-n") {
+        Some((f, n)) if n.parse::<usize>().is_ok() => (f.to_string(), n.parse().unwrap()),
+        _ => (r.experiment.clone(), r.jobs.len()),
+    };
+    let line = match (&r.overlap, r.policy.as_str()) {
+        (Some(o), p) => format!("{p} {o}"),
+        (None, "gang") => format!("gang {}", r.switch),
+        (None, p) => p.to_string(),
+    };
+    (family, line, n)
+}
+
+/// (line, points of (n, makespan, stopped by a time limit)) of one panel.
+type Lines = Vec<(String, Vec<(usize, f64, bool)>)>;
+
+fn makespan(args: MakespanArgs) -> Result<()> {
+    check_output_dir(&args.output)?;
+    let mut panels: Vec<(String, Lines)> = Vec::new();
+    for f in &args.files {
+        let r = read(f)?;
+        let (family, line, n) = makespan_point(&r);
+        let panel = match panels.iter().position(|(p, _)| *p == family) {
+            Some(i) => &mut panels[i].1,
+            None => {
+                panels.push((family, Vec::new()));
+                &mut panels.last_mut().unwrap().1
+            }
+        };
+        let points = match panel.iter().position(|(l, _)| *l == line) {
+            Some(i) => &mut panel[i].1,
+            None => {
+                panel.push((line.clone(), Vec::new()));
+                &mut panel.last_mut().unwrap().1
+            }
+        };
+        if points.iter().any(|p| p.0 == n) {
+            bail!(
+                "{}: a second {line:?} run of {} with {n} jobs; give one result per policy and n",
+                f.display(),
+                r.experiment
+            );
+        }
+        points.push((n, r.makespan_s, r.interrupted));
+    }
+    for (_, lines) in &mut panels {
+        lines.sort_by(|a, b| a.0.cmp(&b.0));
+        for (_, points) in lines.iter_mut() {
+            points.sort_by_key(|p| p.0);
+        }
+    }
+    let svg = draw_makespan(&panels).map_err(|e| anyhow!("drawing the plot: {e}"))?;
+    std::fs::write(&args.output, svg)
+        .with_context(|| format!("writing the plot to {}", args.output.display()))?;
+    println!("plot: {}", args.output.display());
+    Ok(())
+}
+
+fn draw_makespan(panels: &[(String, Lines)]) -> DrawResult<String> {
+    let mut svg = String::new();
+    {
+        let height = PANEL_HEIGHT * 3 / 2 * panels.len() as u32;
+        let root = SVGBackend::with_string(&mut svg, (WIDTH, height)).into_drawing_area();
+        root.fill(&WHITE)?;
+        for (area, (family, lines)) in root.split_evenly((panels.len(), 1)).iter().zip(panels) {
+            let points = || lines.iter().flat_map(|(_, p)| p.iter());
+            let n_max = points().map(|p| p.0).max().unwrap_or(1);
+            let y_max = points().map(|p| p.1).fold(1.0, f64::max) * 1.1;
+            let mut chart = ChartBuilder::on(area)
+                .caption(
+                    format!(
+                        "{family}: makespan (hollow: stopped by the time limit, a lower bound)"
+                    ),
+                    ("sans-serif", 18),
+                )
+                .margin(10)
+                .x_label_area_size(40)
+                .y_label_area_size(60)
+                .build_cartesian_2d(0.5..n_max as f64 + 0.5, 0.0..y_max)?;
+            chart
+                .configure_mesh()
+                .x_desc("simultaneous jobs")
+                .y_desc("makespan (s)")
+                .x_labels(n_max + 1)
+                .x_label_formatter(&|x| format!("{x:.0}"))
+                .draw()?;
+            for (i, (line, pts)) in lines.iter().enumerate() {
+                let color = Palette99::pick(i).to_rgba();
+                let xy = |&(n, m, _): &(usize, f64, bool)| (n as f64, m);
+                chart
+                    .draw_series(LineSeries::new(pts.iter().map(xy), color.stroke_width(2)))?
+                    .label(line.as_str())
+                    .legend(move |(x, y)| {
+                        PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+                    });
+                chart.draw_series(pts.iter().map(|p| {
+                    let style = if p.2 {
+                        color.stroke_width(2)
+                    } else {
+                        color.filled()
+                    };
+                    Circle::new(xy(p), 4, style)
+                }))?;
+            }
+            chart
+                .configure_series_labels()
+                .position(SeriesLabelPosition::UpperLeft)
                 .background_style(WHITE.mix(0.8))
                 .border_style(BLACK.mix(0.5))
                 .draw()?;

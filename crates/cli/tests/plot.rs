@@ -171,3 +171,72 @@ fn bad_input_and_output_fail_with_the_reason() {
         assert!(!output.exists());
     }
 }
+
+#[test]
+fn makespan_draws_one_line_per_policy_and_one_panel_per_family() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut files = Vec::new();
+    for (family, n) in [("compute", 1), ("compute", 3), ("compute", 5), ("2rank", 3)] {
+        for (policy, overlap, makespan) in [
+            ("batch", None, 8.0 * n as f64),
+            ("hybrid", Some("prefetch"), 4.5 * n as f64),
+        ] {
+            let mut r = result(&format!("{family}-n{n}"), "so/ao/ai");
+            r["policy"] = json!(policy);
+            r["overlap"] = json!(overlap);
+            r["makespan_s"] = json!(makespan);
+            r["interrupted"] = json!(n == 5 && policy == "batch");
+            let name = format!("{family}-{n}-{policy}.json");
+            files.push(write(dir.path(), &name, &r));
+        }
+    }
+    let svg_path = dir.path().join("makespan.svg");
+    let out = memgang()
+        .args(["plot", "makespan"])
+        .args(&files)
+        .arg("-o")
+        .arg(&svg_path)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let svg = std::fs::read_to_string(&svg_path).unwrap();
+    for label in [
+        "compute: makespan",
+        "2rank: makespan",
+        "batch",
+        "hybrid prefetch",
+        "simultaneous jobs",
+        "makespan (s)",
+    ] {
+        assert!(svg.contains(label), "label {label:?} missing:\n{svg}");
+    }
+    // Each run is a marker; the stopped one is hollow (fill="none").
+    assert_eq!(svg.matches("<circle").count(), files.len(), "{svg}");
+    let hollow = svg
+        .split("<circle")
+        .skip(1)
+        .filter(|c| c.split('>').next().unwrap().contains(r#"fill="none""#))
+        .count();
+    assert_eq!(hollow, 1, "{svg}");
+
+    // Two results for the same point are a mistake, said as such.
+    let again = write(dir.path(), "again.json", &{
+        let mut r = result("compute-n3", "so/ao/ai");
+        r["policy"] = json!("batch");
+        r
+    });
+    let out = memgang()
+        .args(["plot", "makespan"])
+        .args(&files)
+        .arg(&again)
+        .arg("-o")
+        .arg(dir.path().join("dup.svg"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("a second \"batch\" run of compute-n3"),
+        "{}",
+        text(&out)
+    );
+}
