@@ -109,7 +109,7 @@ enum TestbedAction {
         #[arg(long, default_value = memgang_linux::swap::DEFAULT_SWAP_PATH)]
         path: PathBuf,
     },
-    /// Show active swap and memgang cgroups.
+    /// Show active swap, memgang cgroups and whether CRIU works here.
     Status,
     /// Measure the sequential read and write bandwidth of the disk under
     /// the swap file (the physical limit of a switch).
@@ -325,6 +325,9 @@ fn testbed(action: TestbedAction) -> Result<ExitCode> {
                 );
             }
             cleanup::list()?;
+            // Paper 001's switch by checkpoint to files: not built; say
+            // whether it could be on this machine.
+            println!("checkpoint switch (CRIU): {}", memgang_linux::criu::check());
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -6,6 +6,7 @@
 
 pub mod cgroup;
 pub mod counters;
+pub mod criu;
 pub mod error;
 pub mod freeze;
 pub mod paging;
