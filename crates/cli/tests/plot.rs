@@ -1,4 +1,4 @@
-//! `memgang plot trace` on results made by hand: no root, no real runs. The
+//! `memgang plot trace|makespan` on results made by hand: no root, no real runs. The
 //! JSON is written out field by field rather than from the runtime's types,
 //! so that fields the schema gains (with defaults) don't break these tests.
 
@@ -8,6 +8,18 @@ use std::process::{Command, Output};
 
 fn memgang() -> Command {
     Command::new(env!("CARGO_BIN_EXE_memgang"))
+}
+
+/// `memgang plot KIND FILES... EXTRA... -o SVG`.
+fn plot(kind: &str, files: &[&Path], extra: &[&str], svg: &Path) -> Output {
+    memgang()
+        .args(["plot", kind])
+        .args(files)
+        .args(extra)
+        .arg("-o")
+        .arg(svg)
+        .output()
+        .unwrap()
 }
 
 fn text(out: &Output) -> String {
@@ -79,14 +91,7 @@ fn trace_draws_one_panel_per_file_with_switch_markers() {
     let lru = write(dir.path(), "lru.json", &result("two-jobs", "lru"));
     let aoai = write(dir.path(), "aoai.json", &result("two-jobs", "ao/ai"));
     let svg_path = dir.path().join("trace.svg");
-    let out = memgang()
-        .args(["plot", "trace"])
-        .arg(&lru)
-        .arg(&aoai)
-        .arg("-o")
-        .arg(&svg_path)
-        .output()
-        .unwrap();
+    let out = plot("trace", &[&lru, &aoai], &[], &svg_path);
     assert!(out.status.success(), "{}", text(&out));
     let svg = std::fs::read_to_string(&svg_path).expect("the SVG was written");
     assert!(svg.len() > 5000, "SVG is suspiciously small:\n{svg}");
@@ -108,14 +113,7 @@ fn trace_window_keeps_only_its_switches() {
     let dir = tempfile::tempdir().unwrap();
     let f = write(dir.path(), "lru.json", &result("two-jobs", "lru"));
     let svg_path = dir.path().join("window.svg");
-    let out = memgang()
-        .args(["plot", "trace"])
-        .arg(&f)
-        .args(["--from", "1.5", "--to", "3"])
-        .arg("-o")
-        .arg(&svg_path)
-        .output()
-        .unwrap();
+    let out = plot("trace", &[&f], &["--from", "1.5", "--to", "3"], &svg_path);
     assert!(out.status.success(), "{}", text(&out));
     let svg = std::fs::read_to_string(&svg_path).unwrap();
     // The switch at 2 s and the legend's sample; not the one at 1 s.
@@ -126,13 +124,7 @@ fn trace_window_keeps_only_its_switches() {
 fn missing_file_fails_naming_it() {
     let dir = tempfile::tempdir().unwrap();
     let missing = dir.path().join("no-such-results.json");
-    let out = memgang()
-        .args(["plot", "trace"])
-        .arg(&missing)
-        .arg("-o")
-        .arg(dir.path().join("out.svg"))
-        .output()
-        .unwrap();
+    let out = plot("trace", &[&missing], &[], &dir.path().join("out.svg"));
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("no-such-results.json"), "{}", text(&out));
@@ -158,13 +150,7 @@ fn bad_input_and_output_fail_with_the_reason() {
         (&good, dir.path().join("nodir/c.svg"), "does not exist"),
     ];
     for (input, output, why) in cases {
-        let out = memgang()
-            .args(["plot", "trace"])
-            .arg(input)
-            .arg("-o")
-            .arg(&output)
-            .output()
-            .unwrap();
+        let out = plot("trace", &[input], &[], &output);
         assert_eq!(out.status.code(), Some(1), "{}", text(&out));
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains(why), "expected {why:?}: {}", text(&out));
@@ -191,13 +177,8 @@ fn makespan_draws_one_line_per_policy_and_one_panel_per_family() {
         }
     }
     let svg_path = dir.path().join("makespan.svg");
-    let out = memgang()
-        .args(["plot", "makespan"])
-        .args(&files)
-        .arg("-o")
-        .arg(&svg_path)
-        .output()
-        .unwrap();
+    let paths: Vec<&Path> = files.iter().map(|f| f.as_path()).collect();
+    let out = plot("makespan", &paths, &[], &svg_path);
     assert!(out.status.success(), "{}", text(&out));
     let svg = std::fs::read_to_string(&svg_path).unwrap();
     for label in [
@@ -225,14 +206,12 @@ fn makespan_draws_one_line_per_policy_and_one_panel_per_family() {
         r["policy"] = json!("batch");
         r
     });
-    let out = memgang()
-        .args(["plot", "makespan"])
-        .args(&files)
-        .arg(&again)
-        .arg("-o")
-        .arg(dir.path().join("dup.svg"))
-        .output()
-        .unwrap();
+    let out = plot(
+        "makespan",
+        &[paths.as_slice(), &[again.as_path()]].concat(),
+        &[],
+        &dir.path().join("dup.svg"),
+    );
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("a second \"batch\" run of compute-n3"),
