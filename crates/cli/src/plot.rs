@@ -58,6 +58,18 @@ const SWAP_IN: RGBColor = RGBColor(31, 119, 180);
 const SWAP_OUT: RGBColor = RGBColor(214, 39, 40);
 const SWITCH: RGBColor = RGBColor(96, 96, 96);
 const MIB: f64 = 1024.0 * 1024.0;
+/// Line colours of the makespan plot (matplotlib's tab10: tell apart on
+/// white, unlike plotters' palettes, whose third colour is yellow).
+const LINES: [RGBColor; 8] = [
+    RGBColor(31, 119, 180),
+    RGBColor(255, 127, 14),
+    RGBColor(44, 160, 44),
+    RGBColor(214, 39, 40),
+    RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+    RGBColor(227, 119, 194),
+    RGBColor(127, 127, 127),
+];
 
 /// One panel: rates (MiB/s) against time (s) and the switches in the window.
 struct Panel {
@@ -334,7 +346,7 @@ fn draw_makespan(panels: &[(String, Lines)]) -> DrawResult<String> {
                 .x_label_formatter(&|x| format!("{x:.0}"))
                 .draw()?;
             for (i, (line, pts)) in lines.iter().enumerate() {
-                let color = Palette99::pick(i).to_rgba();
+                let color = LINES[i % LINES.len()];
                 let xy = |&(n, m, _): &(usize, f64, bool)| (n as f64, m);
                 chart
                     .draw_series(LineSeries::new(pts.iter().map(xy), color.stroke_width(2)))?
