@@ -368,6 +368,7 @@ impl Run<'_> {
             let vm_before = VmStat::read().ok();
             // Overlapped set switch: the incoming jobs' page-in starts now,
             // beside the page-outs below, in the memory free right now.
+            // Prefetches (PageIn) share the same budget.
             let mut budget = self.free_for_page_in();
             for action in &batch {
                 if let Action::Resume {
@@ -462,10 +463,12 @@ impl Run<'_> {
                         let window = until.saturating_sub(self.now());
                         self.jobs[i].bg = Some(BgWriter::start(pids, window));
                     }
-                    Action::PageIn { .. } => {
-                        let mut budget = self.free_for_page_in();
-                        self.start_early_page_in(job, &mut budget);
-                    }
+                    // One budget for all the jobs of the set being
+                    // prefetched: each taking all the free memory filled
+                    // the pool with up to the set's size and pushed the
+                    // running set out (bench/hybrid.sh, n = 7: thousands
+                    // of major faults per job inside quanta).
+                    Action::PageIn { .. } => self.start_early_page_in(job, &mut budget),
                     Action::Boost { nice, .. } => self.renice(job, nice),
                     Action::Defer { reason, .. } => {
                         self.say(format!("{} waits: {reason}", self.name(job)))
