@@ -4,7 +4,8 @@
 # compute-heavy variant and a 2-rank variant; the makespan of batch,
 # cosched, gang (so/ao/ai, the best switch in docs/switching.md) and hybrid
 # with each overlap policy, all in one run; and paper 001 Fig. 8's major
-# faults per minute per job for cosched at n = 7 and 9.
+# faults per minute per job for cosched at n = 7 and 9; then the table and
+# a makespan-vs-n plot (OUT_DIR/makespan.svg).
 #
 #   sudo bench/hybrid.sh [--quick] [OUT_DIR]
 #   N="1 2 3" VARIANTS="compute 2rank" POLICIES="..." Q=10s TIMEOUT=900 to choose
@@ -78,3 +79,5 @@ done
 
 step "hybrid scheduling: $POOL pool, jobs of ${MIB}M, quantum $QUANTUM ($(uname -r), $(nproc) CPUs${quick:+, quick run})"
 FIG8="$FIG8" python3 bench/hybrid_table.py "$out" | tee "$out/table.txt"
+# Plotting needs neither root nor the lock: this tree's memgang draws it.
+target/release/memgang plot makespan "$out"/*-n*-*.json -o "$out/makespan.svg"
