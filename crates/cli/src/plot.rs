@@ -202,6 +202,22 @@ fn panel(r: &RunResult, page: f64, from: f64, to: f64) -> Panel {
 }
 
 type DrawResult<T> = std::result::Result<T, Box<dyn std::error::Error>>;
+type Chart<'a, 'b> = ChartContext<
+    'a,
+    SVGBackend<'b>,
+    Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>,
+>;
+
+/// The series' labels, in a box that lets the lines show through.
+fn legend<'a, 'b: 'a>(chart: &mut Chart<'a, 'b>, at: SeriesLabelPosition) -> DrawResult<()> {
+    chart
+        .configure_series_labels()
+        .position(at)
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK.mix(0.5))
+        .draw()?;
+    Ok(())
+}
 
 fn draw(panels: &[Panel], x: std::ops::Range<f64>, y_max: f64) -> DrawResult<String> {
     let mut svg = String::new();
@@ -245,12 +261,7 @@ fn draw(panels: &[Panel], x: std::ops::Range<f64>, y_max: f64) -> DrawResult<Str
                     .label(label)
                     .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color));
             }
-            chart
-                .configure_series_labels()
-                .position(SeriesLabelPosition::UpperRight)
-                .background_style(WHITE.mix(0.8))
-                .border_style(BLACK.mix(0.5))
-                .draw()?;
+            legend(&mut chart, SeriesLabelPosition::UpperRight)?;
         }
         root.present()?;
     }
@@ -363,12 +374,7 @@ fn draw_makespan(panels: &[(String, Lines)]) -> DrawResult<String> {
                     Circle::new(xy(p), 4, style)
                 }))?;
             }
-            chart
-                .configure_series_labels()
-                .position(SeriesLabelPosition::UpperLeft)
-                .background_style(WHITE.mix(0.8))
-                .border_style(BLACK.mix(0.5))
-                .draw()?;
+            legend(&mut chart, SeriesLabelPosition::UpperLeft)?;
         }
         root.present()?;
     }
