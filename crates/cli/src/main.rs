@@ -1,7 +1,7 @@
 //! `memgang`: time-share memory-hungry jobs on one Linux node.
 //!
 //! Verbs: `run` an experiment, `report` results, set up a `testbed` (swap),
-//! and `cleanup` what a killed memgang left behind.
+//! `sim`ulate a cluster, and `cleanup` what a killed memgang left behind.
 
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
@@ -16,6 +16,7 @@ use std::time::Duration;
 mod cleanup;
 mod plot;
 mod report;
+mod sim;
 
 #[derive(Parser)]
 #[command(
@@ -48,6 +49,9 @@ enum Command {
         #[command(subcommand)]
         action: TestbedAction,
     },
+    /// Simulate a cluster running a trace (or generated jobs) under a
+    /// policy, with a model of paging; see docs/sim.md.
+    Sim(Box<sim::SimArgs>),
     /// Remove cgroups, frozen jobs and processes left by a memgang that was
     /// killed with SIGKILL (runs of live memgang processes are left alone).
     Cleanup,
@@ -172,6 +176,10 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Testbed { action } => testbed(action),
+        Command::Sim(args) => {
+            sim::run(*args)?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Cleanup => {
             cleanup::run()?;
             Ok(ExitCode::SUCCESS)

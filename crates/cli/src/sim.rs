@@ -1,0 +1,300 @@
+//! `memgang sim`: the command line of the simulator (crates/sim).
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use indicatif::{ProgressBar, ProgressStyle};
+use memgang_core::units::{format_bytes, parse_bytes};
+use memgang_core::{Overlap, PolicyKind, Switching, Time};
+use memgang_sim::{
+    Arrivals, BadLines, Config, Device, FaultPolicy, Generator, GeneratorSpec, JobRecord,
+    PagingModel, Report, Simulator, Swf, Workload,
+};
+use std::io::{BufReader, BufWriter, IsTerminal, Write};
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(Args)]
+pub struct SimArgs {
+    /// A Standard Workload Format trace (Parallel Workloads Archive).
+    #[arg(
+        long,
+        conflicts_with = "generate",
+        required_unless_present = "generate"
+    )]
+    swf: Option<PathBuf>,
+    /// Instead of a trace, generate this many jobs (Poisson arrivals,
+    /// Pareto run times and memory, power-of-two widths).
+    #[arg(long)]
+    generate: Option<u64>,
+    #[arg(long)]
+    nodes: u32,
+    /// Memory of each node, e.g. 64G.
+    #[arg(long, value_parser = parse_bytes)]
+    node_memory: u64,
+    /// Processors per node: a job of r ranks takes ceil(r / this) nodes.
+    #[arg(long, default_value_t = 1)]
+    cpus_per_node: u32,
+    /// batch | cosched | gang | hybrid | auto.
+    #[arg(long, default_value = "gang")]
+    policy: PolicyKind,
+    #[arg(long, default_value = "60s", value_parser = crate::humantime_arg)]
+    quantum: Duration,
+    /// Gang's switch mechanisms, as for `memgang run`: lru, ao, ai, ao/ai, ...
+    #[arg(long, default_value = "lru")]
+    switch: Switching,
+    /// Hybrid and auto: sequential | overlapped | prefetch.
+    #[arg(long, default_value = "sequential")]
+    overlap: Overlap,
+    /// What a node does on a page fault of a parallel job (paper 004):
+    /// spin, lug or pcs.
+    #[arg(long, default_value = "spin")]
+    fault_policy: FaultPolicy,
+    /// Paper 004's F_pf: share of a fault's time that stalls the job's
+    /// other nodes (0..1).
+    #[arg(long, default_value_t = 0.5)]
+    f_pf: f64,
+    /// The swap device as JSON {"write_bps", "read_bps",
+    /// "random_read_iops"}; default: a SATA SSD (400 MB/s write, 500 MB/s
+    /// read, 20,000 random reads/s).
+    #[arg(long)]
+    device: Option<PathBuf>,
+    /// Memory per processor for trace jobs that give none (fields 7 and 10 -1).
+    #[arg(long, default_value = "1G", value_parser = parse_bytes)]
+    default_memory: u64,
+    /// Skip malformed trace lines (counted and reported) instead of stopping.
+    #[arg(long)]
+    skip_bad_lines: bool,
+    /// Generator: seed of the random numbers.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Generator: mean time between arrivals.
+    #[arg(long, default_value = "30s", value_parser = crate::humantime_arg)]
+    arrival_gap: Duration,
+    /// Generator: keep this many jobs in the system instead (closed loop).
+    #[arg(long)]
+    closed: Option<u32>,
+    /// Generator: mean run time (Pareto, shape 1.5).
+    #[arg(long, default_value = "10m", value_parser = crate::humantime_arg)]
+    mean_runtime: Duration,
+    /// Generator: mean memory per rank (Pareto, shape 1.5, capped at the node's memory).
+    #[arg(long, value_parser = parse_bytes)]
+    mean_memory: Option<u64>,
+    /// Generator: widest job, in ranks (widths are powers of two up to it).
+    #[arg(long)]
+    max_ranks: Option<u32>,
+    /// Write the run's figures as JSON.
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// Write one CSV line per finished job.
+    #[arg(long)]
+    csv: Option<PathBuf>,
+}
+
+pub fn run(a: SimArgs) -> Result<()> {
+    if a.nodes == 0 || a.cpus_per_node == 0 || a.node_memory == 0 {
+        bail!("--nodes, --cpus-per-node and --node-memory must be greater than zero");
+    }
+    if !(0.0..=1.0).contains(&a.f_pf) {
+        bail!("--f-pf is {}: it is a share, between 0 and 1", a.f_pf);
+    }
+    let device = match &a.device {
+        Some(p) => {
+            let text =
+                std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
+            serde_json::from_str::<Device>(&text).with_context(|| {
+                format!(
+                    "{}: expected {{\"write_bps\": ..., \"read_bps\": ..., \"random_read_iops\": ...}}",
+                    p.display()
+                )
+            })?
+        }
+        None => Device::default(),
+    };
+    let cfg = Config {
+        nodes: a.nodes,
+        cpus_per_node: a.cpus_per_node,
+        node_memory: a.node_memory,
+        policy: a.policy,
+        quantum: a.quantum,
+        switching: a.switch,
+        overlap: a.overlap,
+        paging: PagingModel {
+            device,
+            f_pf: a.f_pf,
+            fault_policy: a.fault_policy,
+            ..PagingModel::default()
+        },
+    };
+    let mut swf;
+    let mut generator;
+    let (workload, total): (&mut dyn Workload, Option<u64>) = match (&a.swf, a.generate) {
+        (Some(path), _) => {
+            let file = std::fs::File::open(path)
+                .with_context(|| format!("opening the trace {}", path.display()))?;
+            let bad = if a.skip_bad_lines {
+                BadLines::Skip
+            } else {
+                BadLines::Refuse
+            };
+            swf = Swf::new(
+                path.display().to_string(),
+                BufReader::with_capacity(1 << 16, file),
+                bad,
+                a.default_memory,
+            );
+            (&mut swf, None)
+        }
+        (None, Some(jobs)) => {
+            let arrivals = match a.closed {
+                Some(jobs) => Arrivals::Closed { jobs },
+                None => Arrivals::Poisson {
+                    mean_gap_s: a.arrival_gap.as_secs_f64(),
+                },
+            };
+            generator = Generator::new(GeneratorSpec {
+                jobs,
+                arrivals,
+                mean_runtime_s: a.mean_runtime.as_secs_f64(),
+                runtime_shape: 1.5,
+                mean_memory: a.mean_memory.unwrap_or(a.node_memory / 8),
+                memory_shape: 1.5,
+                max_memory: a.node_memory / u64::from(a.cpus_per_node),
+                max_ranks: a
+                    .max_ranks
+                    .unwrap_or((a.nodes * a.cpus_per_node / 16).max(1)),
+                seed: a.seed,
+            });
+            (&mut generator, Some(jobs))
+        }
+        (None, None) => bail!("give a trace (--swf FILE) or --generate JOBS"),
+    };
+
+    let bar = progress_bar(total);
+    let mut progress = |now: Time, done: u64| {
+        bar.set_position(done);
+        bar.set_message(format!(
+            "simulated {}",
+            humantime::format_duration(secs(now))
+        ));
+    };
+    let mut csv = match &a.csv {
+        Some(p) => {
+            let f =
+                std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?;
+            let mut w = BufWriter::new(f);
+            writeln!(w, "{}", JobRecord::CSV_HEADER)?;
+            Some(w)
+        }
+        None => None,
+    };
+    let mut csv_err = None;
+    let mut on_job = |j: &JobRecord| {
+        if let Some(w) = csv.as_mut() {
+            if let Err(e) = writeln!(w, "{}", j.csv()) {
+                csv_err.get_or_insert(e);
+            }
+        }
+    };
+    let report = Simulator::new(cfg, workload)
+        .on_progress(&mut progress)
+        .on_job(&mut on_job)
+        .run();
+    bar.finish_and_clear();
+    let report = report?;
+    if let Some(e) = csv_err {
+        bail!("writing the CSV: {e}");
+    }
+    if let (Some(w), Some(p)) = (csv.as_mut(), &a.csv) {
+        w.flush()
+            .with_context(|| format!("writing {}", p.display()))?;
+    }
+    if let Some(p) = &a.json {
+        let text = serde_json::to_string_pretty(&report)?;
+        std::fs::write(p, text).with_context(|| format!("writing {}", p.display()))?;
+    }
+    print!("{}", table(&report));
+    Ok(())
+}
+
+fn secs(t: Time) -> Duration {
+    Duration::from_secs(t.as_secs())
+}
+
+/// A bar when stderr is a terminal (jobs done, of the total if known).
+fn progress_bar(total: Option<u64>) -> ProgressBar {
+    if !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    match total {
+        Some(n) => ProgressBar::new(n).with_style(
+            ProgressStyle::with_template("{bar:40} {pos}/{len} jobs, {msg} ({elapsed})")
+                .expect("a valid template"),
+        ),
+        None => ProgressBar::new_spinner().with_style(
+            ProgressStyle::with_template("{spinner} {pos} jobs done, {msg} ({elapsed})")
+                .expect("a valid template"),
+        ),
+    }
+}
+
+fn table(r: &Report) -> String {
+    let mut s = String::new();
+    let mut row = |k: &str, v: String| s.push_str(&format!("{k:<24} {v}\n"));
+    row(
+        "policy",
+        format!(
+            "{} (switch {}, quantum {}s, faults {})",
+            r.policy, r.switching, r.quantum_s, r.fault_policy
+        ),
+    );
+    row(
+        "cluster",
+        format!("{} nodes × {}", r.nodes, format_bytes(r.node_memory)),
+    );
+    let mut jobs = format!("{} finished", r.jobs);
+    for (n, what) in [
+        (r.unfinished, "unfinished"),
+        (r.unusable, "without run time or width (not simulated)"),
+        (r.clamped, "wider than the cluster (run on all of it)"),
+        (r.skipped_lines, "bad lines skipped"),
+    ] {
+        if n > 0 {
+            jobs.push_str(&format!(", {n} {what}"));
+        }
+    }
+    row("jobs", jobs);
+    for reason in &r.skipped_reasons {
+        row("  skipped", reason.clone());
+    }
+    row("makespan", format!("{:.0} s", r.makespan_s));
+    row("utilization", format!("{:.3}", r.utilization));
+    row("mean response", format!("{:.1} s", r.mean_response_s));
+    row(
+        "mean bounded slowdown",
+        format!("{:.2} (10 s bound)", r.mean_bounded_slowdown),
+    );
+    row(
+        "switches",
+        format!("{} taking {:.0} s", r.switches, r.switch_s),
+    );
+    row(
+        "switching overhead",
+        format!("{:.2}% of node time", 100.0 * r.switching_overhead),
+    );
+    row(
+        "paged out / in",
+        format!(
+            "{} / {}",
+            format_bytes(r.paged_out_bytes),
+            format_bytes(r.paged_in_bytes)
+        ),
+    );
+    row(
+        "events",
+        format!(
+            "{} in {:.2} s wall ({:.0}/s), at most {} jobs alive",
+            r.events, r.wall_s, r.events_per_s, r.peak_jobs_alive
+        ),
+    );
+    s
+}

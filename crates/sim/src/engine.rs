@@ -1,0 +1,702 @@
+//! The discrete-event executor: the core's [`Scheduler`] on a simulated
+//! clock. It carries out the policy's actions with the paging model and
+//! reports back what the runtime would observe (`JobFinished`,
+//! `SwitchDone`), exactly as the runtime does on a real node.
+
+use crate::paging::PagingModel;
+use crate::report::{JobRecord, Report};
+use crate::workload::{TraceJob, Workload, WorkloadError};
+use memgang_core::{
+    Action, Cluster, Event, JobId, JobSpec, NodeId, Overlap, PageInPlan, PageOutPlan, PolicyKind,
+    Scheduler, Switching, Time,
+};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+use std::hash::{BuildHasherDefault, Hasher};
+use std::time::{Duration, Instant};
+
+/// What to simulate on.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Config {
+    pub nodes: u32,
+    pub cpus_per_node: u32,
+    pub node_memory: u64,
+    pub policy: PolicyKind,
+    pub quantum: Duration,
+    pub switching: Switching,
+    /// How `hybrid` and `auto` overlap a set switch's page-in.
+    pub overlap: Overlap,
+    pub paging: PagingModel,
+}
+
+/// Job ids are dense integers: hashing them is a multiplication.
+#[derive(Default)]
+struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, _: &[u8]) {
+        unreachable!("only job ids are hashed")
+    }
+    fn write_u32(&mut self, n: u32) {
+        self.0 = u64::from(n).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+
+type IdMap<V> = HashMap<JobId, V, BuildHasherDefault<IdHasher>>;
+
+/// A job of the simulation, alive from its arrival to its end.
+struct Job {
+    arrival: Time,
+    runtime_s: f64,
+    /// Seconds of computing still to do.
+    remaining_s: f64,
+    /// Bytes per node it wants resident.
+    mem: u64,
+    nodes: Vec<NodeId>,
+    running: bool,
+    /// While running: when it computes again (after its switch and demand
+    /// faults), and from when `remaining_s` is counted down.
+    active_from: Time,
+    /// Demand faulting began here and ends at `active_from`.
+    stall_from: Time,
+    /// Seconds of its work done while it faults its pages back in: it
+    /// touches them as it computes (paper 004's sweeps), so a job whose
+    /// page-in outlasts its quantum still progresses. Credited when the
+    /// faulting ends, or in part when it is cut short.
+    stall_work: f64,
+    slowdown: f64,
+    /// Bumped whenever the predicted end changes; stale end events are
+    /// recognised by an older generation.
+    generation: u32,
+    last_ran: Time,
+    /// Share of its resident memory that background writing made clean.
+    clean: f64,
+    bg_from: Option<Time>,
+    started: Option<Time>,
+}
+
+/// A job's memory on one node.
+#[derive(Clone, Copy)]
+struct Slot {
+    job: JobId,
+    resident: u64,
+    /// Still to be faulted in (demand page-in under way).
+    pending_in: u64,
+}
+
+#[derive(Default)]
+struct NodeState {
+    slots: Vec<Slot>,
+    used: u64,
+    running: u32,
+    /// Seconds of paging this node does in the switch being carried out.
+    cost: f64,
+}
+
+impl NodeState {
+    fn slot(&mut self, job: JobId) -> &mut Slot {
+        self.slots
+            .iter_mut()
+            .find(|s| s.job == job)
+            .expect("a started job has a slot on each of its nodes")
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Ev {
+    /// Ordered first on a tie: a job ending at a quantum's end is done
+    /// before the switch.
+    Finish {
+        job: JobId,
+        generation: u32,
+    },
+    SwitchDone {
+        took: Duration,
+    },
+}
+
+/// Totals kept as the run goes, so that finished jobs need not be.
+#[derive(Default)]
+struct Totals {
+    jobs: u64,
+    first_arrival: Option<Time>,
+    last_finish: Time,
+    response_s: f64,
+    bounded_slowdown: f64,
+    work_node_s: f64,
+    paging_node_s: f64,
+    switches: u64,
+    switch_s: f64,
+    paged_out: u64,
+    paged_in: u64,
+    background: u64,
+    clamped: u64,
+    events: u64,
+    peak_alive: usize,
+}
+
+/// Bounded slowdown's threshold (Feitelson): jobs shorter than this count
+/// as this long.
+pub const BSLD_BOUND_S: f64 = 10.0;
+
+pub struct Simulator<'a> {
+    cfg: Config,
+    sched: Scheduler,
+    jobs: IdMap<Job>,
+    nodes: Vec<NodeState>,
+    heap: BinaryHeap<Reverse<(Time, u64, Ev)>>,
+    seq: u64,
+    now: Time,
+    workload: &'a mut dyn Workload,
+    lookahead: Option<TraceJob>,
+    t: Totals,
+    touched: Vec<u32>,
+    dirty: Vec<JobId>,
+    on_job: Option<&'a mut dyn FnMut(&JobRecord)>,
+    on_progress: Option<&'a mut dyn FnMut(Time, u64)>,
+}
+
+impl<'a> Simulator<'a> {
+    pub fn new(cfg: Config, workload: &'a mut dyn Workload) -> Self {
+        let cluster = Cluster::uniform(cfg.nodes, cfg.cpus_per_node, cfg.node_memory);
+        let policy = cfg
+            .policy
+            .build_with(cfg.quantum, cfg.switching, cfg.overlap);
+        let nodes = (0..cfg.nodes).map(|_| NodeState::default()).collect();
+        Simulator {
+            sched: Scheduler::new(cluster, Vec::new(), policy),
+            cfg,
+            jobs: IdMap::default(),
+            nodes,
+            heap: BinaryHeap::new(),
+            seq: 0,
+            now: Time::ZERO,
+            workload,
+            lookahead: None,
+            t: Totals::default(),
+            touched: Vec::new(),
+            dirty: Vec::new(),
+            on_job: None,
+            on_progress: None,
+        }
+    }
+
+    /// Called with each job as it ends (for a per-job CSV).
+    pub fn on_job(mut self, f: &'a mut dyn FnMut(&JobRecord)) -> Self {
+        self.on_job = Some(f);
+        self
+    }
+
+    /// Called every 2^16 events with the simulated time and jobs done.
+    pub fn on_progress(mut self, f: &'a mut dyn FnMut(Time, u64)) -> Self {
+        self.on_progress = Some(f);
+        self
+    }
+
+    pub fn run(mut self) -> Result<Report, WorkloadError> {
+        let began = Instant::now();
+        self.lookahead = self.workload.next_job()?;
+        loop {
+            let ev = self.heap.peek().map(|Reverse((t, _, _))| *t);
+            let arrival = self.lookahead.as_ref().map(|j| j.arrival);
+            let timer = self.sched.next_wakeup();
+            // On a tie: ends and switches, then arrivals, then the timer
+            // (the scheduler itself delivers arrivals before its timer).
+            let first = [ev, arrival, timer]
+                .into_iter()
+                .enumerate()
+                .filter_map(|(k, t)| t.map(|t| (t, k)))
+                .min();
+            let Some((at, kind)) = first else { break };
+            if kind != 0 && self.lookahead.is_none() && self.sched.all_finished() {
+                // Only a lone gang row's quantum timer is left.
+                break;
+            }
+            self.now = self.now.max(at);
+            let now = self.now;
+            match kind {
+                0 => {
+                    let Reverse((_, _, ev)) = self.heap.pop().expect("peeked");
+                    match ev {
+                        Ev::Finish { job, generation } => {
+                            if self
+                                .jobs
+                                .get(&job)
+                                .is_none_or(|j| j.generation != generation)
+                            {
+                                continue;
+                            }
+                            self.finish(job)?;
+                        }
+                        Ev::SwitchDone { took } => {
+                            let acts = self.sched.handle(now, Event::SwitchDone { took });
+                            self.execute(acts);
+                        }
+                    }
+                }
+                1 => {
+                    while let Some(j) = self.lookahead.take_if(|j| j.arrival <= now) {
+                        self.submit(j);
+                        self.lookahead = self.workload.next_job()?;
+                    }
+                    let acts = self.sched.advance(now);
+                    self.execute(acts);
+                }
+                _ => {
+                    let acts = self.sched.advance(now);
+                    self.execute(acts);
+                }
+            }
+            self.t.events += 1;
+            if self.t.events & 0xFFFF == 0 {
+                if let Some(f) = self.on_progress.as_mut() {
+                    f(self.now, self.t.jobs);
+                }
+            }
+        }
+        let wall_s = began.elapsed().as_secs_f64();
+        let unfinished = self.jobs.len() as u64;
+        Ok(self.report(wall_s, unfinished))
+    }
+
+    fn submit(&mut self, tj: TraceJob) {
+        let max_ranks = self.cfg.nodes.saturating_mul(self.cfg.cpus_per_node);
+        if tj.ranks > max_ranks {
+            self.t.clamped += 1;
+        }
+        let ranks = tj.ranks.clamp(1, max_ranks);
+        let per_node = ranks.min(self.cfg.cpus_per_node);
+        let mem = tj.memory_per_rank.saturating_mul(u64::from(per_node));
+        self.t.first_arrival.get_or_insert(tj.arrival);
+        let id = self.sched.submit(JobSpec {
+            name: tj.name,
+            ranks,
+            // What one node must hold: the core's hybrid packs sets into
+            // one node's memory ("the pool"), so a set of jobs that fits
+            // fits on whichever nodes its jobs land.
+            memory_bytes: Some(mem),
+            arrival: tj.arrival,
+        });
+        self.jobs.insert(
+            id,
+            Job {
+                arrival: tj.arrival,
+                runtime_s: tj.runtime_s,
+                remaining_s: tj.runtime_s,
+                mem,
+                nodes: Vec::new(),
+                running: false,
+                active_from: Time::ZERO,
+                stall_from: Time::ZERO,
+                stall_work: 0.0,
+                slowdown: 1.0,
+                generation: 0,
+                last_ran: Time::ZERO,
+                clean: 0.0,
+                bg_from: None,
+                started: None,
+            },
+        );
+        self.t.peak_alive = self.t.peak_alive.max(self.jobs.len());
+    }
+
+    fn finish(&mut self, id: JobId) -> Result<(), WorkloadError> {
+        let now = self.now;
+        let job = self.jobs.remove(&id).expect("a live job");
+        for n in &job.nodes {
+            let node = &mut self.nodes[n.0 as usize];
+            let k = node.slots.iter().position(|s| s.job == id).expect("slot");
+            node.used -= node.slots.swap_remove(k).resident;
+            node.running -= 1;
+            self.touch(n.0);
+        }
+        let acts = self.sched.handle(now, Event::JobFinished(id));
+        self.execute(acts);
+        let st = self.sched.retire(id);
+        let response = (now - job.arrival).as_secs_f64();
+        let bsld = (response / job.runtime_s.max(BSLD_BOUND_S)).max(1.0);
+        let t = &mut self.t;
+        t.jobs += 1;
+        t.last_finish = now;
+        t.response_s += response;
+        t.bounded_slowdown += bsld;
+        t.work_node_s += job.runtime_s * job.nodes.len() as f64;
+        if let Some(f) = self.on_job.as_mut() {
+            f(&JobRecord {
+                name: st.spec.name,
+                arrival_s: job.arrival.as_secs_f64(),
+                start_s: job.started.map_or(0.0, |s| s.as_secs_f64()),
+                finish_s: now.as_secs_f64(),
+                nodes: job.nodes.len() as u32,
+                memory_per_node: job.mem,
+                runtime_s: job.runtime_s,
+                response_s: response,
+                bounded_slowdown: bsld,
+            });
+        }
+        if let Some(next) = self.workload.job_finished(now) {
+            self.submit(next);
+        }
+        Ok(())
+    }
+
+    fn touch(&mut self, node: u32) {
+        self.touched.push(node);
+    }
+
+    fn schedule(&mut self, at: Time, ev: Ev) {
+        self.seq += 1;
+        self.heap.push(Reverse((at, self.seq, ev)));
+    }
+
+    /// Count down a running job's work to now.
+    fn settle(job: &mut Job, now: Time) {
+        if job.running && job.stall_work > 0.0 && now >= job.active_from {
+            job.remaining_s = (job.remaining_s - job.stall_work).max(0.0);
+            job.stall_work = 0.0;
+        }
+        if job.running && now > job.active_from {
+            job.remaining_s =
+                (job.remaining_s - (now - job.active_from).as_secs_f64() / job.slowdown).max(0.0);
+            job.active_from = now;
+        }
+    }
+
+    /// Free `need` bytes on `node` for `me`, taking them from the suspended
+    /// jobs in `order` (or least recently run first); returns the bytes
+    /// written (dirty ones: background writing made some clean).
+    fn evict(&mut self, node: u32, me: JobId, need: u64, order: Option<&[JobId]>) -> u64 {
+        let mut victims: Vec<(Time, JobId)> = Vec::new();
+        match order {
+            Some(from) => victims.extend(from.iter().map(|j| (Time::ZERO, *j))),
+            None => {
+                for s in &self.nodes[node as usize].slots {
+                    let j = &self.jobs[&s.job];
+                    if s.job != me && !j.running && s.resident > 0 {
+                        victims.push((j.last_ran, s.job));
+                    }
+                }
+                victims.sort_unstable();
+            }
+        }
+        let (mut left, mut written) = (need, 0u64);
+        for (_, v) in victims {
+            if left == 0 {
+                break;
+            }
+            let clean = self.jobs[&v].clean;
+            let n = &mut self.nodes[node as usize];
+            let Some(s) = n.slots.iter_mut().find(|s| s.job == v) else {
+                continue;
+            };
+            let take = s.resident.min(left);
+            s.resident -= take;
+            n.used -= take;
+            left -= take;
+            written += (take as f64 * (1.0 - clean)) as u64;
+        }
+        self.t.paged_out += written;
+        written
+    }
+
+    /// Carry out a decision. A decision that suspends or resumes is a
+    /// switch: its nodes page in parallel, each one its share in order, and
+    /// the switch is done when the slowest is; the policy then hears
+    /// `SwitchDone`, as from the runtime.
+    fn execute(&mut self, actions: Vec<memgang_core::Action>) {
+        if actions.is_empty() {
+            self.refresh();
+            return;
+        }
+        let now = self.now;
+        let dev = self.cfg.paging.device;
+        let m = self.cfg.node_memory;
+        let is_switch = actions.iter().any(Action::is_switch);
+        // Jobs set to run, with their own demand-paging stall.
+        let mut to_run: Vec<(JobId, f64, f64)> = Vec::new();
+        let mut switch_nodes: Vec<u32> = Vec::new();
+        for action in &actions {
+            match action {
+                Action::Start { job, nodes } => {
+                    let mem = self.jobs[job].mem.min(m);
+                    let mut stall: f64 = 0.0;
+                    for n in nodes {
+                        let free = m.saturating_sub(self.nodes[n.0 as usize].used);
+                        let out = self.evict(n.0, *job, mem.saturating_sub(free), None);
+                        let node = &mut self.nodes[n.0 as usize];
+                        node.slots.push(Slot {
+                            job: *job,
+                            resident: mem,
+                            pending_in: 0,
+                        });
+                        node.used += mem;
+                        node.running += 1;
+                        stall = stall.max(out as f64 / dev.write_bps);
+                        self.touched.push(n.0);
+                        switch_nodes.push(n.0);
+                    }
+                    let j = self.jobs.get_mut(job).expect("live");
+                    j.nodes = nodes.clone();
+                    j.running = true;
+                    j.started = Some(now);
+                    to_run.push((*job, stall, 0.0));
+                }
+                Action::Suspend { job, page_out } => {
+                    let j = self.jobs.get_mut(job).expect("live");
+                    Self::settle(j, now);
+                    // Cut short in demand faulting: only part came in.
+                    let undone = if j.active_from > now && j.active_from > j.stall_from {
+                        ((j.active_from - now).as_secs_f64()
+                            / (j.active_from - j.stall_from).as_secs_f64())
+                        .min(1.0)
+                    } else {
+                        0.0
+                    };
+                    j.remaining_s = (j.remaining_s - j.stall_work * (1.0 - undone)).max(0.0);
+                    j.stall_work = 0.0;
+                    j.running = false;
+                    j.active_from = now;
+                    j.last_ran = now;
+                    j.generation += 1;
+                    let mem = j.mem.min(m);
+                    if let Some(from) = j.bg_from.take() {
+                        let wrote = (dev.write_bps * (now - from).as_secs_f64()).min(mem as f64);
+                        j.clean = wrote / mem.max(1) as f64;
+                        self.t.background += wrote as u64 * j.nodes.len() as u64;
+                    }
+                    let clean = j.clean;
+                    let aggressive = matches!(page_out, PageOutPlan::Aggressive { .. });
+                    for n in j.nodes.clone() {
+                        let node = &mut self.nodes[n.0 as usize];
+                        node.running -= 1;
+                        let s = node.slot(*job);
+                        let back = (s.pending_in as f64 * undone) as u64;
+                        s.resident -= back;
+                        s.pending_in = 0;
+                        // Never faulted in after all.
+                        self.t.paged_in -= back;
+                        let mut used = back;
+                        if aggressive {
+                            let out = s.resident;
+                            s.resident = 0;
+                            used += out;
+                            let written = (out as f64 * (1.0 - clean)) as u64;
+                            node.cost += written as f64 / dev.write_bps;
+                            self.t.paged_out += written;
+                        }
+                        node.used -= used;
+                        self.touched.push(n.0);
+                        switch_nodes.push(n.0);
+                    }
+                }
+                Action::MakeRoom { job, from } => {
+                    let mem = self.jobs[job].mem.min(m);
+                    let nodes = self.nodes_of(*job);
+                    for n in nodes {
+                        let node = &self.nodes[n as usize];
+                        let have = node
+                            .slots
+                            .iter()
+                            .find(|s| s.job == *job)
+                            .map_or(0, |s| s.resident);
+                        let short = mem
+                            .saturating_sub(have)
+                            .saturating_sub(m.saturating_sub(node.used));
+                        let out = self.evict(n, *job, short, Some(from));
+                        self.nodes[n as usize].cost += out as f64 / dev.write_bps;
+                        switch_nodes.push(n);
+                    }
+                }
+                Action::Resume { job, page_in } => {
+                    let mem = self.jobs[job].mem.min(m);
+                    let (mut stall, mut faulted): (f64, u64) = (0.0, 0);
+                    for n in self.jobs[job].nodes.clone() {
+                        let have = self.nodes[n.0 as usize].slot(*job).resident;
+                        let missing = mem.saturating_sub(have);
+                        let free = m.saturating_sub(self.nodes[n.0 as usize].used);
+                        let out = self.evict(n.0, *job, missing.saturating_sub(free), None);
+                        let node = &mut self.nodes[n.0 as usize];
+                        let s = node.slot(*job);
+                        s.resident = mem;
+                        node.used += missing;
+                        node.running += 1;
+                        self.t.paged_in += missing;
+                        let w = out as f64 / dev.write_bps;
+                        match page_in {
+                            // Overlapped is charged as Recorded: the model
+                            // does not track the pool's free memory at the
+                            // switch's start (docs/sim.md says so).
+                            PageInPlan::Recorded | PageInPlan::Overlapped => {
+                                node.cost += w + missing as f64 / dev.read_bps;
+                            }
+                            PageInPlan::Demand => {
+                                node.slot(*job).pending_in = missing;
+                                faulted = faulted.max(missing);
+                                stall = stall.max(w + missing as f64 / dev.demand_read_bps());
+                            }
+                        }
+                        self.touched.push(n.0);
+                        switch_nodes.push(n.0);
+                    }
+                    let j = self.jobs.get_mut(job).expect("live");
+                    j.running = true;
+                    j.clean = 0.0;
+                    let work = faulted as f64 / mem.max(1) as f64 / self.cfg.paging.touch_per_s;
+                    to_run.push((*job, stall, work));
+                }
+                Action::WriteBack { job, .. } => {
+                    self.jobs.get_mut(job).expect("live").bg_from = Some(now);
+                }
+                // A prefetch is a hint an executor may ignore: the resume
+                // then brings everything back (docs/sim.md).
+                Action::PageIn { .. }
+                | Action::Protect { .. }
+                | Action::Boost { .. }
+                | Action::Defer { .. } => {}
+            }
+        }
+        // Nodes page in parallel; the switch lasts as long as the slowest.
+        let mut took: f64 = 0.0;
+        for n in &switch_nodes {
+            let node = &mut self.nodes[*n as usize];
+            took = took.max(node.cost);
+            node.cost = 0.0;
+        }
+        let took = Duration::from_secs_f64(took);
+        for (id, stall, work) in to_run {
+            let j = self.jobs.get_mut(&id).expect("live");
+            j.stall_work = work;
+            j.stall_from = now + took;
+            j.active_from = now + took + Duration::from_secs_f64(stall);
+            self.t.paging_node_s += (j.active_from - now).as_secs_f64() * j.nodes.len() as f64;
+            self.dirty.push(id);
+        }
+        if is_switch {
+            self.t.switches += 1;
+            self.t.switch_s += took.as_secs_f64();
+            self.schedule(now + took, Ev::SwitchDone { took });
+        }
+        self.refresh();
+    }
+
+    fn nodes_of(&self, job: JobId) -> Vec<u32> {
+        self.jobs[&job].nodes.iter().map(|n| n.0).collect()
+    }
+
+    /// Recompute the speed of the running jobs on the nodes whose running
+    /// set changed, and when they will end.
+    fn refresh(&mut self) {
+        let now = self.now;
+        let mut touched = std::mem::take(&mut self.touched);
+        touched.sort_unstable();
+        touched.dedup();
+        for n in &touched {
+            for s in &self.nodes[*n as usize].slots {
+                if self.jobs[&s.job].running {
+                    self.dirty.push(s.job);
+                }
+            }
+        }
+        touched.clear();
+        self.touched = touched;
+        let mut dirty = std::mem::take(&mut self.dirty);
+        dirty.sort_unstable();
+        dirty.dedup();
+        let m = self.cfg.node_memory as f64;
+        for id in &dirty {
+            let Some(j) = self.jobs.get(id) else { continue };
+            if !j.running {
+                continue;
+            }
+            // Ranks sharing a node share its CPUs (cosched); memory short
+            // on a node makes it fault.
+            let mut share = 1u32;
+            let nodes = &self.nodes;
+            let c = j.nodes.iter().map(|n| {
+                let node = &nodes[n.0 as usize];
+                share = share.max(node.running);
+                let want: u64 = node
+                    .slots
+                    .iter()
+                    .filter(|s| self.jobs[&s.job].running)
+                    .map(|s| self.jobs[&s.job].mem)
+                    .sum();
+                (m / want.max(1) as f64).min(1.0)
+            });
+            let paging = self.cfg.paging.slowdown(j.mem, c);
+            let slowdown = f64::from(share) * paging;
+            let j = self.jobs.get_mut(id).expect("live");
+            Self::settle(j, now);
+            j.slowdown = slowdown;
+            j.generation += 1;
+            let at = if j.remaining_s < j.stall_work {
+                // Done while still faulting: its sweep touches the pages
+                // at an even pace over the page-in.
+                let span = (j.active_from - j.stall_from).as_secs_f64();
+                (j.stall_from + Duration::from_secs_f64(span * j.remaining_s / j.stall_work))
+                    .max(now)
+            } else {
+                j.active_from.max(now)
+                    + Duration::from_secs_f64((j.remaining_s - j.stall_work) * slowdown)
+            };
+            let generation = j.generation;
+            self.schedule(
+                at,
+                Ev::Finish {
+                    job: *id,
+                    generation,
+                },
+            );
+        }
+        dirty.clear();
+        self.dirty = dirty;
+    }
+
+    fn report(&self, wall_s: f64, unfinished: u64) -> Report {
+        let t = &self.t;
+        let first = t.first_arrival.unwrap_or_default();
+        let makespan = t.last_finish.saturating_sub(first).as_secs_f64();
+        let n = t.jobs.max(1) as f64;
+        let (skipped, reasons) = self.workload.skipped();
+        Report {
+            policy: self.cfg.policy.to_string(),
+            switching: self.cfg.switching.to_string(),
+            nodes: self.cfg.nodes,
+            node_memory: self.cfg.node_memory,
+            quantum_s: self.cfg.quantum.as_secs_f64(),
+            fault_policy: self.cfg.paging.fault_policy.to_string(),
+            jobs: t.jobs,
+            unfinished,
+            clamped: t.clamped,
+            skipped_lines: skipped,
+            skipped_reasons: reasons.to_vec(),
+            unusable: self.workload.unusable(),
+            makespan_s: makespan,
+            utilization: if makespan > 0.0 {
+                t.work_node_s / (makespan * f64::from(self.cfg.nodes))
+            } else {
+                0.0
+            },
+            mean_response_s: t.response_s / n,
+            mean_bounded_slowdown: t.bounded_slowdown / n,
+            switches: t.switches,
+            switch_s: t.switch_s,
+            paging_node_s: t.paging_node_s,
+            switching_overhead: if t.work_node_s + t.paging_node_s > 0.0 {
+                t.paging_node_s / (t.work_node_s + t.paging_node_s)
+            } else {
+                0.0
+            },
+            paged_out_bytes: t.paged_out,
+            paged_in_bytes: t.paged_in,
+            background_bytes: t.background,
+            peak_jobs_alive: t.peak_alive as u64,
+            events: t.events,
+            wall_s,
+            events_per_s: t.events as f64 / wall_s.max(1e-9),
+        }
+    }
+}

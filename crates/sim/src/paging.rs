@@ -1,0 +1,207 @@
+//! The paging model: what moving memory costs on a node's swap device, and
+//! how much a job slows down when its memory does not fit.
+//!
+//! Deliberately coarse, so that a million jobs simulate in seconds:
+//! memory is bytes per (job, node), not pages; a switch costs bytes out over
+//! the device's write bandwidth plus bytes in over its read bandwidth
+//! (sequential for a bulk page-in, 4 KiB random reads for demand faults);
+//! a job whose memory exceeds the node's faults at a steady rate.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::str::FromStr;
+
+pub const PAGE: f64 = 4096.0;
+
+/// A node's swap device, as `memgang calibrate` measures it.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Device {
+    /// Sequential write bandwidth, bytes/s (page-out in bulk).
+    pub write_bps: f64,
+    /// Sequential read bandwidth, bytes/s (bulk page-in).
+    pub read_bps: f64,
+    /// Random 4 KiB reads per second (demand faults).
+    pub random_read_iops: f64,
+}
+
+impl Default for Device {
+    /// A SATA SSD: what memgang assumes without a calibration file.
+    fn default() -> Self {
+        Device {
+            write_bps: 400e6,
+            read_bps: 500e6,
+            random_read_iops: 20_000.0,
+        }
+    }
+}
+
+impl Device {
+    /// Service time of one demand fault: read the page at random, and
+    /// write a dirty page out to make room for it.
+    pub fn fault_s(&self) -> f64 {
+        1.0 / self.random_read_iops + PAGE / self.write_bps
+    }
+
+    /// Demand faults bring pages in at this rate, bytes/s.
+    pub fn demand_read_bps(&self) -> f64 {
+        self.random_read_iops * PAGE
+    }
+}
+
+/// What a node does when a rank of a parallel job faults (paper 004 §3).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FaultPolicy {
+    /// The faulting node waits for the page; the job's other nodes wait as
+    /// far as they synchronise with it (`F_pf` of the service time).
+    #[default]
+    Spin,
+    /// The faulting node runs a local sequential job meanwhile. The parallel
+    /// job is delayed as under SPIN plus a local context switch per fault;
+    /// the local jobs' gain is not simulated (there are none).
+    Lug,
+    /// Every node of the job switches to another parallel job for the
+    /// fault: each fault costs `T_pcs` instead (paper 004 eq. 1).
+    Pcs,
+}
+
+impl FromStr for FaultPolicy {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "spin" => Ok(FaultPolicy::Spin),
+            "lug" => Ok(FaultPolicy::Lug),
+            "pcs" => Ok(FaultPolicy::Pcs),
+            _ => Err(format!(
+                "unknown page-fault policy {s:?}: expected spin, lug or pcs"
+            )),
+        }
+    }
+}
+
+impl fmt::Display for FaultPolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            FaultPolicy::Spin => "spin",
+            FaultPolicy::Lug => "lug",
+            FaultPolicy::Pcs => "pcs",
+        })
+    }
+}
+
+/// A local context switch under LUG (paper 004: 100 µs to 1 ms).
+const LUG_SWITCH_S: f64 = 0.5e-3;
+
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PagingModel {
+    pub device: Device,
+    /// Share of its memory a job touches per second of computing: paper
+    /// 004's applications touch all of it every 0.1 to 2 s.
+    pub touch_per_s: f64,
+    /// Paper 004's `F_pf`: the share of a fault's service time by which it
+    /// delays the whole parallel job (1: every node waits; 1/P: none does).
+    pub f_pf: f64,
+    pub fault_policy: FaultPolicy,
+    /// A parallel context switch, s (PCS); the CM-5 took 4 to 10 ms.
+    pub t_pcs: f64,
+}
+
+impl Default for PagingModel {
+    fn default() -> Self {
+        PagingModel {
+            device: Device::default(),
+            touch_per_s: 0.5,
+            f_pf: 0.5,
+            fault_policy: FaultPolicy::Spin,
+            t_pcs: 0.01,
+        }
+    }
+}
+
+impl PagingModel {
+    /// How many times longer a job computes while memory is short: `c[i]`
+    /// is the share of its working set on its i-th node that fits there
+    /// (paper 004's memory fraction, at most 1), `mem` its bytes per node.
+    ///
+    /// A node short of memory faults `(1 - c)·touch·mem/PAGE` times per
+    /// second of computing (every touch of a page not resident faults, as
+    /// under LRU with the sweeping access of paper 004's applications).
+    /// Under SPIN each fault delays the job by `F·T_pf`, with
+    /// `F = max(F_pf, 1/P)` (a job on one node waits for all of it);
+    /// under PCS by `T_pcs` (paper 004 eq. 1 and 2).
+    pub fn slowdown(&self, mem: u64, c: impl Iterator<Item = f64>) -> f64 {
+        let mut faults = 0.0;
+        let mut nodes = 0usize;
+        for c in c {
+            nodes += 1;
+            faults += (1.0 - c.min(1.0)).max(0.0) * self.touch_per_s * mem as f64 / PAGE;
+        }
+        if faults == 0.0 {
+            return 1.0;
+        }
+        let f = self.f_pf.max(1.0 / nodes as f64).min(1.0);
+        let per_fault = match self.fault_policy {
+            FaultPolicy::Spin => f * self.device.fault_s(),
+            FaultPolicy::Lug => f * self.device.fault_s() + LUG_SWITCH_S,
+            FaultPolicy::Pcs => self.t_pcs,
+        };
+        1.0 + faults * per_fault
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Paper 004 Fig. 3's trend: slowdown climbs steeply as the memory
+    /// fraction c drops below 1; Fig. 8's: a faster paging device cuts it.
+    #[test]
+    fn slowdown_grows_as_memory_shrinks_and_falls_with_a_faster_device() {
+        let m = PagingModel::default();
+        let mem = 256 << 20;
+        let at = |m: &PagingModel, c: f64| m.slowdown(mem, std::iter::repeat_n(c, 32));
+        assert_eq!(at(&m, 1.0), 1.0);
+        let curve: Vec<f64> = [0.95, 0.9, 0.85, 0.8, 0.75]
+            .iter()
+            .map(|c| at(&m, *c))
+            .collect();
+        assert!(curve.windows(2).all(|w| w[1] > w[0]), "{curve:?}");
+        assert!(
+            curve[1] > 2.0,
+            "c = 0.9 at least doubles the time: {curve:?}"
+        );
+        let fast = PagingModel {
+            device: Device {
+                random_read_iops: 20.0 * m.device.random_read_iops,
+                write_bps: 20.0 * m.device.write_bps,
+                ..m.device
+            },
+            ..m
+        };
+        // Twenty times faster paging: a twentieth of the extra time.
+        let extra = |m: &PagingModel| at(m, 0.9) - 1.0;
+        assert!((extra(&fast) * 20.0 - extra(&m)).abs() < 1e-9 * extra(&m));
+    }
+
+    /// PCS pays when `T_pcs << F_pf·T_pf` (paper 004 eq. 5), else SPIN.
+    #[test]
+    fn pcs_beats_spin_only_when_the_context_switch_is_cheap() {
+        let spin = PagingModel::default();
+        let t_pf = spin.device.fault_s();
+        let pcs = |t_pcs| PagingModel {
+            fault_policy: FaultPolicy::Pcs,
+            t_pcs,
+            ..spin
+        };
+        let mem = 64 << 20;
+        let run = |m: &PagingModel| m.slowdown(mem, std::iter::repeat_n(0.9, 16));
+        assert!(run(&pcs(spin.f_pf * t_pf / 10.0)) < run(&spin));
+        assert!(run(&pcs(spin.f_pf * t_pf * 10.0)) > run(&spin));
+        let lug = PagingModel {
+            fault_policy: FaultPolicy::Lug,
+            ..spin
+        };
+        assert!(run(&lug) > run(&spin));
+    }
+}

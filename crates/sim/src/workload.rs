@@ -1,0 +1,296 @@
+//! Where jobs come from: a Standard Workload Format trace read line by line,
+//! or a generator (paper 003 §5: Pareto lifetimes and memory; Poisson or
+//! closed-loop arrivals; widths powers of two).
+
+use crate::rng::Rng;
+use memgang_core::Time;
+use std::io::BufRead;
+use std::time::Duration;
+
+/// A job as the simulator needs it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TraceJob {
+    pub name: String,
+    pub arrival: Time,
+    pub ranks: u32,
+    /// Time it computes when it runs alone with all its memory, s.
+    pub runtime_s: f64,
+    /// Memory per rank, bytes (SWF's unit: per processor).
+    pub memory_per_rank: u64,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum WorkloadError {
+    #[error("{path}:{line}: {msg}")]
+    BadLine {
+        path: String,
+        line: u64,
+        msg: String,
+    },
+    #[error("reading {path}: {source}")]
+    Io {
+        path: String,
+        source: std::io::Error,
+    },
+}
+
+/// A stream of jobs in arrival order.
+pub trait Workload {
+    fn next_job(&mut self) -> Result<Option<TraceJob>, WorkloadError>;
+    /// A job finished at `now`. A closed-loop workload answers with the job
+    /// that takes its place, arriving `now`.
+    fn job_finished(&mut self, _now: Time) -> Option<TraceJob> {
+        None
+    }
+    /// Lines skipped as malformed, with the first few reasons.
+    fn skipped(&self) -> (u64, &[String]) {
+        (0, &[])
+    }
+    /// Well-formed jobs that cannot be simulated (no run time or no
+    /// processor count: cancelled before they ran).
+    fn unusable(&self) -> u64 {
+        0
+    }
+}
+
+/// What to do with a malformed SWF line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BadLines {
+    /// Stop with an error naming the line.
+    Refuse,
+    /// Skip it, counting it and keeping the first reasons for the report.
+    Skip,
+}
+
+const SWF_FIELDS: usize = 18;
+const KEEP_REASONS: usize = 5;
+
+/// A Standard Workload Format trace (Parallel Workloads Archive, 18 fields
+/// per line, `;` comments, -1 for unknown), read as the run goes.
+///
+/// Jobs without a run time (field 4) or a processor count (field 5, else 8)
+/// cannot be simulated: they are counted and passed over; memory is field 7
+/// (used), else 10 (requested), in KB per processor, else `default_memory`.
+pub struct Swf<R> {
+    path: String,
+    lines: R,
+    line_no: u64,
+    bad: BadLines,
+    default_memory: u64,
+    skipped: u64,
+    reasons: Vec<String>,
+    unusable: u64,
+    buf: String,
+    last_arrival: f64,
+}
+
+impl<R: BufRead> Swf<R> {
+    pub fn new(path: impl Into<String>, lines: R, bad: BadLines, default_memory: u64) -> Self {
+        Swf {
+            path: path.into(),
+            lines,
+            line_no: 0,
+            bad,
+            default_memory,
+            skipped: 0,
+            reasons: Vec::new(),
+            unusable: 0,
+            buf: String::new(),
+            last_arrival: 0.0,
+        }
+    }
+
+    /// `Ok(None)`: well formed, but the job cannot be simulated.
+    fn parse(&self, line: &str) -> Result<Option<TraceJob>, String> {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if f.len() != SWF_FIELDS {
+            return Err(format!("expected {SWF_FIELDS} fields, found {}", f.len()));
+        }
+        let num = |i: usize| -> Result<f64, String> {
+            f[i - 1]
+                .parse::<f64>()
+                .ok()
+                .filter(|v| v.is_finite())
+                .ok_or_else(|| format!("field {i} is {:?}, not a number", f[i - 1]))
+        };
+        for i in 1..=SWF_FIELDS {
+            num(i)?;
+        }
+        let submit = num(2)?;
+        if submit < 0.0 {
+            return Err("submit time (field 2) is unknown".into());
+        }
+        if submit < self.last_arrival {
+            return Err(format!(
+                "submit time {submit} is before the previous job's {}: SWF traces are sorted by submit time",
+                self.last_arrival
+            ));
+        }
+        let runtime = num(4)?;
+        let procs = [num(5)?, num(8)?].into_iter().find(|p| *p >= 1.0);
+        let Some(procs) = procs.filter(|_| runtime > 0.0) else {
+            return Ok(None);
+        };
+        let mem_kb = [num(7)?, num(10)?].into_iter().find(|m| *m > 0.0);
+        Ok(Some(TraceJob {
+            name: f[0].to_string(),
+            arrival: Duration::from_secs_f64(submit),
+            ranks: procs.min(u32::MAX as f64) as u32,
+            runtime_s: runtime,
+            memory_per_rank: mem_kb.map_or(self.default_memory, |kb| (kb * 1024.0) as u64),
+        }))
+    }
+}
+
+impl<R: BufRead> Workload for Swf<R> {
+    fn next_job(&mut self) -> Result<Option<TraceJob>, WorkloadError> {
+        loop {
+            self.buf.clear();
+            let n = self
+                .lines
+                .read_line(&mut self.buf)
+                .map_err(|source| WorkloadError::Io {
+                    path: self.path.clone(),
+                    source,
+                })?;
+            if n == 0 {
+                return Ok(None);
+            }
+            self.line_no += 1;
+            let line = self.buf.trim();
+            if line.is_empty() || line.starts_with(';') {
+                continue;
+            }
+            match self.parse(line) {
+                Ok(Some(job)) => {
+                    self.last_arrival = job.arrival.as_secs_f64();
+                    return Ok(Some(job));
+                }
+                Ok(None) => self.unusable += 1,
+                Err(msg) if self.bad == BadLines::Skip => {
+                    self.skipped += 1;
+                    if self.reasons.len() < KEEP_REASONS {
+                        self.reasons.push(format!("line {}: {msg}", self.line_no));
+                    }
+                }
+                Err(msg) => {
+                    return Err(WorkloadError::BadLine {
+                        path: self.path.clone(),
+                        line: self.line_no,
+                        msg: format!("{msg} (pass --skip-bad-lines to skip such lines)"),
+                    })
+                }
+            }
+        }
+    }
+
+    fn skipped(&self) -> (u64, &[String]) {
+        (self.skipped, &self.reasons)
+    }
+
+    fn unusable(&self) -> u64 {
+        self.unusable
+    }
+}
+
+/// How generated jobs arrive.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Arrivals {
+    /// A Poisson process with this mean gap between arrivals.
+    Poisson { mean_gap_s: f64 },
+    /// `jobs` jobs in the system at all times: each finished job is
+    /// replaced at once (paper 003 §5's second set of experiments).
+    Closed { jobs: u32 },
+}
+
+/// Settings of the synthetic workload.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GeneratorSpec {
+    pub jobs: u64,
+    pub arrivals: Arrivals,
+    /// Mean run time, s, and the Pareto shape (heavier tail when smaller,
+    /// > 1 so the mean exists); run times are capped at 100 times the mean.
+    pub mean_runtime_s: f64,
+    pub runtime_shape: f64,
+    /// Mean memory per rank, bytes, Pareto with this shape, capped at `max_memory`.
+    pub mean_memory: u64,
+    pub memory_shape: f64,
+    pub max_memory: u64,
+    /// Widths are 2^k ranks, k uniform in 0..=log2(max_ranks).
+    pub max_ranks: u32,
+    pub seed: u64,
+}
+
+pub struct Generator {
+    spec: GeneratorSpec,
+    rng: Rng,
+    made: u64,
+    clock: f64,
+}
+
+impl Generator {
+    pub fn new(spec: GeneratorSpec) -> Self {
+        assert!(spec.runtime_shape > 1.0 && spec.memory_shape > 1.0);
+        let rng = Rng::new(spec.seed);
+        Generator {
+            spec,
+            rng,
+            made: 0,
+            clock: 0.0,
+        }
+    }
+
+    /// Pareto with this mean and shape: scale = mean·(shape-1)/shape.
+    fn pareto(&mut self, mean: f64, shape: f64, cap: f64) -> f64 {
+        let scale = mean * (shape - 1.0) / shape;
+        (scale / (1.0 - self.rng.f64()).powf(1.0 / shape)).min(cap)
+    }
+
+    fn make(&mut self, at: f64) -> Option<TraceJob> {
+        if self.made == self.spec.jobs {
+            return None;
+        }
+        self.made += 1;
+        let s = &self.spec;
+        let (mr, rs, mm, ms, cap) = (
+            s.mean_runtime_s,
+            s.runtime_shape,
+            s.mean_memory as f64,
+            s.memory_shape,
+            s.max_memory as f64,
+        );
+        let levels = 32 - s.max_ranks.max(1).leading_zeros();
+        let runtime_s = self.pareto(mr, rs, 100.0 * mr).max(1.0);
+        let memory = self.pareto(mm, ms, cap);
+        let k = self.rng.below(levels as u64) as u32;
+        Some(TraceJob {
+            name: format!("g{}", self.made),
+            arrival: Duration::from_secs_f64(at),
+            ranks: 1 << k,
+            runtime_s,
+            memory_per_rank: memory as u64,
+        })
+    }
+}
+
+impl Workload for Generator {
+    fn next_job(&mut self) -> Result<Option<TraceJob>, WorkloadError> {
+        Ok(match self.spec.arrivals {
+            Arrivals::Poisson { mean_gap_s } => {
+                let at = self.clock;
+                let gap = -mean_gap_s * (1.0 - self.rng.f64()).ln();
+                self.clock += gap;
+                self.make(at)
+            }
+            Arrivals::Closed { jobs } if self.made < u64::from(jobs) => self.make(0.0),
+            Arrivals::Closed { .. } => None,
+        })
+    }
+
+    fn job_finished(&mut self, now: Time) -> Option<TraceJob> {
+        match self.spec.arrivals {
+            Arrivals::Closed { .. } => self.make(now.as_secs_f64()),
+            Arrivals::Poisson { .. } => None,
+        }
+    }
+}

@@ -1,0 +1,276 @@
+//! The simulator against runs worked out by hand, and its determinism.
+
+use memgang_core::{Overlap, PolicyKind, Switching};
+use memgang_sim::{
+    Arrivals, BadLines, Config, Device, Generator, GeneratorSpec, PagingModel, Report, Simulator,
+    Swf, TraceJob, Workload, WorkloadError,
+};
+use std::time::Duration;
+
+const MIB: u64 = 1 << 20;
+
+/// A fixed list of jobs.
+struct Jobs(std::vec::IntoIter<TraceJob>);
+
+impl Workload for Jobs {
+    fn next_job(&mut self) -> Result<Option<TraceJob>, WorkloadError> {
+        Ok(self.0.next())
+    }
+}
+
+fn job(name: &str, runtime_s: f64, mib: u64) -> TraceJob {
+    TraceJob {
+        name: name.into(),
+        arrival: Duration::ZERO,
+        ranks: 1,
+        runtime_s,
+        memory_per_rank: mib * MIB,
+    }
+}
+
+/// One node of 1 GiB; the device writes 100 MiB/s, reads 200 MiB/s in bulk
+/// and 50 MiB/s by demand faults (12,800 random 4 KiB reads/s).
+fn one_node(policy: PolicyKind, switching: &str) -> Config {
+    Config {
+        nodes: 1,
+        cpus_per_node: 1,
+        node_memory: 1024 * MIB,
+        policy,
+        quantum: Duration::from_secs(10),
+        switching: switching.parse().unwrap(),
+        overlap: Overlap::default(),
+        paging: PagingModel {
+            device: Device {
+                write_bps: (100 * MIB) as f64,
+                read_bps: (200 * MIB) as f64,
+                random_read_iops: 12_800.0,
+            },
+            ..PagingModel::default()
+        },
+    }
+}
+
+fn two_jobs(cfg: Config) -> Report {
+    let mut w = Jobs(vec![job("a", 25.0, 600), job("b", 15.0, 600)].into_iter());
+    Simulator::new(cfg, &mut w).run().unwrap()
+}
+
+fn close(got: f64, want: f64) {
+    assert!((got - want).abs() < 1e-3, "got {got}, want {want}");
+}
+
+#[test]
+fn batch_runs_the_two_jobs_back_to_back() {
+    let r = two_jobs(one_node(PolicyKind::Batch, "lru"));
+    close(r.makespan_s, 40.0);
+    assert_eq!((r.jobs, r.switches, r.paged_out_bytes), (2, 0, 0));
+    close(r.mean_response_s, (25.0 + 40.0) / 2.0);
+    close(r.utilization, 1.0);
+}
+
+/// Gang, lru, 10 s quantum; 600 MiB each in 1 GiB, so every switch moves
+/// 176 MiB: out at 100 MiB/s (1.76 s) and, for a resumed job, back in by
+/// demand faults at 50 MiB/s (3.52 s) at the start of its quantum, while
+/// it computes the 176/600/0.5 = 0.5867 s its sweep needs to touch them.
+///   0      a runs 0..10                          a: 15 left
+///  10      b starts, evicting 176 MiB of a: 1.76 b runs 11.76..20, 6.76 left
+///  20      a resumes: 1.76 + 3.52 = 5.28 s       a: 15 - 4.72 - 0.5867 = 9.6933
+///  30      b resumes, the same                   b: 6.76 - 5.3067 = 1.4533
+///  40      a resumes                             a: 4.3867
+///  50      b resumes; ends 55.28 + 0.8667        b ends at 56.1467
+///  56.1467 a resumes alone: 176 MiB in, nothing out: 3.52 s, 0.5867 of
+///          work, then 3.8 s: a ends at 63.4667
+#[test]
+fn gang_lru_two_jobs_on_one_node_by_hand() {
+    let r = two_jobs(one_node(PolicyKind::Gang, "lru"));
+    let w = 176.0 / 600.0 / 0.5;
+    let b_end = 55.28 + (6.76 - (4.72 + w) - w);
+    let a_end = b_end + 3.52 + (15.0 - 2.0 * (4.72 + w) - w);
+    close(b_end, 56.1467);
+    close(a_end, 63.4667);
+    close(r.makespan_s, a_end);
+    assert_eq!(r.switches, 6, "at 10, 20, 30, 40, 50 and when b ends");
+    assert_eq!(r.paged_out_bytes, 5 * 176 * MIB);
+    assert_eq!(r.paged_in_bytes, 5 * 176 * MIB);
+    close(r.mean_response_s, (b_end + a_end) / 2.0);
+    // Stalls: 1.76 + 4 × 5.28 + 3.52.
+    close(r.paging_node_s, 1.76 + 4.0 * 5.28 + 3.52);
+}
+
+/// Gang, ao/ai: a switch writes the outgoing job's 600 MiB (6 s) and reads
+/// the incoming one's back in bulk (3 s); the quantum starts when it is done.
+///   0   a runs 0..10                       a: 15 left
+///  10   switch 6 s (b is new), b 16..26    b: 5 left
+///  26   switch 6 + 3 s, a 35..45           a: 5 left
+///  45   switch 9 s, b 54..59, ends
+///  59   a comes back alone: 3 s, 62..67
+#[test]
+fn gang_aggressive_and_adaptive_two_jobs_by_hand() {
+    let r = two_jobs(one_node(PolicyKind::Gang, "ao/ai"));
+    close(r.makespan_s, 67.0);
+    assert_eq!(r.switches, 4);
+    close(r.switch_s, 6.0 + 9.0 + 9.0 + 3.0);
+    assert_eq!(r.paged_out_bytes, 3 * 600 * MIB);
+    assert_eq!(r.paged_in_bytes, 3 * 600 * MIB);
+}
+
+fn generated(seed: u64, jobs: u64) -> Report {
+    let mut w = Generator::new(GeneratorSpec {
+        jobs,
+        arrivals: Arrivals::Poisson { mean_gap_s: 200.0 },
+        mean_runtime_s: 600.0,
+        runtime_shape: 1.5,
+        mean_memory: 4 << 30,
+        memory_shape: 1.5,
+        max_memory: 64 << 30,
+        max_ranks: 32,
+        seed,
+    });
+    let cfg = Config {
+        nodes: 64,
+        cpus_per_node: 1,
+        node_memory: 64 << 30,
+        policy: PolicyKind::Gang,
+        quantum: Duration::from_secs(60),
+        switching: Switching::LRU,
+        overlap: Overlap::default(),
+        paging: PagingModel::default(),
+    };
+    Simulator::new(cfg, &mut w).run().unwrap()
+}
+
+#[test]
+fn a_seed_gives_the_same_run() {
+    let strip = |mut r: Report| {
+        (r.wall_s, r.events_per_s) = (0.0, 0.0);
+        r
+    };
+    let a = strip(generated(7, 2000));
+    assert_eq!(a, strip(generated(7, 2000)));
+    assert_ne!(a, strip(generated(8, 2000)));
+    assert_eq!((a.jobs, a.unfinished), (2000, 0));
+    assert!(a.switches > 0 && a.paged_out_bytes > 0, "{a:?}");
+    // Jobs are forgotten as they end.
+    assert!(a.peak_jobs_alive < 200, "{}", a.peak_jobs_alive);
+}
+
+#[test]
+fn closed_loop_keeps_the_same_number_of_jobs_in_the_system() {
+    let mut w = Generator::new(GeneratorSpec {
+        jobs: 300,
+        arrivals: Arrivals::Closed { jobs: 5 },
+        mean_runtime_s: 60.0,
+        runtime_shape: 2.0,
+        mean_memory: 100 * MIB,
+        memory_shape: 2.0,
+        max_memory: 1024 * MIB,
+        max_ranks: 1,
+        seed: 1,
+    });
+    let r = Simulator::new(one_node(PolicyKind::Gang, "lru"), &mut w)
+        .run()
+        .unwrap();
+    assert_eq!((r.jobs, r.peak_jobs_alive), (300, 5));
+}
+
+const TRACE: &str = "\
+; Version: 2.2
+; Computer: test
+1 0 5 100 4 -1 2048 4 200 -1 1 1 1 -1 1 -1 -1 -1
+2 10 0 50 -1 -1 -1 8 60 4096 1 1 1 -1 1 -1 -1 -1
+
+3 20 0 -1 2 -1 -1 2 60 -1 5 1 1 -1 1 -1 -1 -1
+";
+
+fn swf(text: &str, bad: BadLines) -> Swf<&[u8]> {
+    Swf::new("t.swf", text.as_bytes(), bad, 7 * MIB)
+}
+
+#[test]
+fn swf_reads_the_fields_memgang_needs() {
+    let mut r = swf(TRACE, BadLines::Refuse);
+    let a = r.next_job().unwrap().unwrap();
+    assert_eq!(
+        (
+            a.name.as_str(),
+            a.arrival,
+            a.ranks,
+            a.runtime_s,
+            a.memory_per_rank
+        ),
+        ("1", Duration::ZERO, 4, 100.0, 2048 * 1024)
+    );
+    // Allocated processors unknown: requested (field 8); used memory
+    // unknown: requested (field 10).
+    let b = r.next_job().unwrap().unwrap();
+    assert_eq!((b.ranks, b.memory_per_rank), (8, 4096 * 1024));
+    // Job 3 never ran (run time -1): passed over, counted.
+    assert!(r.next_job().unwrap().is_none());
+    assert_eq!(r.unusable(), 1);
+    assert_eq!(r.skipped().0, 0);
+}
+
+#[test]
+fn swf_bad_lines_are_refused_with_their_number_or_skipped() {
+    let text = format!("{TRACE}4 30 0 10 1 -1 -1\n5 40 0 10 1 -1 -1 1 10 -1 1 1 1 -1 1 -1 -1 x\n6 50 0 10 1 -1 100 1 10 -1 1 1 1 -1 1 -1 -1 -1\n");
+    let mut r = swf(&text, BadLines::Refuse);
+    let err = loop {
+        match r.next_job() {
+            Ok(Some(_)) => continue,
+            Ok(None) => panic!("the bad line went through"),
+            Err(e) => break e.to_string(),
+        }
+    };
+    assert!(
+        err.starts_with("t.swf:7: expected 18 fields, found 7"),
+        "{err}"
+    );
+    assert!(err.contains("--skip-bad-lines"), "{err}");
+
+    let mut r = swf(&text, BadLines::Skip);
+    let mut names = Vec::new();
+    while let Some(j) = r.next_job().unwrap() {
+        names.push(j.name);
+    }
+    assert_eq!(names, ["1", "2", "6"]);
+    let (n, reasons) = r.skipped();
+    assert_eq!(n, 2);
+    assert!(
+        reasons[1].starts_with("line 8: field 18 is \"x\""),
+        "{reasons:?}"
+    );
+
+    let unsorted = "1 50 0 10 1 -1 -1 1 10 -1 1 1 1 -1 1 -1 -1 -1\n2 40 0 10 1 -1 -1 1 10 -1 1 1 1 -1 1 -1 -1 -1\n";
+    let err = swf(unsorted, BadLines::Refuse).nth_err();
+    assert!(err.contains("t.swf:2: submit time 40 is before"), "{err}");
+}
+
+trait NthErr {
+    fn nth_err(self) -> String;
+}
+
+impl<R: std::io::BufRead> NthErr for Swf<R> {
+    fn nth_err(mut self) -> String {
+        loop {
+            match self.next_job() {
+                Ok(Some(_)) => {}
+                Ok(None) => panic!("no error"),
+                Err(e) => return e.to_string(),
+            }
+        }
+    }
+}
+
+#[test]
+fn a_trace_runs_under_every_policy() {
+    for policy in PolicyKind::ALL {
+        let cfg = Config {
+            nodes: 8,
+            cpus_per_node: 2,
+            ..one_node(policy, "lru")
+        };
+        let mut w = swf(TRACE, BadLines::Refuse);
+        let r = Simulator::new(cfg, &mut w).run().unwrap();
+        assert_eq!((r.jobs, r.unfinished, r.unusable), (2, 0, 1), "{policy}");
+    }
+}
