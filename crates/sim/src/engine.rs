@@ -148,6 +148,9 @@ pub struct Simulator<'a> {
     jobs: IdMap<Job>,
     nodes: Vec<NodeState>,
     heap: BinaryHeap<Reverse<(Time, u64, Ev)>>,
+    /// Switches under way. The runtime carries a switch out before it
+    /// looks at its timer or arrivals again; so does the simulator.
+    switching: u32,
     seq: u64,
     now: Time,
     workload: &'a mut dyn Workload,
@@ -172,6 +175,7 @@ impl<'a> Simulator<'a> {
             jobs: IdMap::default(),
             nodes,
             heap: BinaryHeap::new(),
+            switching: 0,
             seq: 0,
             now: Time::ZERO,
             workload,
@@ -201,8 +205,9 @@ impl<'a> Simulator<'a> {
         self.lookahead = self.workload.next_job()?;
         loop {
             let ev = self.heap.peek().map(|Reverse((t, _, _))| *t);
-            let arrival = self.lookahead.as_ref().map(|j| j.arrival);
-            let timer = self.sched.next_wakeup();
+            let busy = self.switching > 0;
+            let arrival = self.lookahead.as_ref().map(|j| j.arrival).filter(|_| !busy);
+            let timer = self.sched.next_wakeup().filter(|_| !busy);
             // On a tie: ends and switches, then arrivals, then the timer
             // (the scheduler itself delivers arrivals before its timer).
             let first = [ev, arrival, timer]
@@ -232,6 +237,7 @@ impl<'a> Simulator<'a> {
                             self.finish(job)?;
                         }
                         Ev::SwitchDone { took } => {
+                            self.switching -= 1;
                             let acts = self.sched.handle(now, Event::SwitchDone { took });
                             self.execute(acts);
                         }
@@ -577,6 +583,7 @@ impl<'a> Simulator<'a> {
         if is_switch {
             self.t.switches += 1;
             self.t.switch_s += took.as_secs_f64();
+            self.switching += 1;
             self.schedule(now + took, Ev::SwitchDone { took });
         }
         self.refresh();
