@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Issue 6's speed benchmark: `memgang sim` on synthetic traces of 10k, 100k
+# and 1M jobs on 1,024 nodes of 64G, under gang (60 s quantum, switch
+# SWITCH, default ao/ai) and hybrid; prints events, wall time, events/s, jobs/s, simulated days per
+# wall hour and peak memory (maximum resident set, from /usr/bin/time -v).
+# No root needed: the simulator touches no kernel feature.
+#
+#   bench/sim_speed.sh [OUT_DIR]
+#   JOBS="10000 100000" POLICIES="gang" GAP=30s SWITCH=lru TIMEOUT=900 to choose
+#
+# The generator: Poisson arrivals (mean gap GAP), Pareto run times (mean
+# 10 min) and memory per rank (mean 8G, capped at the node's 64G), widths
+# powers of two up to 64 nodes, seed 1. At GAP=30s the offered load is
+# about 0.35 of the cluster (before paging). With lru, gang thrashes on
+# this workload (demand faults at 20,000 reads/s cannot bring 8G back in a
+# 60 s quantum), jobs pile up and the simulator slows with them: see
+# docs/sim.md. A run that outlasts TIMEOUT seconds is stopped
+# and its row says so.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/lib.sh
+ensure_toolchain
+command -v /usr/bin/time >/dev/null || { echo "bench/sim_speed.sh needs /usr/bin/time (GNU time: apt-get install time)" >&2; exit 1; }
+cargo build --release -p memgang-cli --quiet
+bin=target/release/memgang
+out=${1:-bench/results/sim_speed-$(date -u +%Y%m%dT%H%M%SZ)}
+mkdir -p "$out"
+JOBS=${JOBS:-10000 100000 1000000}
+POLICIES=${POLICIES:-gang hybrid}
+GAP=${GAP:-30s}
+SWITCH=${SWITCH:-ao/ai}
+TIMEOUT=${TIMEOUT:-900}
+
+echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cores, $(free -g | awk '/Mem:/ {print $2}')G; one simulation at a time, one core each" | tee "$out/machine.txt"
+printf '%-8s %-7s %11s %8s %11s %9s %14s %8s %10s\n' \
+  jobs policy events wall_s events/s jobs/s sim_days/hour peak_MiB peak_alive | tee "$out/table.txt"
+for n in $JOBS; do
+  for p in $POLICIES; do
+    name=$p-$n
+    if timeout "$TIMEOUT" /usr/bin/time -v -o "$out/$name.time" "$bin" sim --generate "$n" \
+      --nodes 1024 --node-memory 64G --policy "$p" --switch "$SWITCH" --quantum 60s --arrival-gap "$GAP" \
+      --mean-memory 8G --max-ranks 64 --seed 1 --json "$out/$name.json" >"$out/$name.txt" 2>&1; then
+      python3 - "$out/$name.json" "$out/$name.time" "$n" "$p" <<'PY' | tee -a "$out/table.txt"
+import json, re, sys
+r = json.load(open(sys.argv[1]))
+rss = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", open(sys.argv[2]).read()).group(1))
+days_per_hour = r["makespan_s"] / 86400 / (r["wall_s"] / 3600)
+print(f'{sys.argv[3]:<8} {sys.argv[4]:<7} {r["events"]:>11} {r["wall_s"]:>8.2f} {r["events_per_s"]:>11.0f} '
+      f'{r["jobs"] / r["wall_s"]:>9.0f} {days_per_hour:>14.0f} {rss / 1024:>8.0f} {r["peak_jobs_alive"]:>10}')
+PY
+    else
+      printf '%-8s %-7s %s\n' "$n" "$p" "not finished within ${TIMEOUT}s (or failed: see $out/$name.txt)" | tee -a "$out/table.txt"
+    fi
+  done
+done
+echo "results: $out"
