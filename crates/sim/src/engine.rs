@@ -375,6 +375,9 @@ impl<'a> Simulator<'a> {
     /// jobs in `order` (or least recently run first); returns the bytes
     /// written (dirty ones: background writing made some clean).
     fn evict(&mut self, node: u32, me: JobId, need: u64, order: Option<&[JobId]>) -> u64 {
+        if need == 0 {
+            return 0;
+        }
         let mut victims: Vec<(Time, JobId)> = Vec::new();
         match order {
             Some(from) => victims.extend(from.iter().map(|j| (Time::ZERO, *j))),
