@@ -1,21 +1,11 @@
 //! `memgang sim` as a user runs it: a small SWF trace on a cluster, JSON and
 //! CSV out, a bad line refused or skipped. No root: nothing touches the kernel.
 
+mod common;
+
+use common::{memgang, text};
 use serde_json::Value;
-use std::process::{Command, Output};
-
-fn memgang() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_memgang"))
-}
-
-fn text(out: &Output) -> String {
-    format!(
-        "status {:?}\nstdout:\n{}\nstderr:\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
+use std::process::Output;
 
 /// Three jobs of 40 GB per processor on 2 nodes of 64G: 1 and 2 share the
 /// nodes, so gang switches between them; 3 never ran (run time -1).
