@@ -8,7 +8,8 @@
 # a makespan-vs-n plot (OUT_DIR/makespan.svg).
 #
 #   sudo bench/hybrid.sh [--quick] [OUT_DIR]
-#   N="1 2 3" VARIANTS="compute 2rank" POLICIES="..." Q=10s TIMEOUT=900 to choose
+#   N="1 2 3" VARIANTS="compute 2rank" POLICIES="..." Q=10s TIMEOUT=900
+#   JOB_ITERS=40 (iterations per job: 40 runs about 8 s alone) to choose
 #
 # --quick: a 512M pool, jobs of 100M that run ~3 s alone, n = 1 3 5 7, the
 # compute variant only, Fig. 8 at n = 5 and 7: a few minutes, for a first
@@ -25,16 +26,16 @@ source bench/lib.sh
 bench_setup hybrid "${1:-}"
 
 if [ -n "$quick" ]; then
-  POOL=512M MIB=100 ITERS=${ITERS:-20} N=${N:-1 3 5 7} VARIANTS=${VARIANTS:-compute}
+  POOL=512M MIB=100 JOB_ITERS=${JOB_ITERS:-20} N=${N:-1 3 5 7} VARIANTS=${VARIANTS:-compute}
   FIG8=${FIG8:-5 7} TIMEOUT=${TIMEOUT:-120} QUANTUM=${Q:-3s}
 else
-  POOL=1G MIB=200 ITERS=${ITERS:-40} N=${N:-1 2 3 4 5 6 7 8 9} VARIANTS=${VARIANTS:-compute 2rank}
+  POOL=1G MIB=200 JOB_ITERS=${JOB_ITERS:-40} N=${N:-1 2 3 4 5 6 7 8 9} VARIANTS=${VARIANTS:-compute 2rank}
   FIG8=${FIG8:-7 9} TIMEOUT=${TIMEOUT:-1800} QUANTUM=${Q:-10s}
 fi
 POLICIES=${POLICIES:-batch cosched gang hybrid-sequential hybrid-overlapped hybrid-prefetch}
 declare -A WORK=(
-  [compute]="--pattern seq --iterations $ITERS --compute 4"
-  [2rank]="--pattern stencil --iterations $ITERS --compute 4 --ranks 2"
+  [compute]="--pattern seq --iterations $JOB_ITERS --compute 4"
+  [2rank]="--pattern stencil --iterations $JOB_ITERS --compute 4 --ranks 2"
 )
 
 # write_n VARIANT N FILE: N jobs j1..jN of the variant, declared at their size.
