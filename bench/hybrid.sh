@@ -10,6 +10,8 @@
 #   sudo bench/hybrid.sh [--quick] [OUT_DIR]
 #   N="1 2 3" VARIANTS="compute 2rank" POLICIES="..." Q=10s TIMEOUT=900
 #   JOB_ITERS=40 (iterations per job: 40 runs about 8 s alone) to choose
+#   TIMEOUT_X=3: stop a run after 3 times its batch makespan instead (at
+#   least 60 s): a cosched collapse is shown as ">T" without costing hours
 #
 # --quick: a 512M pool, jobs of 100M that run ~3 s alone, n = 1 3 5 7, the
 # compute variant only, Fig. 8 at n = 5 and 7: a few minutes, for a first
@@ -70,8 +72,13 @@ for variant in $VARIANTS; do
       esac
       [ "$p" != batch ] && [ -f "$out/$variant-n$n-batch.json" ] &&
         args+=(--baseline "$out/$variant-n$n-batch.json")
-      step "$variant n=$n $p"
-      timeout --signal=TERM --kill-after=60 "$TIMEOUT" \
+      limit=$TIMEOUT
+      if [ -n "${TIMEOUT_X:-}" ] && [ "$p" != batch ] && [ -f "$out/$variant-n$n-batch.json" ]; then
+        limit=$(python3 -c 'import json,sys; print(max(60, round(float(sys.argv[2]) * json.load(open(sys.argv[1]))["makespan_s"])))' \
+          "$out/$variant-n$n-batch.json" "$TIMEOUT_X")
+      fi
+      step "$variant n=$n $p (stopped after ${limit}s)"
+      timeout --signal=TERM --kill-after=60 "$limit" \
         "$bin" run "$exp" "${args[@]}" --json "$out/$name.json" --logs "$out/logs/$name" |
         tail -n 2 || true
     done
