@@ -708,3 +708,21 @@ fn gang_places_first_fit_over_many_nodes() {
     sc.advance(s(20));
     assert_eq!(nodes(&sc, 3), (130, Some(0), Some(129)));
 }
+
+#[test]
+fn a_job_that_exits_during_a_set_switch_does_not_stop_it_for_the_others() {
+    // [j0] [j1] [j2]. The switch to j1 begins at 10 s and j1 dies at once;
+    // the executor reports the exit after the switch is done (it handles
+    // one thing at a time). The next set runs then, not a quantum later.
+    let mut sc = hybrid(&[600, 600, 600]);
+    assert_eq!(adv(&mut sc, s(0)), ["start j0"]);
+    assert_eq!(adv(&mut sc, s(10)), ["suspend j0", "start j1"]);
+    assert!(sc
+        .handle(s(11), Event::SwitchDone { took: s(1) })
+        .is_empty());
+    let a = sc.handle(s(11), Event::JobFinished(JobId(1)));
+    assert_eq!(show(&sc, &a), ["start j2"]);
+    // A suspended job killed meanwhile drops out of the rotation.
+    assert!(sc.handle(s(15), Event::JobFinished(JobId(0))).is_empty());
+    assert_eq!(sc.next_wakeup(), None, "one job left: nothing to rotate");
+}
