@@ -23,7 +23,7 @@ use std::os::unix::fs::{FileExt, OpenOptionsExt, PermissionsExt};
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// Where the CLI puts its swap file unless told otherwise: under /var/lib
 /// because it is persistent, disk-backed and root-owned (never tmpfs, which
@@ -63,6 +63,9 @@ const FREE_SPACE_HEADROOM: u64 = 256 << 20;
 /// sequential best case the paging cost model wants as its upper bound.
 const IO_CHUNK: usize = 1 << 20;
 
+/// A page fault reads one page: the unit of the random-read probe.
+const RANDOM_IO: usize = 4096;
+
 /// Where [`TestSwap`] puts its files: persistent and disk-backed on every
 /// distribution (unlike /tmp, often tmpfs, which cannot hold swap), writable,
 /// and periodically cleaned by systemd-tmpfiles should a run die hard.
@@ -76,13 +79,18 @@ pub struct SwapFile {
     pub size_bytes: u64,
 }
 
-/// Sequential bandwidth of a device, see [`measure_bandwidth`].
+/// Sequential bandwidth of a device, see [`measure_bandwidth`], and its
+/// random read rate, see [`measure_device`].
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Bandwidth {
     pub read_bytes_per_s: f64,
     pub write_bytes_per_s: f64,
     /// Bytes written and then read back for the measurement.
     pub sample_bytes: u64,
+    /// Random 4 KiB `O_DIRECT` reads per second, one at a time (queue
+    /// depth 1, as a process waiting on page faults reads); `None` unless
+    /// [`measure_device`] was asked for it.
+    pub random_read_iops: Option<f64>,
 }
 
 /// One line of /proc/swaps.
@@ -296,6 +304,13 @@ pub fn parse_proc_swaps(text: &str) -> Result<Vec<SwapArea>> {
 /// (also on error). This is the best the swap device can do; the paging cost
 /// model and the benchmarks compare switch times against it.
 pub fn measure_bandwidth(dir: &Path, bytes: u64) -> Result<Bandwidth> {
+    measure_device(dir, bytes, Duration::ZERO)
+}
+
+/// [`measure_bandwidth`], then, for `random_for` (if not zero), random 4 KiB
+/// `O_DIRECT` reads over the same file, one at a time: the rate of demand
+/// page faults, which read single pages and wait for each.
+pub fn measure_device(dir: &Path, bytes: u64, random_for: Duration) -> Result<Bandwidth> {
     static SEQ: AtomicU64 = AtomicU64::new(0);
     let chunk = IO_CHUNK as u64;
     let chunks = bytes.div_ceil(chunk).max(1);
@@ -361,6 +376,22 @@ pub fn measure_bandwidth(dir: &Path, bytes: u64) -> Result<Bandwidth> {
     }
     let read_s = t.elapsed().as_secs_f64();
 
+    let random_read_iops = (!random_for.is_zero()).then(|| -> Result<f64> {
+        let pages = bytes / RANDOM_IO as u64;
+        let page = &mut buf[..RANDOM_IO];
+        let (mut reads, t) = (0u64, Instant::now());
+        while t.elapsed() < random_for {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            file.read_exact_at(page, (x % pages) * RANDOM_IO as u64)
+                .map_err(|e| Error::io("reading bandwidth probe file", &path, e))?;
+            reads += 1;
+        }
+        Ok(reads as f64 / t.elapsed().as_secs_f64())
+    });
+    let random_read_iops = random_read_iops.transpose()?;
+
     drop(file);
     // Remove explicitly to report failures; the guard covers early returns.
     guard.disarm();
@@ -370,6 +401,7 @@ pub fn measure_bandwidth(dir: &Path, bytes: u64) -> Result<Bandwidth> {
         read_bytes_per_s: rate(read_s),
         write_bytes_per_s: rate(write_s),
         sample_bytes: bytes,
+        random_read_iops,
     })
 }
 
