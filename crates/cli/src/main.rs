@@ -1,7 +1,8 @@
 //! `memgang`: time-share memory-hungry jobs on one Linux node.
 //!
 //! Verbs: `run` an experiment, `report` results, set up a `testbed` (swap),
-//! `sim`ulate a cluster, and `cleanup` what a killed memgang left behind.
+//! `sim`ulate a cluster, `calibrate` the simulator on this node, and
+//! `cleanup` what a killed memgang left behind.
 
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
@@ -13,6 +14,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
+mod calibrate;
 mod cleanup;
 mod plot;
 mod report;
@@ -52,6 +54,9 @@ enum Command {
     /// Simulate a cluster running a trace (or generated jobs) under a
     /// policy, with a model of paging; see docs/sim.md.
     Sim(Box<sim::SimArgs>),
+    /// Measure this node's paging parameters (swap device bandwidths,
+    /// random reads, real switches) into a device file for `sim --device`.
+    Calibrate(Box<calibrate::CalibrateArgs>),
     /// Remove cgroups, frozen jobs and processes left by a memgang that was
     /// killed with SIGKILL (runs of live memgang processes are left alone).
     Cleanup,
@@ -180,6 +185,10 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             sim::run(*args)?;
             Ok(ExitCode::SUCCESS)
         }
+        Command::Calibrate(args) => {
+            calibrate::run(*args)?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Cleanup => {
             cleanup::run()?;
             Ok(ExitCode::SUCCESS)
@@ -301,15 +310,10 @@ fn testbed(action: TestbedAction) -> Result<ExitCode> {
         TestbedAction::Bandwidth { dir, json } => {
             let dir = match dir {
                 Some(d) => d,
-                None => swap::active()?
-                    .into_iter()
-                    .filter(|a| a.path.is_file())
-                    .max_by_key(|a| a.priority)
-                    .and_then(|a| a.path.parent().map(PathBuf::from))
-                    .context(
-                        "no active swap file to measure: run `memgang testbed up --swap 8G` \
+                None => calibrate::swap_dir()?.context(
+                    "no active swap file to measure: run `memgang testbed up --swap 8G` \
                          or give --dir",
-                    )?,
+                )?,
             };
             print_bandwidth(&dir, json)?;
         }

@@ -6,8 +6,8 @@ use indicatif::{ProgressBar, ProgressStyle};
 use memgang_core::units::{format_bytes, parse_bytes};
 use memgang_core::{Overlap, PolicyKind, Switching, Time};
 use memgang_sim::{
-    Arrivals, BadLines, Config, Device, FaultPolicy, Generator, GeneratorSpec, JobRecord,
-    PagingModel, Report, Simulator, Swf, Workload,
+    Arrivals, BadLines, Config, Device, DeviceFile, FaultPolicy, Generator, GeneratorSpec,
+    JobRecord, PagingModel, Report, Simulator, Swf, Workload,
 };
 use std::io::{BufReader, BufWriter, IsTerminal, Write};
 use std::path::PathBuf;
@@ -54,7 +54,8 @@ pub struct SimArgs {
     #[arg(long, default_value_t = 0.5)]
     f_pf: f64,
     /// The swap device as JSON {"write_bps", "read_bps",
-    /// "random_read_iops"}; default: a SATA SSD (400 MB/s write, 500 MB/s
+    /// "random_read_iops", optional "switch_efficiency"}, as `memgang
+    /// calibrate` writes it; default: a SATA SSD (400 MB/s write, 500 MB/s
     /// read, 20,000 random reads/s).
     #[arg(long)]
     device: Option<PathBuf>,
@@ -101,12 +102,17 @@ pub fn run(a: SimArgs) -> Result<()> {
         Some(p) => {
             let text =
                 std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
-            serde_json::from_str::<Device>(&text).with_context(|| {
-                format!(
-                    "{}: expected {{\"write_bps\": ..., \"read_bps\": ..., \"random_read_iops\": ...}}",
-                    p.display()
-                )
-            })?
+            serde_json::from_str::<DeviceFile>(&text)
+                .with_context(|| {
+                    format!(
+                        "{}: expected {{\"write_bps\": ..., \"read_bps\": ..., \"random_read_iops\": ..., \
+                         optional \"switch_efficiency\": ..., \"calibration\": {{...}}}} \
+                         (`memgang calibrate` writes one)",
+                        p.display()
+                    )
+                })?
+                .device()
+                .map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?
         }
         None => Device::default(),
     };

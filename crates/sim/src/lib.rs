@@ -21,7 +21,7 @@ mod rng;
 pub mod workload;
 
 pub use engine::{Config, Simulator, BSLD_BOUND_S};
-pub use paging::{Device, FaultPolicy, PagingModel};
+pub use paging::{Device, DeviceFile, FaultPolicy, PagingModel};
 pub use report::{JobRecord, Report};
 pub use workload::{
     Arrivals, BadLines, Generator, GeneratorSpec, Swf, TraceJob, Workload, WorkloadError,

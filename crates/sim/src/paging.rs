@@ -49,6 +49,53 @@ impl Device {
     }
 }
 
+/// The file `memgang sim --device` reads and `memgang calibrate` writes:
+/// a [`Device`], and optionally how close the swap traffic of a real switch
+/// came to the device's sequential bandwidths, and where the numbers came
+/// from (kept, not read).
+#[derive(Clone, Copy, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeviceFile {
+    pub write_bps: f64,
+    pub read_bps: f64,
+    pub random_read_iops: f64,
+    /// A real switch moves pages at this share of the sequential
+    /// bandwidths (`memgang calibrate`: the switch time the model predicts
+    /// from them over the time measured); default 1.
+    #[serde(default = "one")]
+    pub switch_efficiency: f64,
+    /// Provenance (machine, date, device, sizes); not used by the model.
+    #[serde(default)]
+    pub calibration: Option<serde::de::IgnoredAny>,
+}
+
+fn one() -> f64 {
+    1.0
+}
+
+impl DeviceFile {
+    /// The device the model pages with: the sequential bandwidths scaled
+    /// by the switch efficiency, so that a switch of B bytes costs what
+    /// the real one did. Demand faults keep the random read rate.
+    pub fn device(&self) -> Result<Device, String> {
+        for (name, v) in [
+            ("write_bps", self.write_bps),
+            ("read_bps", self.read_bps),
+            ("random_read_iops", self.random_read_iops),
+            ("switch_efficiency", self.switch_efficiency),
+        ] {
+            if !(v.is_finite() && v > 0.0) {
+                return Err(format!("{name} is {v}: it must be a positive number"));
+            }
+        }
+        Ok(Device {
+            write_bps: self.write_bps * self.switch_efficiency,
+            read_bps: self.read_bps * self.switch_efficiency,
+            random_read_iops: self.random_read_iops,
+        })
+    }
+}
+
 /// What a node does when a rank of a parallel job faults (paper 004 §3).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -153,6 +200,38 @@ impl PagingModel {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_device_file_scales_bulk_paging_by_its_switch_efficiency() {
+        let f: DeviceFile =
+            serde::de::Deserialize::deserialize(serde::de::value::MapDeserializer::<
+                _,
+                serde::de::value::Error,
+            >::new(
+                [
+                    ("write_bps", 400e6),
+                    ("read_bps", 800e6),
+                    ("random_read_iops", 10_000.0),
+                ]
+                .into_iter(),
+            ))
+            .unwrap();
+        assert_eq!(f.switch_efficiency, 1.0);
+        let half = DeviceFile {
+            switch_efficiency: 0.5,
+            ..f
+        };
+        let d = half.device().unwrap();
+        assert_eq!(
+            (d.write_bps, d.read_bps, d.random_read_iops),
+            (200e6, 400e6, 10_000.0)
+        );
+        let bad = DeviceFile {
+            switch_efficiency: 0.0,
+            ..f
+        };
+        assert!(bad.device().unwrap_err().contains("switch_efficiency"));
+    }
 
     /// Paper 004 Fig. 3's trend: slowdown climbs steeply as the memory
     /// fraction c drops below 1; Fig. 8's: a faster paging device cuts it.

@@ -1,0 +1,320 @@
+//! `memgang calibrate`: measure this node's paging parameters into the
+//! device file `memgang sim --device` reads.
+//!
+//! Three measurements, each reusing what already exists: the swap device's
+//! sequential bandwidths and its random 4 KiB read rate
+//! (`memgang_linux::swap::measure_device`, the probe of `testbed
+//! bandwidth`), and the cost of real switches, from a short `memgang run`
+//! of two jobs that do not fit in the pool together (gang, `so/ao/ai`).
+//! Swap is created (`testbed up`) only if the node has none, and removed
+//! again (`testbed down`) on every way out: error, panic, Ctrl-C.
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use memgang_core::units::{format_bytes, parse_bytes};
+use memgang_linux::swap;
+use memgang_runtime::{Baseline, Experiment, Overrides, RunOptions, RunResult};
+use serde_json::json;
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+#[derive(Args)]
+pub struct CalibrateArgs {
+    /// Where to write the device file (JSON) for `memgang sim --device`.
+    #[arg(long, short, default_value = "device.json")]
+    output: PathBuf,
+    /// Bytes written and read back sequentially on the swap device.
+    #[arg(long, default_value = "1G", value_parser = parse_bytes)]
+    sample: u64,
+    /// How long to read random 4 KiB pages of the sample, one at a time.
+    #[arg(long, default_value = "5s", value_parser = crate::humantime_arg)]
+    random_for: Duration,
+    /// Memory pool of the switch run; its two jobs take 70% of it each.
+    #[arg(long, default_value = "256M", value_parser = parse_bytes)]
+    pool_memory: u64,
+    /// Quantum of the switch run.
+    #[arg(long, default_value = "2s", value_parser = crate::humantime_arg)]
+    quantum: Duration,
+    /// Sweeps over its memory each job of the switch run makes (its length).
+    #[arg(long, default_value_t = 20)]
+    iterations: u32,
+    /// Size of the swap file made if the node has no swap (removed after).
+    #[arg(long, default_value = "2G", value_parser = parse_bytes)]
+    swap: u64,
+    #[arg(long, default_value = swap::DEFAULT_SWAP_PATH)]
+    swap_path: PathBuf,
+}
+
+pub fn run(a: CalibrateArgs) -> Result<()> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        bail!(
+            "memgang calibrate needs root: it may add swap, and its switch run creates \
+             cgroups; run it with sudo"
+        );
+    }
+    if a.pool_memory < (16 << 20) {
+        bail!(
+            "--pool-memory {} is too small for the switch run: give at least 16M",
+            format_bytes(a.pool_memory)
+        );
+    }
+    if a.sample < (64 << 20) {
+        bail!(
+            "--sample {} is too small to get past the device's cache: give at least 64M",
+            format_bytes(a.sample)
+        );
+    }
+    // A signal must not kill us between a swapon and its swapoff: it is
+    // noted, and the measurement stops at the next step.
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut handlers = Vec::new();
+    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        handlers.push(signal_hook::flag::register(sig, stop.clone())?);
+    }
+    let result = calibrate(&a, &stop);
+    for h in handlers {
+        signal_hook::low_level::unregister(h);
+    }
+    let (value, summary) = result?;
+    let text = serde_json::to_string_pretty(&value)? + "\n";
+    std::fs::write(&a.output, text).with_context(|| format!("writing {}", a.output.display()))?;
+    print!("{summary}");
+    println!(
+        "device file: {} (memgang sim --device {0})",
+        a.output.display()
+    );
+    Ok(())
+}
+
+/// The directory of the active swap file with the highest priority.
+pub fn swap_dir() -> Result<Option<PathBuf>> {
+    Ok(swap::active()?
+        .into_iter()
+        .filter(|a| a.path.is_file())
+        .max_by_key(|a| a.priority)
+        .and_then(|a| a.path.parent().map(PathBuf::from)))
+}
+
+/// `testbed down` when dropped, for swap this run made.
+struct MadeSwap(PathBuf);
+
+impl Drop for MadeSwap {
+    fn drop(&mut self) {
+        match swap::down(&self.0) {
+            Ok(()) => eprintln!("memgang: removed the swap file {}", self.0.display()),
+            Err(e) => eprintln!(
+                "memgang: the swap file {0} was not removed: {e}; run `memgang testbed down --path {0}`",
+                self.0.display()
+            ),
+        }
+    }
+}
+
+struct RemoveDir(PathBuf);
+
+impl Drop for RemoveDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn check(stop: &AtomicBool) -> Result<()> {
+    if stop.load(Ordering::Relaxed) {
+        bail!("interrupted; nothing written");
+    }
+    Ok(())
+}
+
+fn calibrate(a: &CalibrateArgs, stop: &AtomicBool) -> Result<(serde_json::Value, String)> {
+    let (_made, dir, swap_file) = match swap_dir()? {
+        Some(dir) => (None, dir, None),
+        None if !swap::active()?.is_empty() => bail!(
+            "the active swap is a partition, not a file, so its device cannot be probed \
+             through a file; add a swap file with `memgang testbed up --swap 2G`"
+        ),
+        None => {
+            eprintln!(
+                "memgang: no swap: adding {} at {} for the calibration",
+                format_bytes(a.swap),
+                a.swap_path.display()
+            );
+            let sf = swap::up(&a.swap_path, a.swap)
+                .context("adding swap for the calibration (give --swap SIZE or --swap-path)")?;
+            let made = MadeSwap(sf.path.clone());
+            let dir = sf.path.parent().unwrap_or(Path::new("/")).to_path_buf();
+            (Some(made), dir, Some(sf.path))
+        }
+    };
+    check(stop)?;
+    eprintln!(
+        "memgang: sequential bandwidth ({}) and {:?} of random 4 KiB reads in {}",
+        format_bytes(a.sample),
+        a.random_for,
+        dir.display()
+    );
+    let bw = swap::measure_device(&dir, a.sample, a.random_for)
+        .with_context(|| format!("measuring the swap device in {}", dir.display()))?;
+    let iops = bw
+        .random_read_iops
+        .context("the random-read pass gave no rate")?;
+    check(stop)?;
+
+    let job = (a.pool_memory >> 20) * 7 / 10 << 20;
+    let logs =
+        RemoveDir(std::env::temp_dir().join(format!("memgang-calibrate-{}", std::process::id())));
+    let exp = Experiment::parse(&experiment(a, job), "calibrate", &Overrides::default())?;
+    eprintln!(
+        "memgang: switch run: 2 jobs of {} in a pool of {}, gang so/ao/ai, quantum {:?}",
+        format_bytes(job),
+        format_bytes(a.pool_memory),
+        a.quantum
+    );
+    let r = memgang_runtime::run(
+        &exp,
+        &RunOptions {
+            logs: Some(logs.0.clone()),
+            baseline: Baseline::None,
+            live: std::io::stderr().is_terminal(),
+            signals: false,
+        },
+    )?;
+    check(stop)?;
+    if r.interrupted {
+        bail!("the switch run was interrupted; nothing written");
+    }
+    if let Some(j) = r.jobs.iter().find(|j| !j.ok()) {
+        bail!(
+            "job {} of the switch run failed ({}): {}",
+            j.name,
+            j.error.as_deref().unwrap_or("exit status"),
+            j.stderr_tail.as_deref().unwrap_or("")
+        );
+    }
+    let s = SwitchCost::of(&r);
+    if s.out_bytes == 0 || s.in_bytes == 0 || s.took_s <= 0.0 {
+        bail!(
+            "the switch run paged nothing ({} switches): the jobs fit in the pool; \
+             raise --iterations so that they take turns",
+            r.switch_count
+        );
+    }
+    // What the model would charge for these bytes over what they took.
+    let model_s =
+        s.out_bytes as f64 / bw.write_bytes_per_s + s.in_bytes as f64 / bw.read_bytes_per_s;
+    let efficiency = model_s / s.took_s;
+    let out_bps = s.out_bytes as f64 / s.out_s.max(1e-9);
+    let in_bps = s.in_bytes as f64 / s.in_s.max(1e-9);
+
+    let value = json!({
+        "write_bps": bw.write_bytes_per_s,
+        "read_bps": bw.read_bytes_per_s,
+        "random_read_iops": iops,
+        "switch_efficiency": efficiency,
+        "calibration": {
+            "memgang_version": env!("CARGO_PKG_VERSION"),
+            "date": humantime::format_rfc3339_seconds(SystemTime::now()).to_string(),
+            "hostname": r.machine.hostname,
+            "kernel": r.machine.kernel,
+            "cpus": r.machine.cpus,
+            "memory_bytes": r.machine.memory_bytes,
+            "device_dir": dir,
+            "swap_file_added": swap_file,
+            "sample_bytes": bw.sample_bytes,
+            "random_read_s": a.random_for.as_secs_f64(),
+            "switch_run": {
+                "jobs": 2,
+                "job_bytes": job,
+                "pool_bytes": a.pool_memory,
+                "policy": "gang",
+                "switch": r.switch,
+                "quantum_s": r.quantum_s,
+                "makespan_s": r.makespan_s,
+                "switches": r.switch_count,
+                "switch_s": s.took_s,
+                "paged_out_bytes": s.out_bytes,
+                "paged_in_bytes": s.in_bytes,
+                "page_out_s": s.out_s,
+                "page_in_s": s.in_s,
+                "page_out_bps": out_bps,
+                "page_in_bps": in_bps,
+                "page_out_of_sequential": out_bps / bw.write_bytes_per_s,
+                "page_in_of_sequential": in_bps / bw.read_bytes_per_s,
+                "model_switch_s": model_s,
+            },
+        },
+    });
+    let mbs = |b: f64| format!("{:.0} MB/s", b / 1e6);
+    let summary = format!(
+        "swap device {}: sequential write {}, read {} ({}, O_DIRECT)\n\
+         random 4 KiB reads: {iops:.0}/s ({}, queue depth 1)\n\
+         switch run: {} switches took {:.2} s for {} out, {} in: page-out {} ({:.2} of sequential), \
+         page-in {} ({:.2})\n\
+         switch efficiency: {efficiency:.2} (the model's {model_s:.2} s over the measured {:.2} s)\n",
+        dir.display(),
+        mbs(bw.write_bytes_per_s),
+        mbs(bw.read_bytes_per_s),
+        format_bytes(bw.sample_bytes),
+        mbs(iops * 4096.0),
+        r.switch_count,
+        s.took_s,
+        format_bytes(s.out_bytes),
+        format_bytes(s.in_bytes),
+        mbs(out_bps),
+        out_bps / bw.write_bytes_per_s,
+        mbs(in_bps),
+        in_bps / bw.read_bytes_per_s,
+        s.took_s,
+    );
+    Ok((value, summary))
+}
+
+/// Two jobs of `job` bytes, sweeping their memory, in a pool that holds
+/// one of them: gang with `so/ao/ai` pages each out and in in bulk.
+fn experiment(a: &CalibrateArgs, job: u64) -> String {
+    let mib = job >> 20;
+    let mut s = format!(
+        "name = \"calibrate\"\npolicy = \"gang\"\nswitch = \"so/ao/ai\"\nquantum = \"{}ms\"\npool_memory = \"{}M\"\n",
+        a.quantum.as_millis(),
+        a.pool_memory >> 20
+    );
+    for (name, seed) in [("a", 1), ("b", 2)] {
+        s.push_str(&format!(
+            "[[job]]\nname = \"{name}\"\nmemory = \"{mib}M\"\ncommand = [\"memgang-workload\", \"--mib\", \"{mib}\", \
+             \"--pattern\", \"seq\", \"--iterations\", \"{}\", \"--compute\", \"2\", \"--seed\", \"{seed}\"]\n",
+            a.iterations
+        ));
+    }
+    s
+}
+
+/// Sums over the switches that moved pages.
+#[derive(Default)]
+struct SwitchCost {
+    out_bytes: u64,
+    in_bytes: u64,
+    out_s: f64,
+    in_s: f64,
+    took_s: f64,
+}
+
+impl SwitchCost {
+    fn of(r: &RunResult) -> Self {
+        let mut c = SwitchCost::default();
+        for s in r
+            .switches
+            .iter()
+            .filter(|s| s.paged_out_bytes + s.paged_in_bytes > 0)
+        {
+            c.out_bytes += s.paged_out_bytes;
+            c.in_bytes += s.paged_in_bytes;
+            c.out_s += s.page_out_s;
+            c.in_s += s.page_in_s;
+            c.took_s += s.took_s;
+        }
+        c
+    }
+}
