@@ -115,3 +115,25 @@ fn sim_generated_runs_are_the_same_for_a_seed() {
     assert_eq!(a, run("3"));
     assert_ne!(a, run("4"));
 }
+
+#[test]
+fn sim_refuses_a_device_file_with_a_bad_value_and_names_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let dev = dir.path().join("device.json");
+    std::fs::write(
+        &dev,
+        r#"{"write_bps": 4e8, "read_bps": 5e8, "random_read_iops": 2e4, "switch_efficiency": 0}"#,
+    )
+    .unwrap();
+    let (out, _dir) = sim(TRACE, &["--device", dev.to_str().unwrap()]);
+    assert!(!out.status.success(), "{}", text(&out));
+    let err = text(&out);
+    assert!(
+        err.contains("device.json") && err.contains("switch_efficiency"),
+        "{err}"
+    );
+    std::fs::write(&dev, r#"{"write_bps": 4e8, "read_bps": 5e8}"#).unwrap();
+    let (out, _dir) = sim(TRACE, &["--device", dev.to_str().unwrap()]);
+    assert!(!out.status.success(), "{}", text(&out));
+    assert!(text(&out).contains("random_read_iops"), "{}", text(&out));
+}

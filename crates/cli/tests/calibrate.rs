@@ -1,0 +1,79 @@
+//! `memgang calibrate` end to end: a quick calibration on the real swap
+//! device and a real switch run, and the simulator reading its file. Root
+//! (cgroups, swap); run serially (--test-threads=1).
+
+mod common;
+use common::*;
+use serde_json::Value;
+
+#[test]
+fn calibrate_writes_a_device_file_the_simulator_reads() {
+    if !root_or_skip("calibrate_writes_a_device_file_the_simulator_reads") {
+        return;
+    }
+    let bed = Bed::new();
+    let file = bed.dir.path().join("device.json");
+    let child = memgang()
+        .arg("calibrate")
+        .arg("-o")
+        .arg(&file)
+        .args(["--sample", "128M", "--random-for", "1s"])
+        .args([
+            "--pool-memory",
+            "128M",
+            "--quantum",
+            "1s",
+            "--iterations",
+            "6",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        leftover_cgroups(pid).is_empty(),
+        "cgroups left: {:?}",
+        leftover_cgroups(pid)
+    );
+    let v: Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    for k in [
+        "write_bps",
+        "read_bps",
+        "random_read_iops",
+        "switch_efficiency",
+    ] {
+        let x = v[k].as_f64().unwrap_or(f64::NAN);
+        assert!(x.is_finite() && x > 0.0, "{k} = {x} in {v}");
+    }
+    // One page at a time cannot beat 1 MiB sequential reads by much.
+    assert!(
+        v["random_read_iops"].as_f64().unwrap() * 4096.0 < 1.5 * v["read_bps"].as_f64().unwrap(),
+        "{v}"
+    );
+    let c = &v["calibration"];
+    assert!(!c["kernel"].as_str().unwrap().is_empty(), "{v}");
+    assert!(c["switch_run"]["switches"].as_u64().unwrap() > 0, "{v}");
+    assert!(
+        c["switch_run"]["paged_out_bytes"].as_u64().unwrap() > 0,
+        "{v}"
+    );
+
+    let swf = bed.write(
+        "t.swf",
+        "1 0 0 100 1 -1 131072 1 100 -1 1 1 1 -1 1 -1 -1 -1\n\
+         2 0 0 100 1 -1 131072 1 100 -1 1 1 1 -1 1 -1 -1 -1\n",
+    );
+    let sim = memgang()
+        .args(["sim", "--swf"])
+        .arg(&swf)
+        .args(["--nodes", "1", "--node-memory", "200M", "--policy", "gang"])
+        .args(["--quantum", "10s", "--switch", "ao/ai", "--device"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(sim.status.success(), "{}", text(&sim));
+    assert!(text(&sim).contains("switches"), "{}", text(&sim));
+}
