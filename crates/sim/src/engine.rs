@@ -55,6 +55,8 @@ struct Job {
     remaining_s: f64,
     /// Bytes per node it wants resident.
     mem: u64,
+    /// Its ranks on each of its nodes: the CPUs it wants there.
+    ranks_per_node: u32,
     nodes: Vec<NodeId>,
     running: bool,
     /// While running: when it computes again (after its switch and demand
@@ -293,6 +295,7 @@ impl<'a> Simulator<'a> {
                 runtime_s: tj.runtime_s,
                 remaining_s: tj.runtime_s,
                 mem,
+                ranks_per_node: per_node,
                 nodes: Vec::new(),
                 running: false,
                 active_from: Time::ZERO,
@@ -616,28 +619,30 @@ impl<'a> Simulator<'a> {
         dirty.sort_unstable();
         dirty.dedup();
         let m = self.cfg.node_memory as f64;
+        let cpus = f64::from(self.cfg.cpus_per_node);
         for id in &dirty {
             let Some(j) = self.jobs.get(id) else { continue };
             if !j.running {
                 continue;
             }
-            // Ranks sharing a node share its CPUs (cosched); memory short
-            // on a node makes it fault.
-            let mut share = 1u32;
+            // Ranks sharing a node share its CPUs (cosched: more ranks
+            // than CPUs slow each other); memory short on a node makes it
+            // fault.
+            let mut share: f64 = 1.0;
             let nodes = &self.nodes;
             let c = j.nodes.iter().map(|n| {
                 let node = &nodes[n.0 as usize];
-                share = share.max(node.running);
-                let want: u64 = node
+                let (want, ranks) = node
                     .slots
                     .iter()
-                    .filter(|s| self.jobs[&s.job].running)
-                    .map(|s| self.jobs[&s.job].mem)
-                    .sum();
+                    .map(|s| &self.jobs[&s.job])
+                    .filter(|j| j.running)
+                    .fold((0u64, 0u32), |(w, r), j| (w + j.mem, r + j.ranks_per_node));
+                share = share.max(f64::from(ranks) / cpus);
                 (m / want.max(1) as f64).min(1.0)
             });
             let paging = self.cfg.paging.slowdown(j.mem, c);
-            let slowdown = f64::from(share) * paging;
+            let slowdown = share * paging;
             let j = self.jobs.get_mut(id).expect("live");
             Self::settle(j, now);
             j.slowdown = slowdown;

@@ -114,6 +114,27 @@ fn gang_aggressive_and_adaptive_two_jobs_by_hand() {
     assert_eq!(r.paged_in_bytes, 3 * 600 * MIB);
 }
 
+/// Cosched, five 1-rank jobs of 100 s that fit in memory on one node of 2
+/// CPUs: five ranks on two CPUs, each computes at 2/5 of its speed, all
+/// end at 250 s. Two jobs on it do not slow each other at all.
+#[test]
+fn cosched_ranks_share_the_node_cpus_not_one_cpu() {
+    let cfg = || Config {
+        cpus_per_node: 2,
+        ..one_node(PolicyKind::Cosched, "lru")
+    };
+    let five: Vec<_> = (0..5).map(|i| job(&format!("j{i}"), 100.0, 100)).collect();
+    let r = Simulator::new(cfg(), &mut Jobs(five.into_iter()))
+        .run()
+        .unwrap();
+    close(r.makespan_s, 250.0);
+    let two: Vec<_> = (0..2).map(|i| job(&format!("j{i}"), 100.0, 100)).collect();
+    let r = Simulator::new(cfg(), &mut Jobs(two.into_iter()))
+        .run()
+        .unwrap();
+    close(r.makespan_s, 100.0);
+}
+
 fn generated(seed: u64, jobs: u64) -> Report {
     let mut w = Generator::new(GeneratorSpec {
         jobs,
