@@ -1,0 +1,133 @@
+"""Simulated against measured: for every run in each result DIR of
+bench/adaptive.sh or bench/hybrid.sh, the same experiment in `memgang sim`
+and one table of makespans and switching overheads (issue 6: within 15%).
+
+usage: sim_validate.py MEMGANG [--calibration FILE] DIR [DIR ...]
+
+The simulated experiment is built from the results alone: one node with
+the run's pool as its memory and the machine's CPUs; per job its declared
+memory, its ranks and, as its run time alone, its time in the measured
+batch run (DIR/<experiment>-batch.json). The device: the sequential
+bandwidths measured in that run (DIR/bandwidth-*.json, the mean of start
+and end, or DIR/testbed.txt); the random read rate and the switch
+efficiency from FILE (written by `memgang calibrate`), else the simulator's
+defaults (20,000 reads/s, efficiency 1). The simulated overhead is
+measured against the simulated batch run, as the measured one against the
+measured batch run: (makespan - batch) / makespan.
+"""
+import glob
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+
+def device(d, calibration):
+    bw = [json.load(open(f)) for f in sorted(glob.glob(os.path.join(d, "bandwidth-*.json")))]
+    if bw:
+        read = sum(b["read_bytes_per_s"] for b in bw) / len(bw)
+        write = sum(b["write_bytes_per_s"] for b in bw) / len(bw)
+        src = "bandwidth-*.json"
+    else:
+        try:
+            text = open(os.path.join(d, "testbed.txt")).read()
+        except OSError:
+            return None, None
+        m = re.search(r"read (\d+) MB/s, write (\d+) MB/s", text)
+        if not m:
+            return None, None
+        read, write = float(m[1]) * 1e6, float(m[2]) * 1e6
+        src = "testbed.txt"
+    dev = {"write_bps": write, "read_bps": read, "random_read_iops": 20000.0}
+    if calibration:
+        dev["random_read_iops"] = calibration["random_read_iops"]
+        dev["switch_efficiency"] = calibration.get("switch_efficiency", 1.0)
+    return dev, src
+
+
+def swf(batch):
+    """One SWF line per job of the batch run: run time alone, ranks, KB per rank."""
+    lines = []
+    for i, j in enumerate(sorted(batch["jobs"], key=lambda j: j["arrival_s"]), 1):
+        run = j["finish_s"] - j["start_s"]
+        kb = (j["declared_memory_bytes"] or j["peak_anon_bytes"]) / j["ranks"] / 1024
+        lines.append(f"{i} {j['arrival_s']:.3f} -1 {run:.3f} {j['ranks']} -1 {kb:.0f} {j['ranks']} "
+                     f"-1 -1 1 -1 -1 -1 -1 -1 -1 -1")
+    return "\n".join(lines) + "\n"
+
+
+def simulate(memgang, tmp, trace, dev, r, policy):
+    out = os.path.join(tmp, "out.json")
+    cmd = [memgang, "sim", "--swf", trace, "--device", dev, "--json", out,
+           "--nodes", "1", "--node-memory", str(r["pool_memory_bytes"]),
+           "--cpus-per-node", str(r["machine"]["cpus"]),
+           "--policy", policy, "--quantum", f"{r['quantum_s']:g}s"]
+    if policy == "gang":
+        cmd += ["--switch", r["switch"]]
+    if r.get("overlap"):
+        cmd += ["--overlap", r["overlap"]]
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    return json.load(open(out))
+
+
+def main(argv):
+    memgang, argv = argv[0], argv[1:]
+    calibration = None
+    if argv[:1] == ["--calibration"]:
+        calibration = json.load(open(argv[1]))
+        argv = argv[2:]
+    rows = []
+    print(f"{'experiment':<24} {'policy/switch':<18} {'meas_s':>7} {'sim_s':>7} {'sim/meas':>8} "
+          f"{'meas_ovh':>8} {'sim_ovh':>8} {'meas_sw':>7} {'sim_sw':>7} {'meas_sw_s':>9} {'sim_sw_s':>8}")
+    with tempfile.TemporaryDirectory() as tmp:
+        for d in argv:
+            dev, src = device(d, calibration)
+            if dev is None:
+                print(f"# {d}: no bandwidth-*.json nor testbed.txt: skipped", file=sys.stderr)
+                continue
+            devfile = os.path.join(tmp, "device.json")
+            json.dump(dev, open(devfile, "w"))
+            for bf in sorted(glob.glob(os.path.join(d, "*-batch.json"))):
+                exp = os.path.basename(bf)[: -len("-batch.json")]
+                batch = json.load(open(bf))
+                if batch["interrupted"] or any(j.get("exit_code") != 0 for j in batch["jobs"]):
+                    print(f"# {bf}: incomplete batch run: skipped", file=sys.stderr)
+                    continue
+                trace = os.path.join(tmp, "t.swf")
+                open(trace, "w").write(swf(batch))
+                sim_batch = simulate(memgang, tmp, trace, devfile, batch, "batch")
+                runs = sorted(f for f in glob.glob(os.path.join(d, exp + "-*.json"))
+                              if re.fullmatch(re.escape(exp) + r"-[a-z].*\.json", os.path.basename(f)))
+                for f in runs:
+                    r = json.load(open(f))
+                    if r["policy"] == "batch":
+                        continue  # the simulated batch is the measured one by construction
+                    s = simulate(memgang, tmp, trace, devfile, r, r["policy"])
+                    how = r["policy"]
+                    if r["policy"] == "gang":
+                        how += " " + r["switch"]
+                    elif r.get("overlap"):
+                        how += " " + r["overlap"]
+                    ms, ss = r["makespan_s"], s["makespan_s"]
+                    cut = r["interrupted"]
+                    ratio = ss / ms
+                    meas_ovh = "-" if cut else f"{100 * (ms - batch['makespan_s']) / ms:.1f}%"
+                    sim_ovh = f"{100 * (ss - sim_batch['makespan_s']) / ss:.1f}%"
+                    print(f"{os.path.basename(os.path.normpath(d)) + '/' + exp:<24} {how:<18} {('>' if cut else '') + f'{ms:.1f}':>7} {ss:>7.1f} "
+                          f"{('<' if cut else '') + f'{ratio:.2f}':>8} {meas_ovh:>8} {sim_ovh:>8} "
+                          f"{r['switch_count']:>7} {s['switches']:>7} {r['switch_time_s']:>9.1f} {s['switch_s']:>8.1f}")
+                    rows.append((cut, ratio))
+    done = [x for cut, x in rows if not cut]
+    within = sum(abs(x - 1) <= 0.15 for x in done)
+    print(f"(makespan in s; overheads against the measured and the simulated batch run; sw: switches, sw_s: their seconds; sim/meas within 15% in {within} of {len(done)} completed runs; "
+          f"'>': the measured run was stopped, so its makespan and the ratio are bounds; "
+          f"device: the run's sequential bandwidths, "
+          + (f"random reads {calibration['random_read_iops']:.0f}/s and switch efficiency "
+             f"{calibration.get('switch_efficiency', 1.0):.2f} from the calibration"
+             if calibration else "random reads 20000/s, switch efficiency 1") + ")")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
