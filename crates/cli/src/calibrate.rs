@@ -163,7 +163,7 @@ fn calibrate(a: &CalibrateArgs, stop: &AtomicBool) -> Result<(serde_json::Value,
         .context("the random-read pass gave no rate")?;
     check(stop)?;
 
-    let job = (a.pool_memory >> 20) * 7 / 10 << 20;
+    let job = ((a.pool_memory >> 20) * 7 / 10) << 20;
     let logs =
         RemoveDir(std::env::temp_dir().join(format!("memgang-calibrate-{}", std::process::id())));
     let exp = Experiment::parse(&experiment(a, job), "calibrate", &Overrides::default())?;
