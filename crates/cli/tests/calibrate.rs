@@ -77,3 +77,52 @@ fn calibrate_writes_a_device_file_the_simulator_reads() {
     assert!(sim.status.success(), "{}", text(&sim));
     assert!(text(&sim).contains("switches"), "{}", text(&sim));
 }
+
+/// Ctrl-C while the disk is probed: the probe finishes, nothing is
+/// written, the probe file is gone and no switch run starts.
+#[test]
+fn calibrate_interrupted_writes_nothing_and_leaves_nothing() {
+    if !root_or_skip("calibrate_interrupted_writes_nothing_and_leaves_nothing") {
+        return;
+    }
+    let bed = Bed::new();
+    let file = bed.dir.path().join("device.json");
+    let probes = || -> Vec<std::path::PathBuf> {
+        ["/var/tmp", "/var/lib/memgang"]
+            .iter()
+            .filter_map(|d| std::fs::read_dir(d).ok())
+            .flatten()
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.to_string_lossy().contains(".memgang-bandwidth-"))
+            .collect()
+    };
+    let child = memgang()
+        .arg("calibrate")
+        .arg("-o")
+        .arg(&file)
+        .args(["--sample", "256M", "--random-for", "3s"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    // SAFETY: kill has no memory-safety preconditions; pid is our child.
+    unsafe { libc::kill(pid as i32, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    assert!(!out.status.success(), "{}", text(&out));
+    assert!(text(&out).contains("interrupted"), "{}", text(&out));
+    assert!(!text(&out).contains("switch run:"), "{}", text(&out));
+    assert!(!file.exists(), "{} written", file.display());
+    let left: Vec<_> = probes()
+        .into_iter()
+        .filter(|p| p.to_string_lossy().contains(&format!("-{pid}-")))
+        .collect();
+    assert!(left.is_empty(), "probe files left: {left:?}");
+    assert!(
+        leftover_cgroups(pid).is_empty(),
+        "{:?}",
+        leftover_cgroups(pid)
+    );
+}
