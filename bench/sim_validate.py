@@ -23,6 +23,8 @@ import subprocess
 import sys
 import tempfile
 
+PAGE = os.sysconf("SC_PAGE_SIZE")
+
 
 def device(d, calibration):
     bw = [json.load(open(f)) for f in sorted(glob.glob(os.path.join(d, "bandwidth-*.json")))]
@@ -58,6 +60,11 @@ def swf(batch):
     return "\n".join(lines) + "\n"
 
 
+def gib(r):
+    """The node's swap traffic during the run, in and out (/proc/vmstat)."""
+    return (r["swap_in_pages"] + r["swap_out_pages"]) * PAGE / 2**30
+
+
 def simulate(memgang, tmp, trace, dev, r, policy):
     out = os.path.join(tmp, "out.json")
     cmd = [memgang, "sim", "--swf", trace, "--device", dev, "--json", out,
@@ -80,7 +87,7 @@ def main(argv):
         argv = argv[2:]
     rows = []
     print(f"{'experiment':<24} {'policy/switch':<18} {'meas_s':>7} {'sim_s':>7} {'sim/meas':>8} "
-          f"{'meas_ovh':>8} {'sim_ovh':>8} {'meas_sw':>7} {'sim_sw':>7} {'meas_sw_s':>9} {'sim_sw_s':>8}")
+          f"{'meas_ovh':>8} {'sim_ovh':>8} {'meas_sw':>7} {'sim_sw':>7} {'meas_sw_s':>9} {'sim_sw_s':>8} {'meas_GiB':>8} {'sim_GiB':>7}")
     with tempfile.TemporaryDirectory() as tmp:
         for d in argv:
             dev, src = device(d, calibration)
@@ -117,11 +124,12 @@ def main(argv):
                     sim_ovh = f"{100 * (ss - sim_batch['makespan_s']) / ss:.1f}%"
                     print(f"{os.path.basename(os.path.normpath(d)) + '/' + exp:<24} {how:<18} {('>' if cut else '') + f'{ms:.1f}':>7} {ss:>7.1f} "
                           f"{('<' if cut else '') + f'{ratio:.2f}':>8} {meas_ovh:>8} {sim_ovh:>8} "
-                          f"{r['switch_count']:>7} {s['switches']:>7} {r['switch_time_s']:>9.1f} {s['switch_s']:>8.1f}")
+                          f"{r['switch_count']:>7} {s['switches']:>7} {r['switch_time_s']:>9.1f} {s['switch_s']:>8.1f} {gib(r):>8.2f} "
+                          f"{(s['paged_out_bytes'] + s['paged_in_bytes']) / 2**30:>7.2f}")
                     rows.append((cut, ratio))
     done = [x for cut, x in rows if not cut]
     within = sum(abs(x - 1) <= 0.15 for x in done)
-    print(f"(makespan in s; overheads against the measured and the simulated batch run; sw: switches, sw_s: their seconds; sim/meas within 15% in {within} of {len(done)} completed runs; "
+    print(f"(makespan in s; overheads against the measured and the simulated batch run; sw: switches, sw_s: their seconds; GiB: paged out + in (measured: the node's swap traffic); sim/meas within 15% in {within} of {len(done)} completed runs; "
           f"'>': the measured run was stopped, so its makespan and the ratio are bounds; "
           f"device: the run's sequential bandwidths, "
           + (f"random reads {calibration['random_read_iops']:.0f}/s and switch efficiency "
