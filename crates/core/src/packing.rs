@@ -1,27 +1,44 @@
 //! Packing jobs into sets that fit in memory together (paper 001 §IV:
 //! hybrid scheduling co-schedules each set and gang-switches between them).
 //!
+//! A set is a placement of jobs on nodes: each job is on the nodes it
+//! spans, and on every node the jobs of the set placed there fit in that
+//! node's memory together. On one node (memgang's runtime today) that is
+//! a set of jobs whose memory fits in the pool.
+//!
 //! The rule:
-//! - **Capacity** of a set is the pool's memory less 1/16 of it. The margin
-//!   holds what a job's estimate does not count (page tables, the kernel's
-//!   per-CPU charge caches, the runtime's page-in of the next set, growth
-//!   between two measurements); without it a set that "fits" exactly pages
-//!   as soon as one job touches a page more.
+//! - **Capacity** of a node in a set is its memory (the pool) less 1/16 of
+//!   it. The margin holds what a job's estimate does not count (page
+//!   tables, the kernel's per-CPU charge caches, the runtime's page-in of
+//!   the next set, growth between two measurements); without it a set that
+//!   "fits" exactly pages as soon as one job touches a page more.
 //! - **A job's estimate** is the larger of its declared memory and its
 //!   measured peak (resident anonymous memory), plus 4 MiB for what every
 //!   process has besides its data (stack, libraries, page tables). A job
-//!   declared too small is caught by its measured peak and re-packed.
-//! - **First fit decreasing**: the largest job first, each into the first
-//!   set it fits in, else into a new set. It uses at most 11/9 of the
-//!   optimal number of sets (plus one), needs no search, and is stable:
-//!   the same jobs give the same sets, so a re-pack moves jobs only when
-//!   their sizes changed.
-//! - A job is packed whole: all ranks of a multi-rank job are in the same
-//!   set (its estimate is the whole job's memory), so they run together.
-//! - A job larger than the capacity runs alone, in a set of its own: it
-//!   pages even alone, and would make every partner page too.
+//!   declared too small is caught by its measured peak and re-packed. A job
+//!   spanning `need` nodes holds estimate / `need` on each (rounded up).
+//! - **A job is placed whole**: all its ranks are in the same set, on
+//!   `need` distinct nodes that each have room for its share, so they run
+//!   together. A job already started stays on its nodes (its memory is
+//!   there); a queued one goes to the nodes with room that hold the fewest
+//!   jobs of the set (ties by node id), so that co-scheduled jobs share CPUs
+//!   as little as the memory allows.
+//! - **First fit decreasing**, generalised from one pool to nodes: the
+//!   largest share per node first (then the widest job, then by id), each
+//!   into the first set where it can be placed, else into a new set. On one
+//!   node this is classic first fit decreasing: at most 11/9 of the optimal
+//!   number of sets (plus one), no search, and stable: the same jobs give
+//!   the same sets, so a re-pack moves jobs only when their sizes changed.
+//!   On many nodes each node is a bin of its own and a job needs room in
+//!   `need` of them; taking the biggest shares first keeps the argument
+//!   that small jobs fill the gaps the big ones leave, node by node, and
+//!   the cost stays one scan of the nodes per set tried.
+//! - A job larger than a node's capacity runs alone **on that node** (in a
+//!   set, no other job is placed there): it pages even alone, and would
+//!   make every partner page too. Elsewhere in the cluster its set goes on
+//!   filling; on one node it is a set of its own.
 
-use crate::model::JobId;
+use crate::model::{JobId, NodeId};
 
 /// Share of the pool kept free as a safety margin: 1/16.
 pub const MARGIN_DIVISOR: u64 = 16;
@@ -39,43 +56,206 @@ pub fn estimate(declared: Option<u64>, measured_peak: Option<u64>) -> u64 {
     declared.unwrap_or(0).max(measured_peak.unwrap_or(0)) + JOB_OVERHEAD
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Item {
-    pub job: JobId,
-    /// The job's estimate (see [`estimate`]).
-    pub bytes: u64,
-}
-
-/// Whether a job of `bytes` may join a set already holding `used` bytes
-/// (`members` jobs): it fits, or the set is empty.
+/// Whether a job needing `bytes` on a node may join the jobs of a set
+/// already there (`members` of them, `used` bytes): it fits, or the node
+/// holds none of the set's jobs yet.
 pub fn fits(used: u64, members: usize, bytes: u64, capacity: u64) -> bool {
     members == 0 || used.saturating_add(bytes) <= capacity
 }
 
-/// First fit decreasing. Sets come out largest first; each lists its jobs
-/// in id order. Ties in size go by job id, so the result is deterministic.
-pub fn pack(items: &[Item], capacity: u64) -> Vec<Vec<JobId>> {
-    let mut order: Vec<Item> = items.to_vec();
-    order.sort_by(|a, b| b.bytes.cmp(&a.bytes).then(a.job.cmp(&b.job)));
-    let mut sets: Vec<(u64, Vec<JobId>)> = Vec::new();
-    for item in order {
-        match sets
-            .iter_mut()
-            .find(|(used, jobs)| fits(*used, jobs.len(), item.bytes, capacity))
-        {
-            Some((used, jobs)) => {
-                *used += item.bytes;
-                jobs.push(item.job);
-            }
-            None => sets.push((item.bytes, vec![item.job])),
+/// A job to pack.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Item {
+    pub job: JobId,
+    /// The whole job's estimate (see [`estimate`]).
+    pub bytes: u64,
+    /// Nodes it spans (at least 1).
+    pub need: usize,
+    /// The nodes it runs on, once started: it does not move.
+    pub pinned: Option<Vec<NodeId>>,
+}
+
+impl Item {
+    /// What it holds on each of its nodes.
+    pub fn per_node(&self) -> u64 {
+        let need = self.pinned.as_ref().map_or(self.need, Vec::len).max(1);
+        self.bytes.div_ceil(need as u64)
+    }
+}
+
+/// A job of a set, where it is placed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Placed {
+    pub job: JobId,
+    pub nodes: Vec<NodeId>,
+    /// Bytes it holds on each of its nodes.
+    pub per_node: u64,
+}
+
+/// Jobs placed on nodes, with what each node holds for them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Set {
+    jobs: Vec<Placed>,
+    used: Vec<u64>,
+    count: Vec<u32>,
+    /// Sum over its jobs and their nodes of min(share, capacity): a set
+    /// never holds more than the capacity of a node, by this measure, so
+    /// that k sets can hold the jobs only if the sum is at most k times
+    /// the cluster's capacity (see [`Set::clamped`]).
+    clamped: u64,
+}
+
+impl Set {
+    /// An empty set over `nodes` nodes.
+    pub fn new(nodes: usize) -> Self {
+        Set {
+            jobs: Vec::new(),
+            used: vec![0; nodes],
+            count: vec![0; nodes],
+            clamped: 0,
         }
     }
-    sets.into_iter()
-        .map(|(_, mut jobs)| {
-            jobs.sort();
-            jobs
-        })
-        .collect()
+
+    /// Its jobs, in the order they joined (in id order after [`pack`]).
+    pub fn jobs(&self) -> &[Placed] {
+        &self.jobs
+    }
+
+    pub fn len(&self) -> usize {
+        self.jobs.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.jobs.is_empty()
+    }
+
+    /// Bytes the set's jobs hold on `node`.
+    pub fn used(&self, node: NodeId) -> u64 {
+        self.used[node.0 as usize]
+    }
+
+    /// A lower bound's ingredient: each job's share on each of its nodes,
+    /// capped at that node's capacity, summed. Jobs that `k` sets hold
+    /// together sum to at most `k` times the nodes' total capacity.
+    pub fn clamped(&self) -> u64 {
+        self.clamped
+    }
+
+    fn fits_on(&self, n: usize, bytes: u64, caps: &[u64]) -> bool {
+        fits(self.used[n], self.count[n] as usize, bytes, caps[n])
+    }
+
+    /// The nodes `item` would take in this set, if it can be placed: its
+    /// own if started, else the `need` nodes with room holding fewest of
+    /// the set's jobs (ties by id), in id order. One scan of the nodes.
+    pub fn room(&self, item: &Item, caps: &[u64]) -> Option<Vec<NodeId>> {
+        let bytes = item.per_node();
+        if let Some(nodes) = &item.pinned {
+            return nodes
+                .iter()
+                .all(|n| self.fits_on(n.0 as usize, bytes, caps))
+                .then(|| nodes.clone());
+        }
+        let need = item.need.max(1);
+        let mut free: Vec<(u32, u32)> = (0..self.used.len())
+            .filter(|n| self.fits_on(*n, bytes, caps))
+            .map(|n| (self.count[n], n as u32))
+            .collect();
+        if free.len() < need {
+            return None;
+        }
+        if free.len() > need {
+            free.select_nth_unstable(need - 1);
+            free.truncate(need);
+        }
+        let mut nodes: Vec<NodeId> = free.into_iter().map(|(_, n)| NodeId(n)).collect();
+        nodes.sort_unstable();
+        Some(nodes)
+    }
+
+    /// Put `job` on `nodes`, holding `per_node` bytes on each.
+    pub fn add(&mut self, job: JobId, nodes: Vec<NodeId>, per_node: u64, caps: &[u64]) {
+        for n in &nodes {
+            let n = n.0 as usize;
+            self.used[n] += per_node;
+            self.count[n] += 1;
+            self.clamped += per_node.min(caps[n]);
+        }
+        self.jobs.push(Placed {
+            job,
+            nodes,
+            per_node,
+        });
+    }
+
+    /// Place `item` if it can be; returns its nodes.
+    pub fn place(&mut self, item: &Item, caps: &[u64]) -> Option<&[NodeId]> {
+        let nodes = self.room(item, caps)?;
+        self.add(item.job, nodes, item.per_node(), caps);
+        self.jobs.last().map(|p| p.nodes.as_slice())
+    }
+
+    /// Take `job` out; returns where it was.
+    pub fn remove(&mut self, job: JobId, caps: &[u64]) -> Option<Placed> {
+        let k = self.jobs.iter().position(|p| p.job == job)?;
+        let p = self.jobs.remove(k);
+        for n in &p.nodes {
+            let n = n.0 as usize;
+            self.used[n] -= p.per_node;
+            self.count[n] -= 1;
+            self.clamped -= p.per_node.min(caps[n]);
+        }
+        Some(p)
+    }
+
+    /// Change what `job` holds per node (its estimate changed); returns
+    /// whether one of its nodes now holds more than fits (with partners).
+    pub fn resize(&mut self, job: JobId, per_node: u64, caps: &[u64]) -> bool {
+        let Set {
+            jobs,
+            used,
+            count,
+            clamped,
+        } = self;
+        let Some(p) = jobs.iter_mut().find(|p| p.job == job) else {
+            return false;
+        };
+        let old = std::mem::replace(&mut p.per_node, per_node);
+        let mut over = false;
+        for n in &p.nodes {
+            let n = n.0 as usize;
+            used[n] = used[n] - old + per_node;
+            *clamped = *clamped - old.min(caps[n]) + per_node.min(caps[n]);
+            over |= count[n] > 1 && used[n] > caps[n];
+        }
+        over
+    }
+}
+
+/// First fit decreasing over nodes (the rule above). Sets come out in the
+/// order they were opened; each lists its jobs in id order. Ties go by job
+/// id, so the result is deterministic. `caps` is each node's capacity.
+pub fn pack(items: &[Item], caps: &[u64]) -> Vec<Set> {
+    let mut order: Vec<&Item> = items.iter().collect();
+    order.sort_by(|a, b| {
+        b.per_node()
+            .cmp(&a.per_node())
+            .then(b.need.cmp(&a.need))
+            .then(a.job.cmp(&b.job))
+    });
+    let mut sets: Vec<Set> = Vec::new();
+    for item in order {
+        if !sets.iter_mut().any(|s| s.place(item, caps).is_some()) {
+            let mut set = Set::new(caps.len());
+            set.place(item, caps)
+                .expect("an empty set takes any job that spans at most the cluster");
+            sets.push(set);
+        }
+    }
+    for set in &mut sets {
+        set.jobs.sort_by_key(|p| p.job);
+    }
+    sets
 }
 
 #[cfg(test)]
@@ -83,22 +263,34 @@ mod tests {
     use super::*;
 
     const MIB: u64 = 1 << 20;
+    const GIB: u64 = 1 << 30;
+
+    fn one(job: u32, mib: u64) -> Item {
+        Item {
+            job: JobId(job),
+            bytes: mib * MIB,
+            need: 1,
+            pinned: None,
+        }
+    }
 
     fn items(sizes_mib: &[u64]) -> Vec<Item> {
         sizes_mib
             .iter()
             .enumerate()
-            .map(|(i, m)| Item {
-                job: JobId(i as u32),
-                bytes: m * MIB,
-            })
+            .map(|(i, m)| one(i as u32, *m))
             .collect()
     }
 
-    fn ids(sets: &[Vec<JobId>]) -> Vec<Vec<u32>> {
+    fn ids(sets: &[Set]) -> Vec<Vec<u32>> {
         sets.iter()
-            .map(|s| s.iter().map(|j| j.0).collect())
+            .map(|s| s.jobs().iter().map(|p| p.job.0).collect())
             .collect()
+    }
+
+    /// First fit decreasing into one pool of `capacity` bytes.
+    fn pack1(items: &[Item], capacity: u64) -> Vec<Set> {
+        pack(items, &[capacity])
     }
 
     #[test]
@@ -112,7 +304,7 @@ mod tests {
 
     #[test]
     fn jobs_that_fit_together_make_one_set() {
-        let sets = pack(&items(&[200, 200, 200, 200]), capacity(1024 * MIB));
+        let sets = pack1(&items(&[200, 200, 200, 200]), capacity(1024 * MIB));
         assert_eq!(ids(&sets), [vec![0, 1, 2, 3]]);
     }
 
@@ -120,35 +312,32 @@ mod tests {
     fn the_margin_is_respected_exactly() {
         // 960 MiB capacity: 480 + 480 fits, 480 + 481 does not.
         let cap = capacity(1024 * MIB);
-        assert_eq!(pack(&items(&[480, 480]), cap).len(), 1);
-        assert_eq!(pack(&items(&[480, 481]), cap).len(), 2);
+        assert_eq!(pack1(&items(&[480, 480]), cap).len(), 1);
+        assert_eq!(pack1(&items(&[480, 481]), cap).len(), 2);
     }
 
     #[test]
     fn first_fit_decreasing_fills_sets_largest_first() {
         // 5 jobs of ~20% of a 1 GiB pool: four fit (4 x 204 = 816 <= 960).
-        let sets = pack(&items(&[204; 5]), capacity(1024 * MIB));
+        let sets = pack1(&items(&[204; 5]), capacity(1024 * MIB));
         assert_eq!(ids(&sets), [vec![0, 1, 2, 3], vec![4]]);
         // 500, 400, 300, 200, 100 MiB into 960: 500+400 leave no room for
         // even the 100, which joins 300+200.
-        let sets = pack(&items(&[100, 500, 300, 400, 200]), 960 * MIB);
+        let sets = pack1(&items(&[100, 500, 300, 400, 200]), 960 * MIB);
         assert_eq!(ids(&sets), [vec![1, 3], vec![0, 2, 4]]);
     }
 
     #[test]
     fn a_multi_rank_job_is_packed_whole() {
-        // Job 1 has two ranks of 300 MiB: its estimate is the whole 600 MiB,
-        // so it never shares a set with a 400 MiB job.
-        let sets = pack(&items(&[400, 600]), capacity(1024 * MIB));
+        // Job 1 has two ranks of 300 MiB on one node: its estimate is the
+        // whole 600 MiB, so it never shares a set with a 400 MiB job.
+        let sets = pack1(&items(&[400, 600]), capacity(1024 * MIB));
         assert_eq!(ids(&sets), [vec![1], vec![0]]);
-        assert!(sets
-            .iter()
-            .all(|s| s.iter().filter(|j| j.0 == 1).count() <= 1));
     }
 
     #[test]
     fn a_job_larger_than_the_pool_runs_alone() {
-        let sets = pack(&items(&[2000, 10, 10]), capacity(1024 * MIB));
+        let sets = pack1(&items(&[2000, 10, 10]), capacity(1024 * MIB));
         assert_eq!(ids(&sets), [vec![0], vec![1, 2]]);
         // Even a tiny job does not join it.
         assert!(!fits(2000 * MIB, 1, MIB, capacity(1024 * MIB)));
@@ -157,9 +346,102 @@ mod tests {
 
     #[test]
     fn packing_is_deterministic_on_ties() {
-        let a = pack(&items(&[300, 300, 300, 300]), 960 * MIB);
-        let b = pack(&items(&[300, 300, 300, 300]), 960 * MIB);
+        let a = pack1(&items(&[300, 300, 300, 300]), 960 * MIB);
+        let b = pack1(&items(&[300, 300, 300, 300]), 960 * MIB);
         assert_eq!(a, b);
         assert_eq!(ids(&a), [vec![0, 1, 2], vec![3]]);
+    }
+
+    // Two nodes of 1 GiB: 960 MiB each in a set.
+
+    fn two() -> Vec<u64> {
+        vec![capacity(GIB); 2]
+    }
+
+    #[test]
+    fn a_set_uses_the_memory_of_both_nodes() {
+        // Four 400 MiB jobs: one node holds two, so one set holds all four
+        // (one node would need two sets).
+        let sets = pack(&items(&[400, 400, 400, 400]), &two());
+        assert_eq!(ids(&sets), [vec![0, 1, 2, 3]]);
+        let s = &sets[0];
+        assert_eq!(s.used(NodeId(0)), 800 * MIB);
+        assert_eq!(s.used(NodeId(1)), 800 * MIB);
+        // Spread: the second job goes to the node holding fewer.
+        let nodes: Vec<u32> = s.jobs().iter().map(|p| p.nodes[0].0).collect();
+        assert_eq!(nodes, [0, 1, 0, 1]);
+        assert_eq!(pack1(&items(&[400, 400, 400, 400]), capacity(GIB)).len(), 2);
+    }
+
+    #[test]
+    fn a_two_node_job_takes_room_on_both() {
+        // Job 0 spans both nodes with 1200 MiB: 600 on each. A 400 MiB job
+        // then fits on neither node beside it; a 300 MiB one does.
+        let wide = Item {
+            job: JobId(0),
+            bytes: 1200 * MIB,
+            need: 2,
+            pinned: None,
+        };
+        let mut set = Set::new(2);
+        let nodes = set.place(&wide, &two()).map(<[NodeId]>::to_vec);
+        assert_eq!(nodes, Some(vec![NodeId(0), NodeId(1)]));
+        assert_eq!(set.used(NodeId(0)), 600 * MIB);
+        assert_eq!(set.used(NodeId(1)), 600 * MIB);
+        assert!(set.room(&one(1, 400), &two()).is_none());
+        assert_eq!(set.room(&one(2, 300), &two()), Some(vec![NodeId(0)]));
+        // Packed with them: the wide job and the 300 in one set, the 400
+        // in the next.
+        let sets = pack(&[wide, one(1, 400), one(2, 300)], &two());
+        assert_eq!(ids(&sets), [vec![0, 2], vec![1]]);
+        // Removed, it frees both nodes.
+        let mut set = sets[0].clone();
+        let p = set.remove(JobId(0), &two()).expect("placed");
+        assert_eq!(p.nodes, [NodeId(0), NodeId(1)]);
+        assert_eq!(set.used(NodeId(0)) + set.used(NodeId(1)), 300 * MIB);
+    }
+
+    #[test]
+    fn a_started_job_stays_on_its_nodes() {
+        // Job 0 runs on node 1; job 1 (700) is there too in another set.
+        // Packed afresh, job 0 is placed on node 1 again, and job 1 (not
+        // started) goes to node 0, beside nothing.
+        let started = Item {
+            pinned: Some(vec![NodeId(1)]),
+            ..one(0, 500)
+        };
+        let sets = pack(&[started.clone(), one(1, 700)], &two());
+        assert_eq!(ids(&sets), [vec![0, 1]]);
+        assert_eq!(sets[0].jobs()[0].nodes, [NodeId(1)]);
+        assert_eq!(sets[0].jobs()[1].nodes, [NodeId(0)]);
+        // Two started on the same node that do not fit together: two sets.
+        let other = Item {
+            pinned: Some(vec![NodeId(1)]),
+            ..one(1, 700)
+        };
+        assert_eq!(pack(&[started, other], &two()).len(), 2);
+    }
+
+    #[test]
+    fn a_job_larger_than_a_node_is_alone_on_it_not_in_the_set() {
+        // 2000 MiB on one node: nothing joins it there, but the other node
+        // of the same set still takes jobs.
+        let sets = pack(&items(&[2000, 10, 10]), &two());
+        assert_eq!(ids(&sets), [vec![0, 1, 2]]);
+        let s = &sets[0];
+        assert_eq!(s.used(NodeId(0)), 2000 * MIB);
+        assert_eq!(s.used(NodeId(1)), 20 * MIB);
+    }
+
+    #[test]
+    fn resizing_a_job_reports_an_overflow() {
+        let caps = [capacity(GIB)];
+        let mut sets = pack1(&items(&[300, 300]), caps[0]);
+        assert!(!sets[0].resize(JobId(1), 400 * MIB, &caps));
+        assert_eq!(sets[0].used(NodeId(0)), 700 * MIB);
+        assert!(sets[0].resize(JobId(1), 800 * MIB, &caps));
+        // Alone it never overflows: it runs alone.
+        let mut alone = pack1(&items(&[300]), caps[0]);
+        assert!(!alone[0].resize(JobId(0), 2000 * MIB, &caps));
     }
 }

@@ -726,3 +726,84 @@ fn a_job_that_exits_during_a_set_switch_does_not_stop_it_for_the_others() {
     assert!(sc.handle(s(15), Event::JobFinished(JobId(0))).is_empty());
     assert_eq!(sc.next_wakeup(), None, "one job left: nothing to rotate");
 }
+
+// hybrid on a cluster: sets are placements on nodes.
+
+/// Jobs of (ranks, MiB for the whole job), arriving at 0, under hybrid on
+/// `nodes` one-CPU nodes of 1 GiB (960 MiB each in a set), quantum 10 s.
+fn hybrid_on(nodes: u32, jobs: &[(u32, u64)]) -> Scheduler {
+    let specs = jobs
+        .iter()
+        .enumerate()
+        .map(|(i, (ranks, m))| JobSpec {
+            name: format!("j{i}"),
+            ranks: *ranks,
+            memory_bytes: Some(m * MIB),
+            arrival: s(0),
+        })
+        .collect();
+    Scheduler::new(
+        Cluster::uniform(nodes, 1, GIB),
+        specs,
+        PolicyKind::Hybrid.build(s(10), Switching::LRU),
+    )
+}
+
+fn node_ids(sc: &Scheduler, j: u32) -> Vec<u32> {
+    sc.state().job(JobId(j)).nodes.iter().map(|n| n.0).collect()
+}
+
+#[test]
+fn hybrid_on_two_nodes_fills_the_memory_of_both() {
+    // Four 400M jobs: one node holds two of them, two nodes all four, so
+    // they run at once, two per node, and nothing needs a quantum.
+    let mut sc = hybrid_on(2, &[(1, 400); 4]);
+    assert_eq!(
+        adv(&mut sc, s(0)),
+        ["start j0", "start j1", "start j2", "start j3"]
+    );
+    assert_eq!(sc.next_wakeup(), None, "one set: no quantum");
+    let nodes: Vec<Vec<u32>> = (0..4).map(|j| node_ids(&sc, j)).collect();
+    assert_eq!(nodes, [vec![0], vec![1], vec![0], vec![1]]);
+    // The same jobs on one node: two sets that take turns.
+    let mut one = hybrid_on(1, &[(1, 400); 4]);
+    assert_eq!(adv(&mut one, s(0)), ["start j0", "start j1"]);
+    assert_eq!(one.next_wakeup(), Some(s(10)));
+}
+
+#[test]
+fn hybrid_a_two_node_job_takes_room_on_both_nodes() {
+    // j0 spans both nodes with 1200M (604M each, with its overhead): a
+    // 400M job fits beside it on neither node, a 300M one does.
+    let mut sc = hybrid_on(2, &[(2, 1200), (1, 400), (1, 300)]);
+    assert_eq!(adv(&mut sc, s(0)), ["start j0", "start j2"]);
+    assert_eq!(node_ids(&sc, 0), [0, 1]);
+    assert_eq!(sc.next_wakeup(), Some(s(10)));
+    assert_eq!(
+        adv(&mut sc, s(10)),
+        ["suspend j0", "suspend j2", "start j1"]
+    );
+    sc.handle(s(11), Event::SwitchDone { took: s(1) });
+    // j0 ends while suspended: j1 and j2 fit together, and run at once.
+    let a = sc.handle(s(12), Event::JobFinished(JobId(0)));
+    assert_eq!(show(&sc, &a), ["resume j2"]);
+    assert_eq!(sc.next_wakeup(), None);
+}
+
+#[test]
+fn hybrid_with_many_alive_a_job_end_empties_the_smallest_set() {
+    // One node. j0 (600M) and 25 jobs of 10M (14M with the overhead) fill
+    // the first set; 15 more make a second. Over 32 jobs alive, a job's end
+    // tries to move the smallest set into the others rather than pack all
+    // afresh: when j0 ends they all fit, and run at once.
+    let mut jobs = vec![(1, 600)];
+    jobs.extend([(1, 10); 40]);
+    let mut sc = hybrid_on(1, &jobs);
+    let a = sc.advance(s(0));
+    assert_eq!(a.len(), 26);
+    assert_eq!(sc.next_wakeup(), Some(s(10)));
+    let a = sc.handle(s(4), Event::JobFinished(JobId(0)));
+    let started: Vec<String> = (26..=40).map(|j| format!("start j{j}")).collect();
+    assert_eq!(show(&sc, &a), started);
+    assert_eq!(sc.next_wakeup(), None, "one set: no quantum");
+}

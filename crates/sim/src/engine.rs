@@ -279,13 +279,13 @@ impl<'a> Simulator<'a> {
         let per_node = ranks.min(self.cfg.cpus_per_node);
         let mem = tj.memory_per_rank.saturating_mul(u64::from(per_node));
         self.t.first_arrival.get_or_insert(tj.arrival);
+        let nodes = u64::from(ranks.div_ceil(self.cfg.cpus_per_node.max(1)));
         let id = self.sched.submit(JobSpec {
             name: tj.name,
             ranks,
-            // What one node must hold: the core's hybrid packs sets into
-            // one node's memory ("the pool"), so a set of jobs that fits
-            // fits on whichever nodes its jobs land.
-            memory_bytes: Some(mem),
+            // The whole job's, as the runtime declares it: the core's hybrid
+            // places `mem` on each of the job's nodes.
+            memory_bytes: Some(mem.saturating_mul(nodes)),
             arrival: tj.arrival,
         });
         self.jobs.insert(

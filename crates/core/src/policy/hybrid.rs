@@ -7,27 +7,36 @@
 //! quantum. How the page-in overlaps the page-out is the [`Overlap`] policy
 //! (paper 001 Fig. 5).
 //!
-//! Re-packing: a job that arrives joins the first set it fits in, the
-//! running set first (so it starts at once), else a new set. When a job
-//! finishes, the jobs are packed afresh if that needs fewer sets. When a
-//! job's measured peak ([`Event::JobMemory`]) makes its set overflow, the
-//! jobs are packed afresh, so a job declared too small is moved out rather
-//! than left to thrash. After a fresh packing, the set holding most of the
-//! memory of the running jobs runs, and only the difference is switched.
+//! Sets are placements on nodes ([`crate::packing`]): on a cluster a set
+//! uses every node's memory, and a job's `Start` gives the nodes it was
+//! placed on in its set.
+//!
+//! Re-packing: a job that arrives joins the first set it can be placed in,
+//! the running set first (so it starts at once), else a new set. When a
+//! job finishes, the sets are compacted if that needs fewer of them: with
+//! up to [`FRESH_LIMIT`] jobs alive by packing them all afresh (first fit
+//! decreasing), with more by moving the jobs of the smallest set into the
+//! others, so that a job's end costs a scan of one set, not a sort of every
+//! job alive; either is tried only when the jobs' memory could fit in one
+//! set fewer at all (a sum kept as the sets change). When a job's measured
+//! peak ([`Event::JobMemory`]) makes a node of its set overflow, the jobs
+//! are packed afresh, so a job declared too small is moved out rather than
+//! left to thrash. After a re-packing, the set holding most of the memory
+//! of the running jobs runs, and only the difference is switched.
 //!
 //! With one set there is nothing to switch: every job runs, no timer is
 //! set, exactly as under `cosched`. That is `auto`: the same policy under
 //! the name a user picks to get co-scheduling while everything fits and
 //! hybrid when it does not.
 
-use super::{least_loaded_nodes, Decision, Policy, PolicyKind, Timer};
+use super::{Decision, Policy, PolicyKind, Timer};
 use crate::action::{Action, PageInPlan, PageOutPlan};
 use crate::event::Event;
 use crate::model::{JobId, Time};
-use crate::packing::{self, Item};
+use crate::packing::{self, Item, Set};
 use crate::state::{JobStatus, State};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
@@ -89,14 +98,25 @@ impl FromStr for Overlap {
     }
 }
 
+/// Up to this many jobs alive, a job's end tries a fresh packing of all of
+/// them (first fit decreasing, the best sets); with more, it tries to empty
+/// the smallest set into the others, which costs that set's jobs only.
+/// memgang's runtime runs a handful of jobs on one node: there every end
+/// tries the fresh packing, as before sets were placed on nodes.
+pub const FRESH_LIMIT: usize = 32;
+
 #[derive(Debug)]
 pub struct Hybrid {
     quantum: Duration,
     overlap: Overlap,
     /// Reported as `auto` (same decisions).
     auto: bool,
-    /// The sets, in the order they take turns; each lists its jobs.
-    sets: Vec<Vec<JobId>>,
+    /// The sets, in the order they take turns.
+    sets: Vec<Set>,
+    /// Which set each job alive is in.
+    set_of: HashMap<JobId, usize>,
+    /// Each node's capacity (the cluster's, read at the first event).
+    caps: Vec<u64>,
     /// The set running now, if any.
     current: Option<usize>,
     /// Largest resident memory measured per job.
@@ -119,6 +139,8 @@ impl Hybrid {
             overlap,
             auto: false,
             sets: Vec::new(),
+            set_of: HashMap::new(),
+            caps: Vec::new(),
             current: None,
             peaks: BTreeMap::new(),
             switch_times: Vec::new(),
@@ -135,16 +157,12 @@ impl Hybrid {
         }
     }
 
-    /// The sets as packed now (for tests and reports).
-    pub fn sets(&self) -> &[Vec<JobId>] {
-        &self.sets
-    }
-
-    /// The pool is the smallest node's memory: memgang runs one node today,
-    /// and a set must fit on every node its jobs use.
-    fn capacity(state: &State) -> u64 {
-        let pool = state.cluster().nodes.iter().map(|n| n.memory_bytes).min();
-        packing::capacity(pool.unwrap_or(0))
+    /// The sets as packed now, each its jobs (for tests and reports).
+    pub fn sets(&self) -> Vec<Vec<JobId>> {
+        self.sets
+            .iter()
+            .map(|s| s.jobs().iter().map(|p| p.job).collect())
+            .collect()
     }
 
     fn estimate(&self, state: &State, job: JobId) -> u64 {
@@ -154,67 +172,137 @@ impl Hybrid {
         )
     }
 
-    fn used(&self, state: &State, set: usize) -> u64 {
-        self.sets[set]
-            .iter()
-            .map(|j| self.estimate(state, *j))
-            .sum()
+    /// The job as the packing sees it: its estimate, the nodes it spans (a
+    /// job wider than the cluster gets all of it), and its nodes once
+    /// started.
+    fn item(&self, state: &State, job: JobId) -> Item {
+        let j = state.job(job);
+        let all = state.cluster().nodes.len();
+        let pinned = matches!(j.status, JobStatus::Running | JobStatus::Suspended)
+            .then(|| j.nodes.clone())
+            .filter(|n| !n.is_empty());
+        Item {
+            job,
+            bytes: self.estimate(state, job),
+            need: (state.cluster().nodes_needed(j.spec.ranks) as usize).clamp(1, all.max(1)),
+            pinned,
+        }
     }
 
-    /// Put an arrived job into the first set it fits in, the running one
-    /// first; returns the set.
+    /// Re-index `set_of` from set `from` on (after sets moved).
+    fn reindex(&mut self, from: usize) {
+        for (s, set) in self.sets.iter().enumerate().skip(from) {
+            for p in set.jobs() {
+                self.set_of.insert(p.job, s);
+            }
+        }
+    }
+
+    /// Put an arrived job into the first set it can be placed in, the
+    /// running one first; returns the set.
     fn place(&mut self, job: JobId, state: &State) -> usize {
-        let (cap, bytes) = (Self::capacity(state), self.estimate(state, job));
+        let item = self.item(state, job);
         let order = self
             .current
             .into_iter()
             .chain((0..self.sets.len()).filter(|s| Some(*s) != self.current));
         for s in order.collect::<Vec<_>>() {
-            if packing::fits(self.used(state, s), self.sets[s].len(), bytes, cap) {
-                self.sets[s].push(job);
+            if self.sets[s].place(&item, &self.caps).is_some() {
+                self.set_of.insert(job, s);
                 return s;
             }
         }
-        self.sets.push(vec![job]);
+        let mut set = Set::new(self.caps.len());
+        set.place(&item, &self.caps)
+            .expect("an empty set takes any job");
+        self.sets.push(set);
+        self.set_of.insert(job, self.sets.len() - 1);
         self.sets.len() - 1
     }
 
+    /// Whether the jobs' memory could fit in one set fewer at all: if not,
+    /// no re-packing can save a set, and none is tried.
+    fn could_shrink(&self) -> bool {
+        let k = self.sets.len() as u64;
+        let total: u64 = self.caps.iter().sum();
+        let held: u64 = self.sets.iter().map(Set::clamped).sum();
+        k > 1 && held <= (k - 1).saturating_mul(total)
+    }
+
     /// Pack every live job afresh.
-    fn fresh_packing(&self, state: &State) -> Vec<Vec<JobId>> {
-        let items: Vec<Item> = state
-            .jobs()
+    fn fresh_packing(&self, state: &State) -> Vec<Set> {
+        let items: Vec<Item> = self
+            .sets
             .iter()
-            .filter(|j| {
-                matches!(
-                    j.status,
-                    JobStatus::Queued | JobStatus::Running | JobStatus::Suspended
-                )
-            })
-            .map(|j| Item {
-                job: j.id,
-                bytes: self.estimate(state, j.id),
-            })
+            .flat_map(|s| s.jobs())
+            .map(|p| self.item(state, p.job))
             .collect();
-        packing::pack(&items, Self::capacity(state))
+        packing::pack(&items, &self.caps)
+    }
+
+    /// Fewer sets after a job's end, if the rule finds them (see the
+    /// module's doc); they are taken, and the set to run is returned.
+    fn compact(&mut self, state: &State) -> Option<usize> {
+        if !self.could_shrink() {
+            return None;
+        }
+        if self.set_of.len() <= FRESH_LIMIT {
+            let fresh = self.fresh_packing(state);
+            return (fresh.len() < self.sets.len()).then(|| self.adopt(fresh, state));
+        }
+        // Empty the smallest set (the newest on a tie) into the others,
+        // each job into the first set with room, or change nothing.
+        let (small, _) = self
+            .sets
+            .iter()
+            .enumerate()
+            .min_by_key(|(i, s)| (s.len(), std::cmp::Reverse(*i)))?;
+        let jobs: Vec<JobId> = self.sets[small].jobs().iter().map(|p| p.job).collect();
+        let mut moved: Vec<(JobId, usize)> = Vec::new();
+        for &job in &jobs {
+            let item = self.item(state, job);
+            let to = (0..self.sets.len())
+                .filter(|s| *s != small)
+                .find(|s| self.sets[*s].room(&item, &self.caps).is_some());
+            match to {
+                Some(to) => {
+                    self.sets[to].place(&item, &self.caps);
+                    moved.push((job, to));
+                }
+                None => {
+                    for (j, to) in moved {
+                        self.sets[to].remove(j, &self.caps);
+                    }
+                    return None;
+                }
+            }
+        }
+        self.sets.remove(small);
+        let sets = std::mem::take(&mut self.sets);
+        Some(self.adopt(sets, state))
     }
 
     /// Take `sets` as the new packing; returns the set to run: the one
     /// with most of the running jobs' memory, so that the fewest pages move.
-    fn adopt(&mut self, sets: Vec<Vec<JobId>>, state: &State) -> usize {
+    fn adopt(&mut self, sets: Vec<Set>, state: &State) -> usize {
         self.sets = sets;
-        let running = |s: &Vec<JobId>| -> u64 {
-            s.iter()
-                .filter(|j| state.job(**j).status == JobStatus::Running)
-                .map(|j| self.estimate(state, *j))
+        self.set_of.clear();
+        self.reindex(0);
+        let running = |s: &Set| -> u64 {
+            s.jobs()
+                .iter()
+                .filter(|p| state.job(p.job).status == JobStatus::Running)
+                .map(|p| self.estimate(state, p.job))
                 .sum()
         };
-        let mut best = 0;
+        let mut best = (0, 0);
         for (i, s) in self.sets.iter().enumerate() {
-            if running(s) > running(&self.sets[best]) {
-                best = i;
+            let r = running(s);
+            if r > best.1 {
+                best = (i, r);
             }
         }
-        best
+        best.0
     }
 
     /// Make `target` the running set: suspend (page out, recorded) every
@@ -222,28 +310,34 @@ impl Hybrid {
     /// this is a set switch (something was suspended or resumed).
     fn switch_to(&mut self, target: usize, state: &State, actions: &mut Vec<Action>) -> bool {
         self.current = Some(target);
-        let members = &self.sets[target];
-        let mut switched = false;
-        for j in state.with_status(JobStatus::Running) {
-            if !members.contains(&j.id) {
-                actions.push(Action::Suspend {
-                    job: j.id,
-                    // Paper 001: the outgoing set leaves memory completely,
-                    // "equivalent to aggressive page-out".
-                    page_out: PageOutPlan::Aggressive { record: true },
-                });
-                switched = true;
-            }
+        let mut outgoing: Vec<JobId> = self
+            .sets
+            .iter()
+            .enumerate()
+            .filter(|(s, _)| *s != target)
+            .flat_map(|(_, set)| set.jobs())
+            .map(|p| p.job)
+            .filter(|j| state.job(*j).status == JobStatus::Running)
+            .collect();
+        outgoing.sort_unstable();
+        let mut switched = !outgoing.is_empty();
+        for job in outgoing {
+            actions.push(Action::Suspend {
+                job,
+                // Paper 001: the outgoing set leaves memory completely,
+                // "equivalent to aggressive page-out".
+                page_out: PageOutPlan::Aggressive { record: true },
+            });
         }
-        for &job in members {
-            match state.job(job).status {
+        for p in self.sets[target].jobs() {
+            match state.job(p.job).status {
                 JobStatus::Queued => actions.push(Action::Start {
-                    job,
-                    nodes: least_loaded_nodes(state, job),
+                    job: p.job,
+                    nodes: p.nodes.clone(),
                 }),
                 JobStatus::Suspended => {
                     actions.push(Action::Resume {
-                        job,
+                        job: p.job,
                         page_in: self.overlap.page_in(),
                     });
                     switched = true;
@@ -287,11 +381,6 @@ impl Hybrid {
         }
         Timer::At(end)
     }
-
-    fn repack(&mut self, sets: Vec<Vec<JobId>>, state: &State, actions: &mut Vec<Action>) -> bool {
-        let target = self.adopt(sets, state);
-        self.switch_to(target, state, actions)
-    }
 }
 
 impl Policy for Hybrid {
@@ -304,6 +393,14 @@ impl Policy for Hybrid {
     }
 
     fn on_event(&mut self, event: &Event, state: &State) -> Decision {
+        if self.caps.len() != state.cluster().nodes.len() {
+            self.caps = state
+                .cluster()
+                .nodes
+                .iter()
+                .map(|n| packing::capacity(n.memory_bytes))
+                .collect();
+        }
         let now = state.now();
         let mut actions = Vec::new();
         let timer = match event {
@@ -315,31 +412,33 @@ impl Policy for Hybrid {
                         self.settle(now, true)
                     }
                     Some(cur) if cur == s => {
-                        actions.push(Action::Start {
-                            job: *job,
-                            nodes: least_loaded_nodes(state, *job),
-                        });
+                        let nodes = self.sets[s]
+                            .jobs()
+                            .last()
+                            .map(|p| p.nodes.clone())
+                            .unwrap_or_default();
+                        actions.push(Action::Start { job: *job, nodes });
                         self.settle(now, false)
                     }
                     Some(_) => self.settle(now, false),
                 }
             }
             Event::JobFinished(job) => {
-                let Some(r) = self.sets.iter().position(|s| s.contains(job)) else {
+                let Some(r) = self.set_of.remove(job) else {
                     return Decision::default();
                 };
-                self.sets[r].retain(|j| j != job);
+                self.sets[r].remove(*job, &self.caps);
                 if self.sets[r].is_empty() {
                     self.sets.remove(r);
+                    self.reindex(r);
                     self.current = match self.current {
                         Some(c) if c == r => None,
                         Some(c) if c > r => Some(c - 1),
                         c => c,
                     };
                 }
-                let fresh = self.fresh_packing(state);
-                if fresh.len() < self.sets.len() {
-                    let switched = self.repack(fresh, state, &mut actions);
+                if let Some(target) = self.compact(state) {
+                    let switched = self.switch_to(target, state, &mut actions);
                     self.settle(now, switched)
                 } else if self.current.is_none() && !self.sets.is_empty() {
                     // The running set emptied: the next one gets a fresh
@@ -355,16 +454,14 @@ impl Policy for Hybrid {
             } => {
                 let peak = self.peaks.entry(*job).or_default();
                 *peak = (*peak).max(*peak_bytes);
-                let overflows = self
-                    .sets
-                    .iter()
-                    .position(|s| s.contains(job))
-                    .is_some_and(|r| {
-                        self.sets[r].len() > 1 && self.used(state, r) > Self::capacity(state)
-                    });
-                if overflows {
+                let Some(&r) = self.set_of.get(job) else {
+                    return Decision::default();
+                };
+                let per_node = self.item(state, *job).per_node();
+                if self.sets[r].resize(*job, per_node, &self.caps) {
                     let fresh = self.fresh_packing(state);
-                    let switched = self.repack(fresh, state, &mut actions);
+                    let target = self.adopt(fresh, state);
+                    let switched = self.switch_to(target, state, &mut actions);
                     self.settle(now, switched)
                 } else {
                     Timer::Keep
@@ -374,9 +471,9 @@ impl Policy for Hybrid {
                 self.prefetch_armed = false;
                 if let (Some(cur), Some(end)) = (self.current, self.quantum_end) {
                     let next = (cur + 1) % self.sets.len();
-                    for &job in &self.sets[next] {
-                        if state.job(job).status == JobStatus::Suspended {
-                            actions.push(Action::PageIn { job });
+                    for p in self.sets[next].jobs() {
+                        if state.job(p.job).status == JobStatus::Suspended {
+                            actions.push(Action::PageIn { job: p.job });
                         }
                     }
                     Timer::At(end)
