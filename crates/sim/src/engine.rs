@@ -89,21 +89,63 @@ struct Slot {
     pending_in: u64,
 }
 
+/// A node: the jobs with memory on it, and the jobs running on it. Kept
+/// so that an event costs the jobs on the nodes it touches, not the jobs
+/// alive: a job paged out completely leaves no slot behind, and the running
+/// ones are listed apart with the memory they want.
 #[derive(Default)]
 struct NodeState {
+    /// Jobs with memory resident (or coming in) here.
     slots: Vec<Slot>,
     used: u64,
-    running: u32,
+    runners: Vec<JobId>,
+    /// Memory the running jobs want here, together, and their ranks.
+    want: u64,
+    ranks: u32,
     /// Seconds of paging this node does in the switch being carried out.
     cost: f64,
 }
 
 impl NodeState {
+    /// The job's slot, made empty if it has none (it was paged out whole).
     fn slot(&mut self, job: JobId) -> &mut Slot {
-        self.slots
-            .iter_mut()
-            .find(|s| s.job == job)
-            .expect("a started job has a slot on each of its nodes")
+        let k = match self.slots.iter().position(|s| s.job == job) {
+            Some(k) => k,
+            None => {
+                self.slots.push(Slot {
+                    job,
+                    resident: 0,
+                    pending_in: 0,
+                });
+                self.slots.len() - 1
+            }
+        };
+        &mut self.slots[k]
+    }
+
+    /// Forget the job's slot if nothing of it is here any more.
+    fn drop_if_empty(&mut self, job: JobId) {
+        if let Some(k) = self
+            .slots
+            .iter()
+            .position(|s| s.job == job && s.resident == 0 && s.pending_in == 0)
+        {
+            self.slots.swap_remove(k);
+        }
+    }
+
+    fn run(&mut self, job: JobId, mem: u64, ranks: u32) {
+        self.runners.push(job);
+        self.want += mem;
+        self.ranks += ranks;
+    }
+
+    fn stop(&mut self, job: JobId, mem: u64, ranks: u32) {
+        if let Some(k) = self.runners.iter().position(|j| *j == job) {
+            self.runners.swap_remove(k);
+            self.want -= mem;
+            self.ranks -= ranks;
+        }
     }
 }
 
@@ -317,9 +359,12 @@ impl<'a> Simulator<'a> {
         let job = self.jobs.remove(&id).expect("a live job");
         for n in &job.nodes {
             let node = &mut self.nodes[n.0 as usize];
-            let k = node.slots.iter().position(|s| s.job == id).expect("slot");
-            node.used -= node.slots.swap_remove(k).resident;
-            node.running -= 1;
+            if let Some(k) = node.slots.iter().position(|s| s.job == id) {
+                node.used -= node.slots.swap_remove(k).resident;
+            }
+            if job.running {
+                node.stop(id, job.mem, job.ranks_per_node);
+            }
             self.touch(n.0);
         }
         let acts = self.sched.handle(now, Event::JobFinished(id));
@@ -401,14 +446,18 @@ impl<'a> Simulator<'a> {
             }
             let clean = self.jobs[&v].clean;
             let n = &mut self.nodes[node as usize];
-            let Some(s) = n.slots.iter_mut().find(|s| s.job == v) else {
+            let Some(k) = n.slots.iter().position(|s| s.job == v) else {
                 continue;
             };
+            let s = &mut n.slots[k];
             let take = s.resident.min(left);
             s.resident -= take;
             n.used -= take;
             left -= take;
             written += (take as f64 * (1.0 - clean)) as u64;
+            if s.resident == 0 && s.pending_in == 0 {
+                n.slots.swap_remove(k);
+            }
         }
         self.t.paged_out += written;
         written
@@ -433,7 +482,8 @@ impl<'a> Simulator<'a> {
         for action in &actions {
             match action {
                 Action::Start { job, nodes } => {
-                    let mem = self.jobs[job].mem.min(m);
+                    let (want, ranks) = (self.jobs[job].mem, self.jobs[job].ranks_per_node);
+                    let mem = want.min(m);
                     let mut stall: f64 = 0.0;
                     for n in nodes {
                         let free = m.saturating_sub(self.nodes[n.0 as usize].used);
@@ -445,7 +495,7 @@ impl<'a> Simulator<'a> {
                             pending_in: 0,
                         });
                         node.used += mem;
-                        node.running += 1;
+                        node.run(*job, want, ranks);
                         stall = stall.max(out as f64 / dev.write_bps);
                         self.touched.push(n.0);
                         switch_nodes.push(n.0);
@@ -473,7 +523,8 @@ impl<'a> Simulator<'a> {
                     j.active_from = now;
                     j.last_ran = now;
                     j.generation += 1;
-                    let mem = j.mem.min(m);
+                    let (want, ranks) = (j.mem, j.ranks_per_node);
+                    let mem = want.min(m);
                     if let Some(from) = j.bg_from.take() {
                         let wrote = (dev.write_bps * (now - from).as_secs_f64()).min(mem as f64);
                         j.clean = wrote / mem.max(1) as f64;
@@ -483,7 +534,7 @@ impl<'a> Simulator<'a> {
                     let aggressive = matches!(page_out, PageOutPlan::Aggressive { .. });
                     for n in j.nodes.clone() {
                         let node = &mut self.nodes[n.0 as usize];
-                        node.running -= 1;
+                        node.stop(*job, want, ranks);
                         let s = node.slot(*job);
                         let back = (s.pending_in as f64 * undone) as u64;
                         s.resident -= back;
@@ -500,6 +551,7 @@ impl<'a> Simulator<'a> {
                             self.t.paged_out += written;
                         }
                         node.used -= used;
+                        node.drop_if_empty(*job);
                         self.touched.push(n.0);
                         switch_nodes.push(n.0);
                     }
@@ -523,7 +575,8 @@ impl<'a> Simulator<'a> {
                     }
                 }
                 Action::Resume { job, page_in } => {
-                    let mem = self.jobs[job].mem.min(m);
+                    let (want, ranks) = (self.jobs[job].mem, self.jobs[job].ranks_per_node);
+                    let mem = want.min(m);
                     let (mut stall, mut faulted): (f64, u64) = (0.0, 0);
                     for n in self.jobs[job].nodes.clone() {
                         let have = self.nodes[n.0 as usize].slot(*job).resident;
@@ -534,7 +587,7 @@ impl<'a> Simulator<'a> {
                         let s = node.slot(*job);
                         s.resident = mem;
                         node.used += missing;
-                        node.running += 1;
+                        node.run(*job, want, ranks);
                         self.t.paged_in += missing;
                         let w = out as f64 / dev.write_bps;
                         match page_in {
@@ -607,11 +660,8 @@ impl<'a> Simulator<'a> {
         touched.sort_unstable();
         touched.dedup();
         for n in &touched {
-            for s in &self.nodes[*n as usize].slots {
-                if self.jobs[&s.job].running {
-                    self.dirty.push(s.job);
-                }
-            }
+            self.dirty
+                .extend_from_slice(&self.nodes[*n as usize].runners);
         }
         touched.clear();
         self.touched = touched;
@@ -632,14 +682,8 @@ impl<'a> Simulator<'a> {
             let nodes = &self.nodes;
             let c = j.nodes.iter().map(|n| {
                 let node = &nodes[n.0 as usize];
-                let (want, ranks) = node
-                    .slots
-                    .iter()
-                    .map(|s| &self.jobs[&s.job])
-                    .filter(|j| j.running)
-                    .fold((0u64, 0u32), |(w, r), j| (w + j.mem, r + j.ranks_per_node));
-                share = share.max(f64::from(ranks) / cpus);
-                (m / want.max(1) as f64).min(1.0)
+                share = share.max(f64::from(node.ranks) / cpus);
+                (m / node.want.max(1) as f64).min(1.0)
             });
             let paging = self.cfg.paging.slowdown(j.mem, c);
             let slowdown = share * paging;

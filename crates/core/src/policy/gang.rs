@@ -15,6 +15,7 @@ use crate::event::Event;
 use crate::model::{JobId, NodeId, Time};
 use crate::state::{JobStatus, State};
 use crate::switching::Switching;
+use std::collections::HashMap;
 use std::time::Duration;
 
 /// One time slot of the matrix: its jobs with their nodes, and which nodes
@@ -22,19 +23,22 @@ use std::time::Duration;
 /// thousands of nodes takes a word per 64 nodes, not a scan of every job.
 #[derive(Debug)]
 struct Row {
+    /// Stable while rows come and go (see `Gang::row_of`).
+    id: u64,
     jobs: Vec<(JobId, Vec<NodeId>)>,
     free: Vec<u64>,
     free_count: usize,
 }
 
 impl Row {
-    fn new(nodes: usize) -> Self {
+    fn new(id: u64, nodes: usize) -> Self {
         let mut free = vec![u64::MAX; nodes.div_ceil(64)];
         let tail = nodes % 64;
         if tail > 0 {
             *free.last_mut().expect("a cluster has nodes") = (1u64 << tail) - 1;
         }
         Row {
+            id,
             jobs: Vec::new(),
             free,
             free_count: nodes,
@@ -71,6 +75,10 @@ pub struct Gang {
     quantum: Duration,
     switching: Switching,
     rows: Vec<Row>,
+    /// The row of each job in the matrix, by row id: a job's end finds its
+    /// row among the rows, not among all the jobs.
+    row_of: HashMap<JobId, u64>,
+    next_row: u64,
     /// The row running now, if any.
     current: Option<usize>,
     /// When the running row's quantum ends; the timer fires earlier, at
@@ -87,6 +95,8 @@ impl Gang {
             quantum,
             switching,
             rows: Vec::new(),
+            row_of: HashMap::new(),
+            next_row: 0,
             current: None,
             quantum_end: None,
             in_bg_window: false,
@@ -100,10 +110,12 @@ impl Gang {
         let r = match self.rows.iter().position(|row| row.free_count >= need) {
             Some(r) => r,
             None => {
-                self.rows.push(Row::new(all));
+                self.rows.push(Row::new(self.next_row, all));
+                self.next_row += 1;
                 self.rows.len() - 1
             }
         };
+        self.row_of.insert(job, self.rows[r].id);
         let nodes = self.rows[r].take(need);
         self.rows[r].jobs.push((job, nodes));
         r
@@ -117,8 +129,9 @@ impl Gang {
         self.current = Some(row);
         let n = self.rows.len();
         // Rows in the order they will next run, after this one; reversed,
-        // the job needed last comes first.
+        // the job needed last comes first. Only `so/ao` asks for them.
         let victims: Vec<JobId> = (1..n)
+            .filter(|_| self.switching.makes_room())
             .rev()
             .flat_map(|k| self.rows[(row + k) % n].jobs.iter().map(|(j, _)| *j))
             // Jobs never started hold no memory; the running ones are being
@@ -245,8 +258,10 @@ impl Policy for Gang {
                 }
             }
             Event::JobFinished(job) => {
-                let found = self.rows.iter().enumerate().find_map(|(r, row)| {
-                    row.jobs.iter().position(|(j, _)| j == job).map(|k| (r, k))
+                let found = self.row_of.remove(job).and_then(|id| {
+                    let r = self.rows.iter().position(|row| row.id == id)?;
+                    let k = self.rows[r].jobs.iter().position(|(j, _)| j == job)?;
+                    Some((r, k))
                 });
                 let Some((r, k)) = found else {
                     return Decision::default();
