@@ -98,6 +98,11 @@ pub struct Set {
     jobs: Vec<Placed>,
     used: Vec<u64>,
     count: Vec<u32>,
+    /// `levels[c]`: the nodes holding `c` of the set's jobs, as a bitset,
+    /// so that finding the least loaded nodes with room takes the nodes
+    /// level by level, lowest first, and stops at `need`: no sort of the
+    /// cluster's nodes for each job placed.
+    levels: Vec<Vec<u64>>,
     /// Sum over its jobs and their nodes of min(share, capacity): a set
     /// never holds more than the capacity of a node, by this measure, so
     /// that k sets can hold the jobs only if the sum is at most k times
@@ -108,12 +113,30 @@ pub struct Set {
 impl Set {
     /// An empty set over `nodes` nodes.
     pub fn new(nodes: usize) -> Self {
+        let mut all = vec![u64::MAX; nodes.div_ceil(64)];
+        if !nodes.is_multiple_of(64) {
+            *all.last_mut().expect("nodes > 0") = (1u64 << (nodes % 64)) - 1;
+        }
         Set {
             jobs: Vec::new(),
             used: vec![0; nodes],
             count: vec![0; nodes],
+            levels: vec![all],
             clamped: 0,
         }
+    }
+
+    /// Move node `n` from its level to the next one up or down.
+    fn relevel(&mut self, n: usize, up: bool) {
+        let (w, bit) = (n / 64, 1u64 << (n % 64));
+        let c = self.count[n] as usize;
+        self.levels[c][w] &= !bit;
+        let c = if up { c + 1 } else { c - 1 };
+        if self.levels.len() <= c {
+            self.levels.push(vec![0; self.levels[0].len()]);
+        }
+        self.levels[c][w] |= bit;
+        self.count[n] = c as u32;
     }
 
     /// Its jobs, in the order they joined (in id order after [`pack`]).
@@ -157,20 +180,24 @@ impl Set {
                 .then(|| nodes.clone());
         }
         let need = item.need.max(1);
-        let mut free: Vec<(u32, u32)> = (0..self.used.len())
-            .filter(|n| self.fits_on(*n, bytes, caps))
-            .map(|n| (self.count[n], n as u32))
-            .collect();
-        if free.len() < need {
-            return None;
+        let mut nodes = Vec::with_capacity(need);
+        for level in &self.levels {
+            for (w, word) in level.iter().enumerate() {
+                let mut bits = *word;
+                while bits != 0 {
+                    let n = w * 64 + bits.trailing_zeros() as usize;
+                    bits &= bits - 1;
+                    if self.fits_on(n, bytes, caps) {
+                        nodes.push(NodeId(n as u32));
+                        if nodes.len() == need {
+                            nodes.sort_unstable();
+                            return Some(nodes);
+                        }
+                    }
+                }
+            }
         }
-        if free.len() > need {
-            free.select_nth_unstable(need - 1);
-            free.truncate(need);
-        }
-        let mut nodes: Vec<NodeId> = free.into_iter().map(|(_, n)| NodeId(n)).collect();
-        nodes.sort_unstable();
-        Some(nodes)
+        None
     }
 
     /// Put `job` on `nodes`, holding `per_node` bytes on each.
@@ -178,7 +205,7 @@ impl Set {
         for n in &nodes {
             let n = n.0 as usize;
             self.used[n] += per_node;
-            self.count[n] += 1;
+            self.relevel(n, true);
             self.clamped += per_node.min(caps[n]);
         }
         self.jobs.push(Placed {
@@ -202,7 +229,7 @@ impl Set {
         for n in &p.nodes {
             let n = n.0 as usize;
             self.used[n] -= p.per_node;
-            self.count[n] -= 1;
+            self.relevel(n, false);
             self.clamped -= p.per_node.min(caps[n]);
         }
         Some(p)
@@ -216,6 +243,7 @@ impl Set {
             used,
             count,
             clamped,
+            ..
         } = self;
         let Some(p) = jobs.iter_mut().find(|p| p.job == job) else {
             return false;
