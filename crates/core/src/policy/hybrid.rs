@@ -224,9 +224,12 @@ impl Hybrid {
     /// no re-packing can save a set, and none is tried.
     fn could_shrink(&self) -> bool {
         let k = self.sets.len() as u64;
+        if k < 2 {
+            return false;
+        }
         let total: u64 = self.caps.iter().sum();
         let held: u64 = self.sets.iter().map(Set::clamped).sum();
-        k > 1 && held <= (k - 1).saturating_mul(total)
+        held <= (k - 1).saturating_mul(total)
     }
 
     /// Pack every live job afresh.
