@@ -62,6 +62,24 @@ for v in variants:
               + f" {ratio(h, runs.get((v, n, 'batch'))):>7} {sets:>4}")
 print("(makespan in s; hybrid ratios use the best overlap policy; sets = most jobs running at once under it)")
 
+# What the switches cost: gang pages out only what the incoming job lacks
+# (so/ao/ai), a hybrid set switch pages the whole outgoing set out.
+print()
+print("Switches: count, seconds in all, GiB paged out and in (hybrid: sequential)")
+print(f"{'variant':<8} {'n':>2} {'gang':>24} {'hybrid':>24}")
+for v in variants:
+    for n in sorted({k[1] for k in runs if k[0] == v}):
+        def sw(r):
+            if not r:
+                return "-"
+            s = r["switches"]
+            return (f"{len(s)} {sum(x['took_s'] for x in s):.1f}s "
+                    f"{sum(x['paged_out_bytes'] for x in s) / 2**30:.2f}/"
+                    f"{sum(x['paged_in_bytes'] for x in s) / 2**30:.2f}")
+        g, h = runs.get((v, n, "gang")), runs.get((v, n, "hybrid-sequential"))
+        if g or h:
+            print(f"{v:<8} {n:>2} {sw(g):>24} {sw(h):>24}")
+
 fig8 = [int(x) for x in os.environ.get("FIG8", "7 9").split()]
 print()
 print("Fig. 8: major faults per minute per job under cosched")
