@@ -8,7 +8,7 @@
 # switching overhead. No root: only the simulator runs.
 #
 #   bench/sim_validate.sh [DIR ...]     default: adaptive-fix, hybrid-long
-#                                       and hybrid-full (if there)
+#                                       and hybrid-full, hybrid-full-2rank (if there)
 #   CALIBRATION=device.json bench/sim_validate.sh   random read rate and
 #       switch efficiency from `memgang calibrate` (else the simulator's
 #       defaults: 20,000 reads/s, efficiency 1)
@@ -23,7 +23,9 @@ cargo build -p memgang-cli --quiet
 dirs=("$@")
 if [ ${#dirs[@]} -eq 0 ]; then
   dirs=(bench/results/adaptive-fix bench/results/hybrid-long)
-  [ ! -d bench/results/hybrid-full ] || dirs+=(bench/results/hybrid-full)
+  for d in bench/results/hybrid-full bench/results/hybrid-full-2rank; do
+    [ ! -d "$d" ] || dirs+=("$d")
+  done
 fi
 cal=()
 [ -z "${CALIBRATION:-}" ] || cal=(--calibration "$CALIBRATION")
