@@ -166,42 +166,63 @@ fn calibrate(a: &CalibrateArgs, stop: &AtomicBool) -> Result<(serde_json::Value,
     let job = ((a.pool_memory >> 20) * 7 / 10) << 20;
     let logs =
         RemoveDir(std::env::temp_dir().join(format!("memgang-calibrate-{}", std::process::id())));
-    let exp = Experiment::parse(&experiment(a, job), "calibrate", &Overrides::default())?;
-    eprintln!(
-        "memgang: switch run: 2 jobs of {} in a pool of {}, gang so/ao/ai, quantum {:?}",
-        format_bytes(job),
-        format_bytes(a.pool_memory),
-        a.quantum
-    );
-    let r = memgang_runtime::run(
-        &exp,
-        &RunOptions {
-            logs: Some(logs.0.clone()),
-            baseline: Baseline::None,
-            live: std::io::stderr().is_terminal(),
-            signals: false,
-        },
-    )?;
-    check(stop)?;
-    if r.interrupted {
-        bail!("the switch run was interrupted; nothing written");
-    }
-    if let Some(j) = r.jobs.iter().find(|j| !j.ok()) {
-        bail!(
-            "job {} of the switch run failed ({}): {}",
-            j.name,
-            j.error.as_deref().unwrap_or("exit status"),
-            j.stderr_tail.as_deref().unwrap_or("")
+    // The jobs must outlast a quantum so that gang switches them; how long
+    // `--iterations` takes depends on the machine, so a run that ended
+    // without paging is repeated with jobs twice as long (at most five
+    // doublings, so that a pool the jobs fit in ends with an error).
+    let mut iterations = a.iterations;
+    let (r, s) = loop {
+        let exp = Experiment::parse(
+            &experiment(a, job, iterations),
+            "calibrate",
+            &Overrides::default(),
+        )?;
+        eprintln!(
+            "memgang: switch run: 2 jobs of {} ({iterations} sweeps) in a pool of {}, \
+             gang so/ao/ai, quantum {:?}",
+            format_bytes(job),
+            format_bytes(a.pool_memory),
+            a.quantum
         );
-    }
-    let s = SwitchCost::of(&r);
-    if s.out_bytes == 0 || s.in_bytes == 0 || s.took_s <= 0.0 {
-        bail!(
-            "the switch run paged nothing ({} switches): the jobs fit in the pool; \
-             raise --iterations so that they take turns",
+        let r = memgang_runtime::run(
+            &exp,
+            &RunOptions {
+                logs: Some(logs.0.clone()),
+                baseline: Baseline::None,
+                live: std::io::stderr().is_terminal(),
+                signals: false,
+            },
+        )?;
+        check(stop)?;
+        if r.interrupted {
+            bail!("the switch run was interrupted; nothing written");
+        }
+        if let Some(j) = r.jobs.iter().find(|j| !j.ok()) {
+            bail!(
+                "job {} of the switch run failed ({}): {}",
+                j.name,
+                j.error.as_deref().unwrap_or("exit status"),
+                j.stderr_tail.as_deref().unwrap_or("")
+            );
+        }
+        let s = SwitchCost::of(&r);
+        if s.out_bytes > 0 && s.in_bytes > 0 && s.took_s > 0.0 {
+            break (r, s);
+        }
+        if iterations >= a.iterations.saturating_mul(32) {
+            bail!(
+                "the switch run paged nothing ({} switches) even with {iterations} sweeps: \
+                 the jobs fit in the pool or end within a quantum; give a smaller \
+                 --quantum or more --iterations",
+                r.switch_count
+            );
+        }
+        eprintln!(
+            "memgang: the jobs ended without a paging switch ({} switches); again, twice as long",
             r.switch_count
         );
-    }
+        iterations = iterations.saturating_mul(2);
+    };
     // What the model would charge for these bytes over what they took.
     let model_s =
         s.out_bytes as f64 / bw.write_bytes_per_s + s.in_bytes as f64 / bw.read_bytes_per_s;
@@ -232,6 +253,7 @@ fn calibrate(a: &CalibrateArgs, stop: &AtomicBool) -> Result<(serde_json::Value,
                 "policy": "gang",
                 "switch": r.switch,
                 "quantum_s": r.quantum_s,
+                "iterations": iterations,
                 "makespan_s": r.makespan_s,
                 "switches": r.switch_count,
                 "switch_s": s.took_s,
@@ -274,7 +296,7 @@ fn calibrate(a: &CalibrateArgs, stop: &AtomicBool) -> Result<(serde_json::Value,
 
 /// Two jobs of `job` bytes, sweeping their memory, in a pool that holds
 /// one of them: gang with `so/ao/ai` pages each out and in in bulk.
-fn experiment(a: &CalibrateArgs, job: u64) -> String {
+fn experiment(a: &CalibrateArgs, job: u64, iterations: u32) -> String {
     let mib = job >> 20;
     let mut s = format!(
         "name = \"calibrate\"\npolicy = \"gang\"\nswitch = \"so/ao/ai\"\nquantum = \"{}ms\"\npool_memory = \"{}M\"\n",
@@ -284,8 +306,7 @@ fn experiment(a: &CalibrateArgs, job: u64) -> String {
     for (name, seed) in [("a", 1), ("b", 2)] {
         s.push_str(&format!(
             "[[job]]\nname = \"{name}\"\nmemory = \"{mib}M\"\ncommand = [\"memgang-workload\", \"--mib\", \"{mib}\", \
-             \"--pattern\", \"seq\", \"--iterations\", \"{}\", \"--compute\", \"2\", \"--seed\", \"{seed}\"]\n",
-            a.iterations
+             \"--pattern\", \"seq\", \"--iterations\", \"{iterations}\", \"--compute\", \"2\", \"--seed\", \"{seed}\"]\n",
         ));
     }
     s
