@@ -132,6 +132,41 @@ impl SwapStatus {
     }
 }
 
+/// The node's RAM (`/proc/meminfo` MemTotal), in bytes.
+pub fn memory_total() -> Result<u64> {
+    proc::read(Path::new(MEMINFO)).map(|m: Meminfo| m.mem_total)
+}
+
+/// The node-wide counters an executor samples, behind an interface so that
+/// an executor can be tested with made-up numbers. [`ProcCounters`] reads
+/// the kernel's.
+pub trait NodeCounters: Send + Sync + std::fmt::Debug {
+    /// Paging since boot (`/proc/vmstat`).
+    fn vmstat(&self) -> Result<VmStat>;
+    /// The node's memory pressure; None without PSI.
+    fn memory_pressure(&self) -> Option<Psi>;
+    /// Swap space (`/proc/meminfo`).
+    fn swap(&self) -> Result<SwapStatus>;
+}
+
+/// [`NodeCounters`] from `/proc`.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ProcCounters;
+
+impl NodeCounters for ProcCounters {
+    fn vmstat(&self) -> Result<VmStat> {
+        VmStat::read()
+    }
+
+    fn memory_pressure(&self) -> Option<Psi> {
+        Psi::node_memory()
+    }
+
+    fn swap(&self) -> Result<SwapStatus> {
+        SwapStatus::read()
+    }
+}
+
 /// Resident and swapped-out memory of a process, in bytes, from
 /// `/proc/<pid>/status` (`VmRSS`, `VmSwap`). Both are 0 for processes
 /// without a user address space (kernel threads, zombies).

@@ -25,6 +25,9 @@ pub trait Freezer: Send + Sync + std::fmt::Debug {
     /// Return once every process of the group is stopped.
     fn freeze(&self, group: &GroupPath) -> Result<()>;
     fn thaw(&self, group: &GroupPath) -> Result<()>;
+    /// Whether the group is stopped now (for the trace: "frozen" or
+    /// "running").
+    fn is_frozen(&self, group: &GroupPath) -> Result<bool>;
 }
 
 /// The kernel's cgroup freezer, through [`CgroupBackend::set_frozen`].
@@ -42,6 +45,10 @@ impl Freezer for CgroupFreezer {
 
     fn thaw(&self, group: &GroupPath) -> Result<()> {
         self.0.set_frozen(group, false)
+    }
+
+    fn is_frozen(&self, group: &GroupPath) -> Result<bool> {
+        self.0.is_frozen(group)
     }
 }
 
@@ -212,21 +219,37 @@ impl Freezer for SignalFreezer {
         signal_verified(self.backend.as_ref(), group, &pids, libc::SIGCONT)?;
         Ok(())
     }
+
+    /// Stopped (state `T` or `t`) is one of its processes at least, and so
+    /// is every other live one, or it is in uninterruptible sleep (`D`),
+    /// where a pending SIGSTOP stops it before it runs again (see
+    /// `has_stopped`). Exited ones (`Z`, `X`, or gone) do not count.
+    fn is_frozen(&self, group: &GroupPath) -> Result<bool> {
+        let mut any = false;
+        for pid in self.members(group)? {
+            match process_state(pid) {
+                Ok('T' | 't') => any = true,
+                Ok('D' | 'Z' | 'X') | Err(_) => {}
+                Ok(_) => return Ok(false),
+            }
+        }
+        Ok(any)
+    }
 }
 
 /// The cgroup freezer when the backend has one and signals are not asked
 /// for, else the signal freezer (with a warning saying why).
-pub fn choose(backend: Arc<dyn CgroupBackend>, prefer_signals: bool) -> Box<dyn Freezer> {
+pub fn choose(backend: Arc<dyn CgroupBackend>, prefer_signals: bool) -> Arc<dyn Freezer> {
     if prefer_signals {
         tracing::info!("freezing jobs with SIGSTOP/SIGCONT, as asked");
-        return Box::new(SignalFreezer::new(backend));
+        return Arc::new(SignalFreezer::new(backend));
     }
     if backend.can_freeze() {
-        return Box::new(CgroupFreezer(backend));
+        return Arc::new(CgroupFreezer(backend));
     }
     tracing::warn!(
         "no cgroup freezer ({}): freezing jobs with SIGSTOP/SIGCONT instead, which jobs can observe",
         backend.describe()
     );
-    Box::new(SignalFreezer::new(backend))
+    Arc::new(SignalFreezer::new(backend))
 }

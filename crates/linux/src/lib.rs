@@ -12,6 +12,7 @@ pub mod freeze;
 pub mod paging;
 pub mod pidfd;
 mod proc;
+pub mod process;
 pub mod swap;
 
 pub use error::{Error, Result};

@@ -280,6 +280,39 @@ pub struct PageInReport {
     pub skipped_runs: u64,
 }
 
+/// The page-out and page-in mechanisms as an executor uses them, behind an
+/// interface so that an executor can be tested with a fake that needs no
+/// root and no swap. [`Madvise`] is the kernel's.
+pub trait Paging: Send + Sync + std::fmt::Debug {
+    /// The resident runs of process `pid` (see [`record`]).
+    fn record(&self, pid: i32) -> Result<PageRecord>;
+    /// Page `runs` of process `pid` out (see [`page_out`]); returns the
+    /// bytes advised.
+    fn page_out(&self, pid: i32, runs: &[Run]) -> Result<u64>;
+    /// Bring `record` back into its process and make it resident (see
+    /// [`page_in`] with `fault_in`); returns the bytes made resident.
+    fn page_in(&self, record: &PageRecord) -> Result<u64>;
+}
+
+/// [`Paging`] by this module's functions: `PAGEMAP_SCAN`,
+/// `process_madvise(2)` and `process_vm_readv(2)` on the live process.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Madvise;
+
+impl Paging for Madvise {
+    fn record(&self, pid: i32) -> Result<PageRecord> {
+        record(pid).map(|(rec, _)| rec)
+    }
+
+    fn page_out(&self, pid: i32, runs: &[Run]) -> Result<u64> {
+        page_out(pid, runs).map(|r| r.bytes_advised)
+    }
+
+    fn page_in(&self, record: &PageRecord) -> Result<u64> {
+        page_in(record.pid, record, true).map(|r| r.faulted_bytes)
+    }
+}
+
 /// True if `e` says the process has exited (and is gone or a zombie).
 pub fn is_gone(e: &Error) -> bool {
     matches!(e, Error::Io { source, .. } if source.raw_os_error() == Some(libc::ESRCH))

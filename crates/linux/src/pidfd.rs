@@ -131,6 +131,23 @@ impl PidFd {
     }
 }
 
+/// Wait up to `timeout` until one of `fds`' processes has exited (or a
+/// signal arrives, which ends the wait early). With no fds, sleeps.
+pub fn wait_any(fds: &[&PidFd], timeout: Duration) {
+    let mut polls: Vec<libc::pollfd> = fds
+        .iter()
+        .map(|p| libc::pollfd {
+            fd: p.fd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    let ms = i32::try_from(timeout.as_millis()).unwrap_or(i32::MAX);
+    // SAFETY: `polls` is a valid array of pollfd for its length. EINTR (a
+    // signal) just ends the wait early, which is what callers want.
+    unsafe { libc::poll(polls.as_mut_ptr(), polls.len() as libc::nfds_t, ms) };
+}
+
 impl AsFd for PidFd {
     fn as_fd(&self) -> BorrowedFd<'_> {
         self.fd.as_fd()

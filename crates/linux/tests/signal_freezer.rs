@@ -74,6 +74,7 @@ fn signal_freezer_stops_a_forking_tree_and_resumes_it() {
                 s => panic!("round {round}: pid {pid} not stopped: {s:?} (members {pids:?})"),
             }
         }
+        assert!(freezer.is_frozen(&pool).unwrap(), "round {round}");
         // Still stable a little later: nothing escaped and forked on.
         std::thread::sleep(Duration::from_millis(100));
         assert_eq!(
@@ -93,5 +94,6 @@ fn signal_freezer_stops_a_forking_tree_and_resumes_it() {
             }),
             "round {round}: a process stayed stopped after thaw"
         );
+        assert!(!freezer.is_frozen(&pool).unwrap(), "round {round}");
     }
 }

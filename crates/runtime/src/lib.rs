@@ -64,6 +64,8 @@ pub fn run(exp: &Experiment, opts: &RunOptions) -> Result<RunResult> {
     };
     let env = executor::Env {
         freezer: memgang_linux::freeze::choose(backend.clone(), opts.signals),
+        paging: Arc::new(memgang_linux::paging::Madvise),
+        counters: Arc::new(memgang_linux::counters::ProcCounters),
         machine: machine(backend.as_ref(), opts.signals),
         backend,
         logs,
@@ -195,22 +197,12 @@ fn machine(backend: &dyn cgroup::CgroupBackend, signals: bool) -> results::Machi
             .map(|u| f(u).to_string_lossy().into_owned())
             .unwrap_or_default()
     };
-    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
-    let kb = |key: &str| {
-        meminfo
-            .lines()
-            .find(|l| l.starts_with(key))
-            .and_then(|l| l.split_whitespace().nth(1))
-            .and_then(|v| v.parse::<u64>().ok())
-            .unwrap_or(0)
-            * 1024
-    };
     results::Machine {
         hostname: field(|u| u.nodename()),
         kernel: field(|u| u.release()),
         cpus: std::thread::available_parallelism().map_or(1, |n| n.get() as u32),
-        memory_bytes: kb("MemTotal:"),
-        swap_bytes: kb("SwapTotal:"),
+        memory_bytes: memgang_linux::counters::memory_total().unwrap_or(0),
+        swap_bytes: SwapStatus::read().map_or(0, |s| s.total_bytes),
         cgroup: backend.describe(),
         freezer: if signals || !backend.can_freeze() {
             "signals"

@@ -7,8 +7,8 @@
 //! processes are gone.
 
 use memgang_linux::cgroup::{CgroupBackend, GroupPath};
-use memgang_linux::counters::{Psi, VmStat};
-use memgang_linux::paging::{self, PageRecord, Run};
+use memgang_linux::counters::{NodeCounters, VmStat};
+use memgang_linux::paging::{self, PageRecord, Paging, Run};
 use memgang_linux::Error;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -52,10 +52,10 @@ pub struct BgWriter {
 }
 
 impl BgWriter {
-    pub fn start(pids: Vec<i32>, window: Duration) -> BgWriter {
+    pub fn start(paging: Arc<dyn Paging>, pids: Vec<i32>, window: Duration) -> BgWriter {
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
-        let handle = std::thread::spawn(move || write_back(&pids, window, &flag));
+        let handle = std::thread::spawn(move || write_back(paging.as_ref(), &pids, window, &flag));
         BgWriter { stop, handle }
     }
 
@@ -66,13 +66,15 @@ impl BgWriter {
     }
 }
 
-fn write_back(pids: &[i32], window: Duration, stop: &AtomicBool) -> BgReport {
-    // SAFETY: setpriority takes plain integers; 0 = the calling thread.
-    unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, BG_NICE) };
+fn write_back(paging: &dyn Paging, pids: &[i32], window: Duration, stop: &AtomicBool) -> BgReport {
+    // 0: this thread.
+    if let Err(e) = memgang_linux::process::set_nice(0, BG_NICE) {
+        tracing::debug!("background writer keeps its priority: {e}");
+    }
     let mut report = BgReport::default();
     for &pid in pids {
-        match paging::record(pid) {
-            Ok((rec, _)) => report.records.push(rec),
+        match paging.record(pid) {
+            Ok(rec) => report.records.push(rec),
             Err(e) => report.errors.push(e),
         }
     }
@@ -87,8 +89,8 @@ fn write_back(pids: &[i32], window: Duration, stop: &AtomicBool) -> BgReport {
         if stop.load(Ordering::Relaxed) {
             break;
         }
-        match paging::page_out(pid, &chunk) {
-            Ok(r) => report.bytes_written += r.bytes_advised,
+        match paging.page_out(pid, &chunk) {
+            Ok(advised) => report.bytes_written += advised,
             Err(e) => {
                 report.errors.push(e);
                 continue;
@@ -140,12 +142,12 @@ pub struct PageInDone {
 /// resident, so that the job resumes without major faults. A process that
 /// exited or changed its mappings since is skipped (stale runs are counted
 /// by the linux crate, not errors).
-pub fn page_in(records: &[PageRecord]) -> PageInDone {
+pub fn page_in(paging: &dyn Paging, records: &[PageRecord]) -> PageInDone {
     let t = Instant::now();
     let mut done = PageInDone::default();
     for rec in records {
-        match paging::page_in(rec.pid, rec, true) {
-            Ok(r) => done.bytes += r.faulted_bytes,
+        match paging.page_in(rec) {
+            Ok(bytes) => done.bytes += bytes,
             Err(e) => done.errors.push(e),
         }
     }
@@ -204,6 +206,7 @@ pub struct SwitchSampler {
 impl SwitchSampler {
     pub fn start(
         backend: Arc<dyn CgroupBackend>,
+        counters: Arc<dyn NodeCounters>,
         pool: GroupPath,
         t0: Instant,
         every: Duration,
@@ -220,12 +223,12 @@ impl SwitchSampler {
                     }
                     std::thread::sleep((next - t0.elapsed()).min(SAMPLER_STOP_POLL));
                 }
-                if let Ok(vm) = VmStat::read() {
+                if let Ok(vm) = counters.vmstat() {
                     points.push(SwitchPoint {
                         at: t0.elapsed(),
                         vm,
                         pool_usage_bytes: backend.memory_stat(&pool).map_or(0, |s| s.usage_bytes),
-                        psi_some_avg10: Psi::node_memory().map(|p| p.some_avg10),
+                        psi_some_avg10: counters.memory_pressure().map(|p| p.some_avg10),
                     });
                 }
                 next += every;

@@ -1,10 +1,12 @@
 //! Launching a job as a process tree inside its cgroup, and tearing a
 //! cgroup down so that nothing is left behind.
 
+use crate::executor::Launch;
 use anyhow::{Context, Result};
 use memgang_linux::cgroup::{spawn_into, CgroupBackend, GroupPath};
 use memgang_linux::freeze::signal_group;
 use memgang_linux::pidfd::PidFd;
+use memgang_linux::process;
 use std::fs::File;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
@@ -22,23 +24,33 @@ pub struct Launched {
     pub pidfd: PidFd,
 }
 
-/// Start `command` with its stdout/stderr in `log_dir`, already a member of
-/// `group` when it execs (see [`spawn_into`]).
+/// Start a job's first process as `launch` says, with its stdout/stderr in
+/// `log_dir`, already a member of `group` when it execs (see
+/// [`spawn_into`]).
 pub fn launch(
     backend: &dyn CgroupBackend,
     group: &GroupPath,
-    command: &[String],
-    env: &std::collections::BTreeMap<String, String>,
+    launch: &Launch,
     log_dir: &Path,
 ) -> Result<Launched> {
+    let command = &launch.command;
+    let Some(program) = command.first() else {
+        anyhow::bail!("the job has an empty command");
+    };
+    // The hook for a service that runs other users' jobs. Dropping root
+    // happens in the child before exec, after it joined its cgroup through
+    // files opened as root: that order needs a test as another user first.
+    if launch.uid.is_some() || launch.gid.is_some() {
+        anyhow::bail!("running a job as another user or group is not supported yet");
+    }
     std::fs::create_dir_all(log_dir)
         .with_context(|| format!("creating log directory {}", log_dir.display()))?;
     let stdout = File::create(log_dir.join("stdout")).context("creating the job's stdout log")?;
     let stderr = File::create(log_dir.join("stderr")).context("creating the job's stderr log")?;
 
-    let mut cmd = Command::new(&command[0]);
+    let mut cmd = Command::new(program);
     cmd.args(&command[1..])
-        .envs(env)
+        .envs(&launch.env)
         .env("PATH", search_path())
         .stdin(Stdio::null())
         .stdout(stdout)
@@ -46,15 +58,26 @@ pub fn launch(
         // Its own process group: a Ctrl-C at the terminal reaches memgang,
         // which then stops the jobs in order, not the jobs behind its back.
         .process_group(0);
+    if let Some(dir) = &launch.cwd {
+        cmd.current_dir(dir);
+    }
     let child = spawn_into(backend, group, &mut cmd)?.map_err(|e| match e.kind() {
-        std::io::ErrorKind::NotFound => anyhow::anyhow!(
-            "command not found: {:?} (not on PATH, nor next to memgang)",
-            command[0]
-        ),
-        std::io::ErrorKind::PermissionDenied => {
-            anyhow::anyhow!("command {:?} is not executable: {e}", command[0])
+        std::io::ErrorKind::NotFound if launch.cwd.as_ref().is_some_and(|d| !d.is_dir()) => {
+            anyhow::anyhow!(
+                "working directory {} does not exist",
+                launch
+                    .cwd
+                    .as_ref()
+                    .map_or_else(String::new, |d| d.display().to_string())
+            )
         }
-        _ => anyhow::anyhow!("cannot start {:?}: {e}", command[0]),
+        std::io::ErrorKind::NotFound => {
+            anyhow::anyhow!("command not found: {program:?} (not on PATH, nor next to memgang)")
+        }
+        std::io::ErrorKind::PermissionDenied => {
+            anyhow::anyhow!("command {program:?} is not executable: {e}")
+        }
+        _ => anyhow::anyhow!("cannot start {program:?}: {e}"),
     })?;
     let pid = child.id() as i32;
     // Our unreaped child: its pid cannot be reused until we wait for it.
@@ -78,30 +101,22 @@ fn search_path() -> std::ffi::OsString {
     std::env::join_paths(dirs).unwrap_or_default()
 }
 
-/// Exit status and resource use of a reaped process.
-pub struct Exit {
-    pub code: Option<i32>,
-    pub signal: Option<i32>,
-    pub cpu_s: f64,
-    pub major_faults: u64,
-}
-
-/// Reap `pid` if it has exited (never blocks).
-pub fn try_reap(pid: i32) -> Option<Exit> {
-    let mut status = 0;
-    // SAFETY: wait4 writes into the two local out-parameters only.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    let r = unsafe { libc::wait4(pid, &mut status, libc::WNOHANG, &mut ru) };
-    if r != pid {
-        return None;
+/// Kill a job without waiting: thaw its group (a frozen task cannot act
+/// on SIGKILL under cgroup v1), SIGKILL (and SIGCONT, for the signal
+/// freezer) every process in it, and its first process through its pidfd,
+/// in case it is in no group the backend lists. Reap it afterwards.
+pub fn kill(backend: &dyn CgroupBackend, group: &GroupPath, first: &PidFd) -> Result<()> {
+    if backend.can_freeze() {
+        let _ = backend.set_frozen(group, false);
     }
-    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-    Some(Exit {
-        code: libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status)),
-        signal: libc::WIFSIGNALED(status).then(|| libc::WTERMSIG(status)),
-        cpu_s: secs(ru.ru_utime) + secs(ru.ru_stime),
-        major_faults: ru.ru_majflt as u64,
-    })
+    for sig in [libc::SIGKILL, libc::SIGCONT] {
+        signal_group(backend, group, sig)
+            .with_context(|| format!("signalling cgroup {}", group.as_str()))?;
+    }
+    first
+        .send_signal(libc::SIGKILL)
+        .context("killing the job's first process")?;
+    Ok(())
 }
 
 /// Kill every process of `group` (thawing it first: a frozen task cannot
@@ -118,7 +133,7 @@ pub fn kill_and_remove(
     let deadline = Instant::now() + KILL_DEADLINE;
     loop {
         if let Some(pid) = child {
-            let _ = try_reap(pid);
+            let _ = process::try_reap(pid);
         }
         let pids = backend.procs_recursive(group).unwrap_or_default();
         if pids.is_empty() {
@@ -140,8 +155,7 @@ pub fn kill_and_remove(
     }
     if let Some(pid) = child {
         // The group is empty, so the child has exited: reap it for good.
-        // SAFETY: plain blocking wait on our own child.
-        unsafe { libc::waitpid(pid, std::ptr::null_mut(), 0) };
+        process::reap(pid);
     }
     backend
         .remove(group)

@@ -1,0 +1,317 @@
+//! A node's jobs: what each is launched with, starting it in its cgroup,
+//! reaping it, finishing or cancelling it, and tearing every cgroup down
+//! however the node ends.
+
+use super::node::Node;
+use crate::mechanisms::{BgWriter, PageInDone};
+use crate::procs::{self, Launched};
+use crate::results::{Interval, JobResult};
+use anyhow::{Context, Result};
+use memgang_core::{Event, JobId, JobSpec};
+use memgang_linux::cgroup::{CgroupBackend, GroupPath, MemoryStat};
+use memgang_linux::paging::PageRecord;
+use memgang_linux::process::{self, Exit};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// Lines of a failed job's stderr kept in the results: enough for an error
+/// message and a short backtrace, small enough for a table.
+const STDERR_TAIL_LINES: usize = 10;
+
+/// What a job's first process is started with.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Launch {
+    /// Program and arguments; the program is looked up on PATH, with
+    /// memgang's own directory first.
+    pub command: Vec<String>,
+    /// Variables added to memgang's environment.
+    pub env: BTreeMap<String, String>,
+    /// Working directory; None: memgang's own.
+    pub cwd: Option<PathBuf>,
+    /// User and group to run as, for a service that runs other users'
+    /// jobs. Not supported yet (an error at start): the job must join its
+    /// cgroup before it drops root, see [`procs::launch`].
+    pub uid: Option<u32>,
+    pub gid: Option<u32>,
+    /// Where its stdout and stderr go; None: `<Env::logs>/<job name>`.
+    pub log_dir: Option<PathBuf>,
+}
+
+impl Launch {
+    /// `command` with `env`, as an experiment file gives it.
+    pub fn command(command: &[String], env: &BTreeMap<String, String>) -> Launch {
+        Launch {
+            command: command.to_vec(),
+            env: env.clone(),
+            ..Launch::default()
+        }
+    }
+}
+
+pub(super) struct JobRun {
+    pub(super) group: GroupPath,
+    pub(super) launch: Launch,
+    /// Declared memory: the working-set estimate before its first quantum.
+    pub(super) declared: Option<u64>,
+    /// Resident runs of each of its processes at its last page-out.
+    pub(super) records: Vec<PageRecord>,
+    /// Working-set estimate: its resident anonymous memory when it was
+    /// last suspended, i.e. what it kept in memory over its last quantum
+    /// (paper 000 §3.2). None before its first suspension.
+    pub(super) ws_bytes: Option<u64>,
+    /// Background writer of its pages while in its quantum's last part.
+    pub(super) bg: Option<BgWriter>,
+    /// A page-in of part of its records started before it resumes
+    /// (overlapped with a page-out, or a prefetch); its resume waits for it.
+    pub(super) early: Option<JoinHandle<PageInDone>>,
+    /// Peak resident memory last reported to the policy.
+    pub(super) reported_peak: u64,
+    pub(super) proc: Option<Launched>,
+    pub(super) running_since: Option<Duration>,
+    /// Cancelled: killed if it runs, never started if it has not.
+    pub(super) cancelled: bool,
+    pub(super) last: MemoryStat,
+    pub(super) result: JobResult,
+}
+
+impl JobRun {
+    pub(super) fn new(group: GroupPath, spec: &JobSpec, launch: Launch) -> JobRun {
+        JobRun {
+            group,
+            declared: spec.memory_bytes,
+            records: Vec::new(),
+            ws_bytes: None,
+            bg: None,
+            early: None,
+            reported_peak: 0,
+            proc: None,
+            running_since: None,
+            cancelled: false,
+            last: MemoryStat::default(),
+            result: JobResult {
+                name: spec.name.clone(),
+                command: launch.command.clone(),
+                ranks: spec.ranks,
+                declared_memory_bytes: spec.memory_bytes,
+                arrival_s: spec.arrival.as_secs_f64(),
+                ..JobResult::default()
+            },
+            launch,
+        }
+    }
+}
+
+/// Tears down every cgroup of the node, whatever way it ends (return,
+/// error or panic): no process, frozen task or cgroup outlives memgang.
+pub(super) struct Teardown {
+    backend: Arc<dyn CgroupBackend>,
+    pool: GroupPath,
+    /// Job groups made, with their first process once started.
+    pub(super) jobs: Vec<(GroupPath, Option<i32>)>,
+}
+
+impl Teardown {
+    pub(super) fn new(backend: Arc<dyn CgroupBackend>, pool: GroupPath) -> Teardown {
+        Teardown {
+            backend,
+            pool,
+            jobs: Vec::new(),
+        }
+    }
+}
+
+impl Drop for Teardown {
+    fn drop(&mut self) {
+        for (group, pid) in self.jobs.drain(..) {
+            if let Err(e) = procs::kill_and_remove(self.backend.as_ref(), &group, pid) {
+                tracing::error!("cleanup: {e:#}");
+            }
+        }
+        if let Err(e) = self.backend.remove(&self.pool) {
+            tracing::error!("cleanup: removing pool cgroup {}: {e}", self.pool.as_str());
+        }
+    }
+}
+
+impl Node {
+    /// Cancel a job: one that runs (or is suspended) is killed and
+    /// finishes at the next step, with the error "cancelled"; one not
+    /// started yet finishes, unstarted, when the policy would start it. A
+    /// finished job is left as it is.
+    pub fn cancel(&mut self, job: JobId) -> Result<()> {
+        let j = self
+            .jobs
+            .get_mut(job.index())
+            .with_context(|| format!("no job {} on this node", job.0))?;
+        if j.result.finish_s.is_some() || j.cancelled {
+            return Ok(());
+        }
+        j.cancelled = true;
+        j.result.error = Some("cancelled".into());
+        if let Some(p) = &j.proc {
+            procs::kill(self.env.backend.as_ref(), &j.group, &p.pidfd)
+                .with_context(|| format!("cancelling job {}", j.result.name))?;
+        }
+        Ok(())
+    }
+
+    pub(super) fn start(&mut self, job: JobId) -> Result<()> {
+        let i = job.index();
+        if self.jobs[i].cancelled {
+            anyhow::bail!("cancelled before it started");
+        }
+        let group = self.jobs[i].group.clone();
+        self.env
+            .backend
+            .create(&group)
+            .with_context(|| format!("creating cgroup {}", group.as_str()))?;
+        self.teardown.jobs.push((group.clone(), None));
+        let name = self.jobs[i].result.name.clone();
+        let launch = &self.jobs[i].launch;
+        let log_dir = launch
+            .log_dir
+            .clone()
+            .unwrap_or_else(|| self.env.logs.join(&name));
+        let launched = procs::launch(self.env.backend.as_ref(), &group, launch, &log_dir)?;
+        if let Some(entry) = self.teardown.jobs.iter_mut().find(|(g, _)| *g == group) {
+            entry.1 = Some(launched.pid);
+        }
+        let now = self.now();
+        let j = &mut self.jobs[i];
+        j.proc = Some(launched);
+        j.running_since = Some(now);
+        j.result.start_s = Some(now.as_secs_f64());
+        j.result.log_dir = Some(log_dir.display().to_string());
+        self.say(format!("{:>7.1}s  {name} started", now.as_secs_f64()));
+        Ok(())
+    }
+
+    /// Collect every job whose first process has exited.
+    pub(super) fn reap(&mut self) -> Result<()> {
+        for i in 0..self.jobs.len() {
+            let Some(p) = &self.jobs[i].proc else {
+                continue;
+            };
+            if p.pidfd.is_alive() {
+                continue;
+            }
+            let Some(exit) = process::try_reap(p.pid) else {
+                continue;
+            };
+            let now = self.now();
+            let job = JobId(i as u32);
+            self.finish_job(job, exit, now);
+            let actions = self.sched.handle(now, Event::JobFinished(job));
+            self.carry_out(actions)?;
+        }
+        Ok(())
+    }
+
+    fn finish_job(&mut self, job: JobId, exit: Exit, now: Duration) {
+        self.stop_interval(job, now);
+        let backend = self.env.backend.as_ref();
+        let j = &mut self.jobs[job.index()];
+        j.proc = None;
+        if let Some(bg) = j.bg.take() {
+            bg.stop();
+        }
+        if let Some(early) = j.early.take() {
+            let _ = early.join();
+        }
+        // Read the cgroup's counters before it goes: they include processes
+        // the job did not reap itself.
+        if let Ok(stat) = backend.memory_stat(&j.group) {
+            j.last = stat;
+        }
+        // Daemons or orphans the job left behind go with it.
+        if let Err(e) = procs::kill_and_remove(backend, &j.group, None) {
+            tracing::error!("{e:#}");
+        } else {
+            self.teardown.jobs.retain(|(g, _)| *g != j.group);
+        }
+        let r = &mut j.result;
+        r.finish_s = Some(now.as_secs_f64());
+        r.completion_s = Some(now.as_secs_f64() - r.arrival_s);
+        r.exit_code = exit.code;
+        r.signal = exit.signal;
+        r.cpu_s = exit.cpu_s;
+        r.major_faults = j.last.major_faults.max(exit.major_faults);
+        r.major_faults_per_min = r
+            .start_s
+            .map(|start| now.as_secs_f64() - start)
+            .filter(|d| *d > 0.0)
+            .map(|d| r.major_faults as f64 * 60.0 / d);
+        if !r.ok() {
+            r.stderr_tail = r
+                .log_dir
+                .as_ref()
+                .and_then(|d| tail(&PathBuf::from(d).join("stderr")));
+        }
+        let status = match (exit.code, exit.signal) {
+            _ if j.cancelled => "cancelled".to_string(),
+            (Some(0), _) => "ok".to_string(),
+            (Some(c), _) => format!("FAILED with exit code {c}"),
+            (_, Some(s)) => format!("KILLED by signal {s}"),
+            _ => "ended".to_string(),
+        };
+        let name = r.name.clone();
+        self.say(format!(
+            "{:>7.1}s  {name} finished: {status}",
+            now.as_secs_f64()
+        ));
+    }
+
+    /// A job that could not start (or was cancelled before it did) ends
+    /// now, without having run.
+    pub(super) fn finish_unstarted(&mut self, job: JobId, now: Duration) {
+        let r = &mut self.jobs[job.index()].result;
+        r.finish_s = Some(now.as_secs_f64());
+        r.completion_s = Some(now.as_secs_f64() - r.arrival_s);
+    }
+
+    pub(super) fn stop_interval(&mut self, job: JobId, now: Duration) {
+        if let Some(since) = self.jobs[job.index()].running_since.take() {
+            let name = self.name(job).to_string();
+            self.timeline.push(Interval {
+                job: name,
+                start_s: since.as_secs_f64(),
+                end_s: now.as_secs_f64(),
+            });
+        }
+    }
+
+    /// At the end: close what is still open; jobs still alive end now.
+    pub(super) fn close_jobs(&mut self, end: Duration) {
+        for j in self.jobs.iter_mut() {
+            if let Some(since) = j.running_since.take() {
+                self.timeline.push(Interval {
+                    job: j.result.name.clone(),
+                    start_s: since.as_secs_f64(),
+                    end_s: end.as_secs_f64(),
+                });
+            }
+            if j.proc.is_some() {
+                j.result.error = Some("stopped: memgang was interrupted".into());
+                j.result.major_faults = j.last.major_faults;
+                // Its rate until then: a run stopped because it thrashed is
+                // what Fig. 8's statistics are about.
+                j.result.major_faults_per_min = j
+                    .result
+                    .start_s
+                    .map(|start| end.as_secs_f64() - start)
+                    .filter(|d| *d > 0.0)
+                    .map(|d| j.last.major_faults as f64 * 60.0 / d);
+            }
+        }
+    }
+}
+
+fn tail(path: &std::path::Path) -> Option<String> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let lines: Vec<&str> = text.lines().collect();
+    let tail = lines[lines.len().saturating_sub(STDERR_TAIL_LINES)..].join("\n");
+    (!tail.is_empty()).then_some(tail)
+}

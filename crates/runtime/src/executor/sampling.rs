@@ -1,0 +1,180 @@
+//! What a node measures between switches: the jobs' memory counters and
+//! swap traffic (the paging trace, paper 000 Fig. 6), memory pressure, and
+//! the progress line.
+
+use super::node::Node;
+use crate::mechanisms::SwitchPoint;
+use crate::results::{JobSample, Sample};
+use anyhow::Result;
+use memgang_core::{Event, JobId, JobStatus, NodeId};
+
+/// Node memory PSI "some" avg10 (%) from which the node counts as under
+/// memory pressure: tasks stalled on memory a tenth of the time is paging
+/// that costs the jobs real progress, well above the background reclaim a
+/// healthy node shows (0% on this machine when idle).
+const PRESSURE_PSI_SOME: f64 = 10.0;
+/// A running job's peak resident memory is reported to the policy
+/// (`Event::JobMemory`) each time it has grown by this much: fine enough
+/// for packing (whose per-job overhead is 4 MiB), coarse enough that a
+/// growing job does not send an event every sample.
+const MEMORY_REPORT_STEP: u64 = 4 << 20;
+
+impl Node {
+    /// Take the sample that is due, if one is: the jobs' counters (and the
+    /// events they bring), and the node's memory pressure.
+    pub(super) fn sample_if_due(&mut self) -> Result<()> {
+        let now = self.now();
+        if now < self.next_sample {
+            return Ok(());
+        }
+        for event in self.sample(now) {
+            let actions = self.sched.handle(self.now(), event);
+            self.carry_out(actions)?;
+        }
+        self.show_progress();
+        // Tell the policy when the node enters memory pressure (edge, not
+        // level: one event per episode, not one per sample).
+        let psi = self.samples.last().and_then(|s| s.psi_some_avg10);
+        let now_pressured = psi.is_some_and(|p| p >= PRESSURE_PSI_SOME);
+        if now_pressured && !self.pressured {
+            let event = Event::MemoryPressure {
+                node: NodeId(0),
+                some_avg10: psi.unwrap_or_default(),
+            };
+            let actions = self.sched.handle(now, event);
+            self.carry_out(actions)?;
+        }
+        self.pressured = now_pressured;
+        self.next_sample = (self.next_sample + self.sample_interval).max(now);
+        Ok(())
+    }
+
+    /// Read every job's counters; returns a `JobMemory` event for each
+    /// running job whose peak has grown by a step since last reported.
+    pub(super) fn sample(&mut self, now: std::time::Duration) -> Vec<Event> {
+        let mut events = Vec::new();
+        let backend = self.env.backend.as_ref();
+        let vm = self.env.counters.vmstat().unwrap_or(self.vm_last);
+        let (d_in, d_out) = (
+            vm.pswpin.saturating_sub(self.vm_last.pswpin),
+            vm.pswpout.saturating_sub(self.vm_last.pswpout),
+        );
+        self.vm_last = vm;
+        let mut jobs = Vec::new();
+        // (index, Δmajor faults, Δswapped bytes) for attributing the node's
+        // swap traffic where the cgroup does not count it itself.
+        let mut shares: Vec<(usize, u64, u64)> = Vec::new();
+        for (i, j) in self.jobs.iter_mut().enumerate() {
+            if j.proc.is_none() {
+                continue;
+            }
+            let Ok(stat) = backend.memory_stat(&j.group) else {
+                continue;
+            };
+            let frozen = self.env.freezer.is_frozen(&j.group).unwrap_or(false);
+            let r = &mut j.result;
+            match (
+                stat.swap_ins,
+                stat.swap_outs,
+                j.last.swap_ins,
+                j.last.swap_outs,
+            ) {
+                (Some(si), Some(so), Some(lsi), Some(lso)) => {
+                    r.swap_in_pages += si.saturating_sub(lsi);
+                    r.swap_out_pages += so.saturating_sub(lso);
+                }
+                _ => shares.push((
+                    i,
+                    stat.major_faults.saturating_sub(j.last.major_faults),
+                    stat.swap_bytes
+                        .unwrap_or(0)
+                        .saturating_sub(j.last.swap_bytes.unwrap_or(0)),
+                )),
+            }
+            r.peak_anon_bytes = r.peak_anon_bytes.max(stat.anon_bytes);
+            if !frozen && r.peak_anon_bytes >= j.reported_peak + MEMORY_REPORT_STEP {
+                j.reported_peak = r.peak_anon_bytes;
+                events.push(Event::JobMemory {
+                    job: JobId(i as u32),
+                    peak_bytes: r.peak_anon_bytes,
+                    resident_bytes: stat.anon_bytes,
+                });
+            }
+            jobs.push(JobSample {
+                job: r.name.clone(),
+                state: if frozen { "frozen" } else { "running" }.into(),
+                anon_bytes: stat.anon_bytes,
+                swap_bytes: stat.swap_bytes,
+                major_faults: stat.major_faults,
+            });
+            j.last = stat;
+        }
+        let (maj_total, grow_total) = shares.iter().fold((0, 0), |(a, b), s| (a + s.1, b + s.2));
+        for (i, maj, grow) in shares {
+            let r = &mut self.jobs[i].result;
+            r.swap_in_pages += (d_in * maj).checked_div(maj_total).unwrap_or(0);
+            r.swap_out_pages += (d_out * grow).checked_div(grow_total).unwrap_or(0);
+        }
+        let pool_usage_bytes = backend.memory_stat(&self.pool).map_or(0, |s| s.usage_bytes);
+        self.samples.push(Sample {
+            t_s: now.as_secs_f64(),
+            swap_in: d_in,
+            swap_out: d_out,
+            pool_usage_bytes,
+            psi_some_avg10: self.env.counters.memory_pressure().map(|p| p.some_avg10),
+            in_switch: false,
+            jobs,
+        });
+        events
+    }
+
+    /// A trace sample taken while a switch ran: node counters and the
+    /// pool only, the jobs' counters are read between switches.
+    pub(super) fn switch_sample(&mut self, p: SwitchPoint) {
+        self.samples.push(Sample {
+            t_s: p.at.as_secs_f64(),
+            swap_in: p.vm.pswpin.saturating_sub(self.vm_last.pswpin),
+            swap_out: p.vm.pswpout.saturating_sub(self.vm_last.pswpout),
+            pool_usage_bytes: p.pool_usage_bytes,
+            psi_some_avg10: p.psi_some_avg10,
+            in_switch: true,
+            jobs: Vec::new(),
+        });
+        self.vm_last = p.vm;
+    }
+
+    fn show_progress(&self) {
+        if self.env.progress.is_hidden() {
+            return;
+        }
+        let st = self.sched.state();
+        let names = |s: JobStatus| {
+            st.with_status(s)
+                .map(|j| j.spec.name.as_str())
+                .collect::<Vec<_>>()
+                .join(",")
+        };
+        let done = st.with_status(JobStatus::Finished).count();
+        let last = self.samples.last();
+        let per_s = 1.0 / self.sample_interval.as_secs_f64();
+        self.env.progress.set_message(format!(
+            "{:.1}s {} | running {} | suspended {} | done {done}/{} | pool {} | swap in {:.0}/s out {:.0}/s pages",
+            self.now().as_secs_f64(),
+            self.label,
+            none_if_empty(names(JobStatus::Running)),
+            none_if_empty(names(JobStatus::Suspended)),
+            st.jobs().len(),
+            memgang_core::units::format_bytes(last.map_or(0, |s| s.pool_usage_bytes)),
+            last.map_or(0.0, |s| s.swap_in as f64 * per_s),
+            last.map_or(0.0, |s| s.swap_out as f64 * per_s),
+        ));
+    }
+}
+
+fn none_if_empty(s: String) -> String {
+    if s.is_empty() {
+        "-".into()
+    } else {
+        s
+    }
+}

@@ -1,0 +1,647 @@
+//! Carrying out a policy's actions, and the switch they form: page-out,
+//! make-room and page-in (paper 000 §3, paper 001's overlapped restart),
+//! timed as one and recorded as a [`Switch`].
+
+use super::node::Node;
+use crate::mechanisms::{self, BgWriter, SwitchSampler};
+use crate::results::Switch;
+use anyhow::{Context, Result};
+use memgang_core::{Action, Event, JobId, PageInPlan, PageOutPlan};
+use memgang_linux::cgroup::CgroupBackend;
+use memgang_linux::counters::VmStat;
+use memgang_linux::paging::{self, PageRecord, Run as PageRun};
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+/// Memory made free beyond an incoming job's working-set estimate: its
+/// page tables, the per-CPU charge caches of the memory cgroup (64 pages
+/// per CPU) and what the job touches beyond last quantum's working set.
+/// About 3% of a 1 GiB pool.
+const ROOM_MARGIN: u64 = 32 << 20;
+/// Swap left free when memgang pages out itself, so that the kernel's own
+/// reclaim (other cgroups, other jobs) still finds room and does not turn
+/// to the OOM killer.
+const SWAP_RESERVE: u64 = 64 << 20;
+/// Memory left resident after an aggressive page-out that is reported:
+/// page tables, the runtime's own stacks and buffers stay anyway (a few
+/// MiB); more than this, and more than a tenth of the job, is memory the
+/// kernel would not page out.
+const RESIDUAL_REPORTED: u64 = 16 << 20;
+
+impl Node {
+    /// Carry out actions in order. Actions that stop or restart jobs form a
+    /// switch, timed as one; the policy hears of it as `SwitchDone`, and of
+    /// jobs that could not start as `JobFinished`, which may bring more
+    /// actions.
+    pub(super) fn carry_out(&mut self, actions: Vec<Action>) -> Result<()> {
+        let mut queue: VecDeque<Action> = actions.into();
+        while !queue.is_empty() {
+            let batch: Vec<Action> = queue.drain(..).collect();
+            let began = Instant::now();
+            let at = self.now();
+            let is_switch = batch.iter().any(Action::is_switch);
+            let (mut suspended, mut resumed, mut failed) = (Vec::new(), Vec::new(), Vec::new());
+            let (mut paged_out, mut paged_in) = (0u64, 0u64);
+            let (mut out_time, mut in_time) = (Duration::ZERO, Duration::ZERO);
+            let mut warnings = Vec::new();
+            let mut bg_bytes = 0;
+            if is_switch {
+                warnings.extend(self.check_swap(&batch));
+            }
+            let sampler = is_switch.then(|| {
+                SwitchSampler::start(
+                    self.env.backend.clone(),
+                    self.env.counters.clone(),
+                    self.pool.clone(),
+                    self.t0,
+                    self.sample_interval,
+                )
+            });
+            let vm_before = self.env.counters.vmstat().ok();
+            // Overlapped set switch: the incoming jobs' page-in starts now,
+            // beside the page-outs below, in the memory free right now.
+            // Prefetches (PageIn) share the same budget.
+            let mut budget = self.free_for_page_in();
+            for action in &batch {
+                if let Action::Resume {
+                    job,
+                    page_in: PageInPlan::Overlapped,
+                } = action
+                {
+                    self.start_early_page_in(*job, &mut budget);
+                }
+            }
+            for action in batch {
+                let job = action.job();
+                let i = job.index();
+                match action {
+                    Action::Start { .. } => match self.start(job) {
+                        Ok(()) => resumed.push(self.name(job).to_string()),
+                        Err(e) => {
+                            self.say(format!(
+                                "{:>7.1}s  {} could not start: {e:#}",
+                                at.as_secs_f64(),
+                                self.name(job)
+                            ));
+                            self.jobs[i].result.error = Some(format!("{e:#}"));
+                            failed.push(job);
+                        }
+                    },
+                    Action::Suspend { page_out, .. } => {
+                        // Background writing ends when the switch begins.
+                        let bg = self.jobs[i].bg.take().map(|w| {
+                            let report = w.stop();
+                            bg_bytes += report.bytes_written;
+                            self.bg_done(job, report)
+                        });
+                        self.env
+                            .freezer
+                            .freeze(&self.jobs[i].group)
+                            .with_context(|| format!("suspending job {}", self.name(job)))?;
+                        self.stop_interval(job, self.now());
+                        let anon = self
+                            .env
+                            .backend
+                            .memory_stat(&self.jobs[i].group)
+                            .ok()
+                            .map(|m| m.anon_bytes);
+                        let t = Instant::now();
+                        let out = self.page_out(job, page_out, bg, &mut warnings);
+                        paged_out += out;
+                        out_time += t.elapsed();
+                        // A record (taken before background writing, if
+                        // any) is the better estimate: after writing, the
+                        // pages are no longer mapped, so not counted.
+                        let j = &mut self.jobs[i];
+                        let recorded: u64 = j.records.iter().map(PageRecord::bytes).sum();
+                        j.ws_bytes = anon.map(|a| a.max(recorded));
+                        suspended.push(self.name(job).to_string());
+                    }
+                    Action::Protect { on, .. } => self.protect(job, on),
+                    Action::MakeRoom { from, .. } => {
+                        let t = Instant::now();
+                        paged_out += self.make_room(job, &from, &mut warnings);
+                        out_time += t.elapsed();
+                    }
+                    Action::Resume { page_in, .. } => {
+                        // Bring its memory back while it is still frozen, so
+                        // that it resumes without faulting.
+                        // Not overlapped with the page-out that made its room:
+                        // see `fitting_records`.
+                        let early = self.jobs[i].early.take().map(|h| h.join());
+                        let done = page_in.uses_records().then(|| {
+                            let records = self.fitting_records(job);
+                            mechanisms::page_in(self.env.paging.as_ref(), &records)
+                        });
+                        for done in early.into_iter().flatten().chain(done) {
+                            paged_in += done.bytes;
+                            in_time += done.took;
+                            for e in &done.errors {
+                                self.paging_failed(job, "paging in", e);
+                            }
+                        }
+                        self.env
+                            .freezer
+                            .thaw(&self.jobs[i].group)
+                            .with_context(|| format!("resuming job {}", self.name(job)))?;
+                        self.jobs[i].running_since = Some(self.now());
+                        resumed.push(self.name(job).to_string());
+                    }
+                    Action::WriteBack { until, .. } => {
+                        let pids = self
+                            .env
+                            .backend
+                            .procs_recursive(&self.jobs[i].group)
+                            .unwrap_or_default();
+                        let window = until.saturating_sub(self.now());
+                        self.jobs[i].bg =
+                            Some(BgWriter::start(self.env.paging.clone(), pids, window));
+                    }
+                    // One budget for all the jobs of the set being
+                    // prefetched: each taking all the free memory filled
+                    // the pool with up to the set's size and pushed the
+                    // running set out (bench/hybrid.sh, n = 7: thousands
+                    // of major faults per job inside quanta).
+                    Action::PageIn { .. } => self.start_early_page_in(job, &mut budget),
+                    Action::Boost { nice, .. } => self.renice(job, nice),
+                    Action::Defer { reason, .. } => {
+                        self.say(format!("{} waits: {reason}", self.name(job)))
+                    }
+                }
+            }
+            if is_switch {
+                let took = began.elapsed();
+                let vm_after = self.env.counters.vmstat().ok();
+                let swapped = |f: fn(&VmStat) -> u64| match (&vm_before, &vm_after) {
+                    (Some(a), Some(b)) => f(b).saturating_sub(f(a)),
+                    _ => 0,
+                };
+                for w in &warnings {
+                    self.say(format!("{:>7.1}s  warning: {w}", at.as_secs_f64()));
+                }
+                for point in sampler.map(SwitchSampler::stop).unwrap_or_default() {
+                    self.switch_sample(point);
+                }
+                self.switches.push(Switch {
+                    at_s: at.as_secs_f64(),
+                    took_s: took.as_secs_f64(),
+                    suspended,
+                    resumed,
+                    paged_out_bytes: paged_out,
+                    paged_in_bytes: paged_in,
+                    page_out_s: out_time.as_secs_f64(),
+                    page_in_s: in_time.as_secs_f64(),
+                    swap_in_pages: swapped(|v| v.pswpin),
+                    swap_out_pages: swapped(|v| v.pswpout),
+                    background_bytes: bg_bytes,
+                    warnings,
+                });
+                queue.extend(self.sched.handle(self.now(), Event::SwitchDone { took }));
+            }
+            for job in failed {
+                let now = self.now();
+                self.finish_unstarted(job, now);
+                queue.extend(self.sched.handle(now, Event::JobFinished(job)));
+            }
+        }
+        Ok(())
+    }
+
+    /// Carry out a page-out plan on a frozen job; returns the bytes paged
+    /// out. `bg` is what background writing did in its quantum's last part:
+    /// its record, taken before it wrote pages out, is the quantum's working
+    /// set. A mechanism that fails (no rights, a process gone) leaves the
+    /// job to the kernel's LRU and says why: the switch itself goes on.
+    fn page_out(
+        &mut self,
+        job: JobId,
+        plan: PageOutPlan,
+        bg: Option<Vec<PageRecord>>,
+        warnings: &mut Vec<String>,
+    ) -> u64 {
+        let (record, evict) = match plan {
+            PageOutPlan::Lru => return 0,
+            PageOutPlan::Record => (true, false),
+            PageOutPlan::Aggressive { record } => (record, true),
+        };
+        let pids = self
+            .env
+            .backend
+            .procs_recursive(&self.jobs[job.index()].group)
+            .unwrap_or_default();
+        let mut room = self.swap_room();
+        let mut records = Vec::new();
+        let mut bytes = 0;
+        let mut clamped = false;
+        let anon = |run: &Self| {
+            run.env
+                .backend
+                .memory_stat(&run.jobs[job.index()].group)
+                .map_or(0, |m| m.anon_bytes)
+        };
+        let before = anon(self);
+        for pid in pids {
+            // Scanned even when not kept: advising only the resident runs
+            // makes `paged_out_bytes` count what really left memory, and the
+            // scan (a PAGEMAP_SCAN ioctl) is small next to the page-out.
+            let rec = match self.env.paging.record(pid) {
+                Ok(rec) => rec,
+                Err(e) => {
+                    self.paging_failed(job, "recording resident pages", &e);
+                    continue;
+                }
+            };
+            if evict {
+                let runs = truncate_runs(&rec.runs, room);
+                if runs.len() < rec.runs.len() || rec.bytes() > room {
+                    clamped = true;
+                    warnings.push(format!(
+                        "swap is nearly full ({} free): {} of job {} stay in memory",
+                        memgang_core::units::format_bytes(room),
+                        memgang_core::units::format_bytes(rec.bytes().saturating_sub(room)),
+                        self.name(job)
+                    ));
+                }
+                match self.env.paging.page_out(pid, &runs) {
+                    Ok(advised) => {
+                        bytes += advised;
+                        room = room.saturating_sub(advised);
+                    }
+                    Err(e) => self.paging_failed(job, "paging out", &e),
+                }
+            }
+            if record {
+                records.push(rec);
+            }
+        }
+        if evict {
+            self.drain(job);
+        }
+        // MADV_PAGEOUT leaves locked (mlock) pages and pages shared with
+        // other processes where they are: say how much stayed.
+        let after = anon(self);
+        if evict && !clamped && after > RESIDUAL_REPORTED.max(before / 10) {
+            warnings.push(format!(
+                "{} of job {} stayed in memory after page-out: locked (mlock) or shared pages, \
+                 which the kernel does not page out on request",
+                memgang_core::units::format_bytes(after),
+                self.name(job)
+            ));
+        }
+        if record {
+            self.jobs[job.index()].records = bg.filter(|b| !b.is_empty()).unwrap_or(records);
+        }
+        bytes
+    }
+
+    /// The job's records, cut to what the pool can take now: its free
+    /// memory (less the margin), plus what the job already holds (resident
+    /// or in the swap cache), which its record covers too. The page-out
+    /// before this one waited for its writes (`drain`), so the pool's
+    /// usage is what will stay. A bulk page-in into a full pool fills
+    /// it with pages being read, which reclaim cannot take, faster than
+    /// reclaim frees the others: the kernel then kills a job. Seen here
+    /// with `ai` alone, and with the page-in overlapped with the `so/ao`
+    /// page-out that was making its room, in a 256 MiB pool; so the page-in
+    /// comes after the page-out, and what does not fit is faulted in on
+    /// demand, as under `lru`.
+    fn fitting_records(&mut self, job: JobId) -> Vec<PageRecord> {
+        let backend = self.env.backend.as_ref();
+        let j = &mut self.jobs[job.index()];
+        let records = std::mem::take(&mut j.records);
+        // usage, not anon: a page of the job's in the swap cache is charged
+        // to it and comes back without I/O.
+        let held = backend.memory_stat(&j.group).map_or(0, |m| m.usage_bytes);
+        let used = backend.memory_stat(&self.pool).map_or(0, |m| m.usage_bytes);
+        let mut allowed = self
+            .pool_memory
+            .saturating_sub(used)
+            .saturating_sub(ROOM_MARGIN)
+            + held;
+        let total: u64 = records.iter().map(PageRecord::bytes).sum();
+        if total > allowed {
+            tracing::debug!(
+                "job {}: paging in {allowed} of {total} recorded bytes, the rest on demand",
+                self.name(job)
+            );
+        }
+        records
+            .into_iter()
+            .map(|r| {
+                let runs = truncate_runs(&r.runs, allowed);
+                allowed = allowed.saturating_sub(runs.iter().map(PageRun::bytes).sum());
+                PageRecord { pid: r.pid, runs }
+            })
+            .filter(|r| !r.runs.is_empty())
+            .collect()
+    }
+
+    /// Memory the pool has free now, less the margin: what a page-in that
+    /// runs beside other paging may fill without pushing anyone out.
+    fn free_for_page_in(&self) -> u64 {
+        let used = self
+            .env
+            .backend
+            .memory_stat(&self.pool)
+            .map_or(self.pool_memory, |m| m.usage_bytes);
+        self.pool_memory
+            .saturating_sub(used)
+            .saturating_sub(ROOM_MARGIN)
+    }
+
+    /// Start paging in the first `budget` bytes of a suspended job's
+    /// records in a thread (paper 001's overlapped restart and prefetch);
+    /// the rest stays recorded for its resume. The job stays frozen.
+    fn start_early_page_in(&mut self, job: JobId, budget: &mut u64) {
+        let j = &mut self.jobs[job.index()];
+        if j.early.is_some() || j.records.is_empty() || *budget == 0 {
+            return;
+        }
+        let mut head = Vec::new();
+        let mut tail = Vec::new();
+        for rec in std::mem::take(&mut j.records) {
+            let (h, t) = split_runs(&rec.runs, *budget);
+            *budget = budget.saturating_sub(h.iter().map(PageRun::bytes).sum());
+            if !h.is_empty() {
+                head.push(PageRecord {
+                    pid: rec.pid,
+                    runs: h,
+                });
+            }
+            if !t.is_empty() {
+                tail.push(PageRecord {
+                    pid: rec.pid,
+                    runs: t,
+                });
+            }
+        }
+        j.records = tail;
+        let paging = self.env.paging.clone();
+        j.early = Some(std::thread::spawn(move || {
+            mechanisms::page_in(paging.as_ref(), &head)
+        }));
+    }
+
+    /// What background writing did, said when it had trouble.
+    fn bg_done(&self, job: JobId, report: mechanisms::BgReport) -> Vec<PageRecord> {
+        for e in &report.errors {
+            self.paging_failed(job, "background writing", e);
+        }
+        tracing::debug!(
+            "job {}: background writing advised {} bytes",
+            self.name(job),
+            report.bytes_written
+        );
+        report.records
+    }
+
+    /// Selective page-out: protect a job the policy runs, expose one it
+    /// suspends. Without the kernel's support the kernel's LRU decides
+    /// alone, as under `lru`; said once.
+    fn protect(&mut self, job: JobId, on: bool) {
+        if self.protect_failed {
+            return;
+        }
+        let group = &self.jobs[job.index()].group;
+        if let Err(e) = self.env.backend.protect(group, on) {
+            self.protect_failed = true;
+            self.say(format!(
+                "warning: selective page-out (so) is not available, the kernel's LRU chooses \
+                 what to page out instead: {e}"
+            ));
+        }
+    }
+
+    /// Bytes `job` is short of: its working-set estimate (declared memory
+    /// before its first quantum) and a margin, less what it has resident
+    /// and what the pool has free.
+    fn shortfall(&self, job: JobId) -> u64 {
+        let backend = self.env.backend.as_ref();
+        let j = &self.jobs[job.index()];
+        let ws = j.ws_bytes.or(j.declared).unwrap_or(0);
+        // A job not started yet has no cgroup: nothing resident.
+        let resident = backend.memory_stat(&j.group).map_or(0, |m| m.anon_bytes);
+        let used = backend.memory_stat(&self.pool).map_or(0, |m| m.usage_bytes);
+        let free = self.pool_memory.saturating_sub(used);
+        (ws + ROOM_MARGIN).saturating_sub(resident + free)
+    }
+
+    /// `so/ao` (paper 000 Fig. 3 with Fig. 2's victims): reclaim the
+    /// incoming job's shortfall from the suspended jobs in the policy's
+    /// order, each one's oldest pages first (the kernel's LRU inside its
+    /// cgroup), now and in bulk. Returns the bytes freed.
+    fn make_room(&mut self, job: JobId, from: &[JobId], warnings: &mut Vec<String>) -> u64 {
+        let backend = self.env.backend.clone();
+        let mut need = self.shortfall(job).min(self.swap_room());
+        let mut freed = 0;
+        for victim in from {
+            if need == 0 {
+                break;
+            }
+            let group = &self.jobs[victim.index()].group;
+            let has = backend.memory_stat(group).map_or(0, |m| m.anon_bytes);
+            match backend.reclaim(group, need.min(has)) {
+                Ok(got) => {
+                    freed += got;
+                    need = need.saturating_sub(got);
+                }
+                Err(e) => warnings.push(format!(
+                    "making room for {} from {}: {e}; the kernel's LRU pages the rest",
+                    self.name(job),
+                    self.name(*victim)
+                )),
+            }
+            // Cgroup reclaim stalls once the pages it took are under
+            // write-back, well before the group is out of pages; the rest
+            // of the shortfall then goes by MADV_PAGEOUT, which submits
+            // the writes in bulk without waiting for each round.
+            if need > 0 {
+                let got = self.page_out_part(*victim, need);
+                freed += got;
+                need = need.saturating_sub(got);
+            }
+        }
+        freed
+    }
+
+    /// Page out up to `bytes` of a frozen job's resident memory, in address
+    /// order (the record keeps no age; the cgroup reclaim before this has
+    /// already taken the oldest pages), and wait until it has left the
+    /// pool. Returns the drop in the job's usage.
+    fn page_out_part(&mut self, job: JobId, bytes: u64) -> u64 {
+        let group = self.jobs[job.index()].group.clone();
+        let backend = self.env.backend.clone();
+        let usage = |b: &dyn CgroupBackend| b.memory_stat(&group).map_or(0, |m| m.usage_bytes);
+        let before = usage(backend.as_ref());
+        let mut left = bytes.min(self.swap_room());
+        for pid in backend.procs_recursive(&group).unwrap_or_default() {
+            if left == 0 {
+                break;
+            }
+            let rec = match self.env.paging.record(pid) {
+                Ok(rec) => rec,
+                Err(e) => {
+                    self.paging_failed(job, "recording resident pages", &e);
+                    continue;
+                }
+            };
+            let runs = truncate_runs(&rec.runs, left);
+            match self.env.paging.page_out(pid, &runs) {
+                Ok(advised) => left = left.saturating_sub(advised),
+                Err(e) => self.paging_failed(job, "paging out", &e),
+            }
+        }
+        self.drain(job);
+        before.saturating_sub(usage(backend.as_ref()))
+    }
+
+    /// Wait until what MADV_PAGEOUT handed to the swap device has left the
+    /// pool. The advice only unmaps the pages and starts their writes; they
+    /// stay charged (swap cache, write-back) until the writes complete and
+    /// reclaim frees them. An incoming job sized against the pool's free
+    /// memory before then finds the pool full and faults, and a page-in
+    /// would push out its own pages. Reclaiming the frozen group waits for
+    /// the writes and frees the pages in bulk.
+    fn drain(&self, job: JobId) {
+        let group = &self.jobs[job.index()].group;
+        let backend = self.env.backend.as_ref();
+        let Ok(stat) = backend.memory_stat(group) else {
+            return;
+        };
+        if let Err(e) = backend.reclaim(group, stat.usage_bytes) {
+            tracing::debug!("job {}: waiting for page-out writes: {e}", self.name(job));
+        }
+    }
+
+    /// Before a switch: will the swap device hold what must leave memory
+    /// for the incoming jobs? A full swap device is said before the switch,
+    /// not found out by the OOM killer.
+    fn check_swap(&self, batch: &[Action]) -> Option<String> {
+        let need: u64 = batch
+            .iter()
+            .filter(|a| matches!(a, Action::Resume { .. } | Action::Start { .. }))
+            .map(|a| self.shortfall(a.job()))
+            .sum();
+        let room = self.swap_room();
+        (need > room).then(|| {
+            format!(
+                "swap is nearly full: {} free (with {} kept in reserve), but the incoming jobs \
+                 need about {} more memory than the pool has free; the kernel may kill a job \
+                 (out of memory). Add swap (memgang testbed up --swap SIZE) or give the pool more memory",
+                memgang_core::units::format_bytes(room),
+                memgang_core::units::format_bytes(SWAP_RESERVE),
+                memgang_core::units::format_bytes(need)
+            )
+        })
+    }
+
+    fn paging_failed(&self, job: JobId, what: &str, e: &memgang_linux::Error) {
+        // A process that exited between switches has nothing to page.
+        if !paging::is_gone(e) {
+            tracing::warn!(
+                "job {}: {what} failed, the kernel pages it on demand instead: {e}",
+                self.name(job)
+            );
+        }
+    }
+
+    fn renice(&self, job: JobId, nice: i32) {
+        for pid in self
+            .env
+            .backend
+            .procs_recursive(&self.jobs[job.index()].group)
+            .unwrap_or_default()
+        {
+            if let Err(e) = memgang_linux::process::set_nice(pid, nice) {
+                tracing::warn!("renice of pid {pid} to {nice}: {e}");
+            }
+        }
+    }
+
+    /// Swap free for memgang's own page-outs, less the reserve.
+    fn swap_room(&self) -> u64 {
+        self.env.counters.swap().map_or(0, |s| {
+            s.total_bytes
+                .saturating_sub(s.used_bytes)
+                .saturating_sub(SWAP_RESERVE)
+        })
+    }
+}
+
+/// `runs` cut after their first `bytes` (at a page): what comes before and
+/// what comes after.
+fn split_runs(runs: &[PageRun], bytes: u64) -> (Vec<PageRun>, Vec<PageRun>) {
+    let head = truncate_runs(runs, bytes);
+    let mut skip: u64 = head.iter().map(|r| r.pages).sum();
+    let mut tail = Vec::new();
+    for r in runs {
+        let drop = r.pages.min(skip);
+        skip -= drop;
+        if drop < r.pages {
+            tail.push(PageRun {
+                start: r.start + drop * paging::page_size(),
+                pages: r.pages - drop,
+            });
+        }
+    }
+    (head, tail)
+}
+
+/// The first `bytes` of `runs`, cut at a page.
+fn truncate_runs(runs: &[PageRun], bytes: u64) -> Vec<PageRun> {
+    let mut left = bytes / paging::page_size();
+    let mut out = Vec::new();
+    for r in runs {
+        if left == 0 {
+            break;
+        }
+        let pages = r.pages.min(left);
+        out.push(PageRun {
+            start: r.start,
+            pages,
+        });
+        left -= pages;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn split_runs_cuts_at_a_page_and_loses_nothing() {
+        let ps = paging::page_size();
+        let runs = [
+            PageRun { start: 0, pages: 3 },
+            PageRun {
+                start: 10 * ps,
+                pages: 4,
+            },
+        ];
+        let (head, tail) = split_runs(&runs, 5 * ps);
+        assert_eq!(
+            head,
+            [
+                PageRun { start: 0, pages: 3 },
+                PageRun {
+                    start: 10 * ps,
+                    pages: 2
+                }
+            ]
+        );
+        assert_eq!(
+            tail,
+            [PageRun {
+                start: 12 * ps,
+                pages: 2
+            }]
+        );
+        let (head, tail) = split_runs(&runs, 0);
+        assert!(head.is_empty());
+        assert_eq!(tail, runs);
+        let (head, tail) = split_runs(&runs, 100 * ps);
+        assert_eq!(head, runs);
+        assert!(tail.is_empty());
+    }
+}

@@ -1,0 +1,579 @@
+//! The executor against fake mechanisms: no root, no cgroups, no swap.
+//!
+//! The jobs are real processes (short `sh` scripts) so that launching,
+//! reaping and killing are the real thing; the cgroups, the freezer, the
+//! paging and the node's counters are fakes that record what the executor
+//! asked for. A fake cgroup's processes are the live processes whose
+//! environment names it (`MEMGANG_FAKE_GROUP`, set by the test's
+//! launches), which is what lets teardown find and kill them.
+
+use super::*;
+use crate::experiment::{Experiment, Overrides};
+use memgang_core::{JobId, JobSpec, PolicyKind, Switching};
+use memgang_linux::cgroup::{CgroupVersion, GroupPath, MemoryStat};
+use memgang_linux::counters::{Psi, SwapStatus, VmStat};
+use memgang_linux::paging::{PageRecord, Run};
+use memgang_linux::Error;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::AtomicU64;
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// Names a fake group in a job's environment.
+const GROUP_VAR: &str = "MEMGANG_FAKE_GROUP";
+/// Resident memory each fake job group reports.
+const JOB_ANON: u64 = 64 << 20;
+/// A fake process's resident pages, in one run.
+const RECORD_PAGES: u64 = 100;
+
+/// What the fakes were asked to do, in order.
+#[derive(Debug, Default)]
+struct Log(Mutex<Vec<String>>);
+
+impl Log {
+    fn push(&self, s: String) {
+        self.0.lock().unwrap().push(s);
+    }
+    fn lines(&self) -> Vec<String> {
+        self.0.lock().unwrap().clone()
+    }
+    fn count(&self, prefix: &str) -> usize {
+        self.lines()
+            .iter()
+            .filter(|l| l.starts_with(prefix))
+            .count()
+    }
+}
+
+#[derive(Debug)]
+struct FakeCgroups {
+    log: Arc<Log>,
+    groups: Mutex<BTreeMap<GroupPath, u64>>,
+}
+
+impl FakeCgroups {
+    fn live(&self) -> Vec<GroupPath> {
+        self.groups.lock().unwrap().keys().cloned().collect()
+    }
+}
+
+/// Live (not zombie) processes whose environment has `GROUP_VAR` set to
+/// `group` or a group below it.
+fn processes_of(group: &GroupPath) -> Vec<i32> {
+    let mut out = Vec::new();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return out;
+    };
+    for e in dir.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+            continue;
+        };
+        // A zombie's environment reads empty: it has left its group.
+        let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) else {
+            continue;
+        };
+        let ours = env.split(|b| *b == 0).any(|kv| {
+            let kv = String::from_utf8_lossy(kv);
+            kv.strip_prefix(GROUP_VAR)
+                .and_then(|v| v.strip_prefix('='))
+                .is_some_and(|g| {
+                    g == group.as_str() || g.starts_with(&format!("{}/", group.as_str()))
+                })
+        });
+        if ours {
+            out.push(pid);
+        }
+    }
+    out.sort();
+    out
+}
+
+impl CgroupBackend for FakeCgroups {
+    fn version(&self) -> CgroupVersion {
+        CgroupVersion::V2
+    }
+    fn describe(&self) -> String {
+        "fake".into()
+    }
+    fn create(&self, group: &GroupPath) -> memgang_linux::Result<()> {
+        self.log.push(format!("create {group}"));
+        let anon = if group.parent().is_some() {
+            JOB_ANON
+        } else {
+            0
+        };
+        self.groups.lock().unwrap().insert(group.clone(), anon);
+        Ok(())
+    }
+    fn remove(&self, group: &GroupPath) -> memgang_linux::Result<()> {
+        if !processes_of(group).is_empty() {
+            return Err(Error::Unsupported(format!("{group} has processes")));
+        }
+        self.log.push(format!("remove {group}"));
+        let mut groups = self.groups.lock().unwrap();
+        groups.retain(|g, _| g != group && g.parent().as_ref() != Some(group));
+        Ok(())
+    }
+    fn set_memory_limit(&self, _: &GroupPath, _: Option<u64>) -> memgang_linux::Result<()> {
+        Ok(())
+    }
+    fn memory_limit(&self, _: &GroupPath) -> memgang_linux::Result<Option<u64>> {
+        Ok(None)
+    }
+    fn protect(&self, group: &GroupPath, on: bool) -> memgang_linux::Result<()> {
+        self.log.push(format!("protect {group} {on}"));
+        Ok(())
+    }
+    fn reclaim(&self, group: &GroupPath, bytes: u64) -> memgang_linux::Result<u64> {
+        self.log.push(format!("reclaim {group} {bytes}"));
+        let mut groups = self.groups.lock().unwrap();
+        let anon = groups.get_mut(group).ok_or_else(|| gone(group))?;
+        let got = bytes.min(*anon);
+        *anon -= got;
+        Ok(got)
+    }
+    fn procs_files(&self, _: &GroupPath) -> Vec<std::path::PathBuf> {
+        Vec::new()
+    }
+    fn procs(&self, group: &GroupPath) -> memgang_linux::Result<Vec<i32>> {
+        self.procs_recursive(group)
+    }
+    fn procs_recursive(&self, group: &GroupPath) -> memgang_linux::Result<Vec<i32>> {
+        Ok(processes_of(group))
+    }
+    fn can_freeze(&self) -> bool {
+        false
+    }
+    fn set_frozen(&self, _: &GroupPath, _: bool) -> memgang_linux::Result<()> {
+        Err(Error::Unsupported("no freezer".into()))
+    }
+    fn is_frozen(&self, _: &GroupPath) -> memgang_linux::Result<bool> {
+        Ok(false)
+    }
+    fn memory_stat(&self, group: &GroupPath) -> memgang_linux::Result<MemoryStat> {
+        let groups = self.groups.lock().unwrap();
+        let usage = if group.parent().is_none() {
+            groups
+                .iter()
+                .filter(|(g, _)| g.parent().as_ref() == Some(group))
+                .map(|(_, a)| a)
+                .sum()
+        } else {
+            *groups.get(group).ok_or_else(|| gone(group))?
+        };
+        Ok(MemoryStat {
+            anon_bytes: usage,
+            usage_bytes: usage,
+            ..MemoryStat::default()
+        })
+    }
+    fn memory_pressure(&self, _: &GroupPath) -> Option<Psi> {
+        None
+    }
+    fn list_groups(&self, _: &str) -> memgang_linux::Result<Vec<GroupPath>> {
+        Ok(self.live())
+    }
+    fn list_children(&self, group: &GroupPath) -> memgang_linux::Result<Vec<GroupPath>> {
+        Ok(self
+            .live()
+            .into_iter()
+            .filter(|g| g.parent().as_ref() == Some(group))
+            .collect())
+    }
+    fn exists(&self, group: &GroupPath) -> bool {
+        self.groups.lock().unwrap().contains_key(group)
+    }
+}
+
+fn gone(group: &GroupPath) -> Error {
+    Error::io(
+        "reading",
+        group.as_str(),
+        std::io::Error::from(std::io::ErrorKind::NotFound),
+    )
+}
+
+#[derive(Debug)]
+struct FakeFreezer {
+    log: Arc<Log>,
+    frozen: Mutex<BTreeSet<GroupPath>>,
+}
+
+impl Freezer for FakeFreezer {
+    fn name(&self) -> &'static str {
+        "fake"
+    }
+    fn freeze(&self, group: &GroupPath) -> memgang_linux::Result<()> {
+        self.log.push(format!("freeze {group}"));
+        self.frozen.lock().unwrap().insert(group.clone());
+        Ok(())
+    }
+    fn thaw(&self, group: &GroupPath) -> memgang_linux::Result<()> {
+        self.log.push(format!("thaw {group}"));
+        self.frozen.lock().unwrap().remove(group);
+        Ok(())
+    }
+    fn is_frozen(&self, group: &GroupPath) -> memgang_linux::Result<bool> {
+        Ok(self.frozen.lock().unwrap().contains(group))
+    }
+}
+
+#[derive(Debug)]
+struct FakePaging {
+    log: Arc<Log>,
+}
+
+impl Paging for FakePaging {
+    fn record(&self, pid: i32) -> memgang_linux::Result<PageRecord> {
+        Ok(PageRecord {
+            pid,
+            runs: vec![Run {
+                start: 1 << 30,
+                pages: RECORD_PAGES,
+            }],
+        })
+    }
+    fn page_out(&self, pid: i32, runs: &[Run]) -> memgang_linux::Result<u64> {
+        let bytes = runs.iter().map(Run::bytes).sum();
+        self.log.push(format!("page_out {pid} {bytes}"));
+        Ok(bytes)
+    }
+    fn page_in(&self, record: &PageRecord) -> memgang_linux::Result<u64> {
+        self.log
+            .push(format!("page_in {} {}", record.pid, record.bytes()));
+        Ok(record.bytes())
+    }
+}
+
+/// Swap traffic that grows with every reading, and plenty of free swap.
+#[derive(Debug, Default)]
+struct FakeCounters {
+    reads: AtomicU64,
+}
+
+impl NodeCounters for FakeCounters {
+    fn vmstat(&self) -> memgang_linux::Result<VmStat> {
+        let n = self.reads.fetch_add(1, Ordering::Relaxed);
+        Ok(VmStat {
+            pswpin: n * 10,
+            pswpout: n * 20,
+            pgmajfault: n,
+        })
+    }
+    fn memory_pressure(&self) -> Option<Psi> {
+        None
+    }
+    fn swap(&self) -> memgang_linux::Result<SwapStatus> {
+        Ok(SwapStatus {
+            total_bytes: 4 << 30,
+            used_bytes: 0,
+        })
+    }
+}
+
+struct Fakes {
+    log: Arc<Log>,
+    cgroups: Arc<FakeCgroups>,
+    env: Env,
+    _logs: tempfile::TempDir,
+}
+
+fn fakes() -> Fakes {
+    let log = Arc::new(Log::default());
+    let cgroups = Arc::new(FakeCgroups {
+        log: log.clone(),
+        groups: Mutex::new(BTreeMap::new()),
+    });
+    let logs = tempfile::tempdir().unwrap();
+    let env = Env {
+        backend: cgroups.clone(),
+        freezer: Arc::new(FakeFreezer {
+            log: log.clone(),
+            frozen: Mutex::new(BTreeSet::new()),
+        }),
+        paging: Arc::new(FakePaging { log: log.clone() }),
+        counters: Arc::new(FakeCounters::default()),
+        machine: Machine {
+            hostname: "fake".into(),
+            kernel: "fake".into(),
+            cpus: 1,
+            memory_bytes: 1 << 30,
+            swap_bytes: 4 << 30,
+            cgroup: "fake".into(),
+            freezer: "fake".into(),
+        },
+        logs: logs.path().to_path_buf(),
+        stop: Arc::new(AtomicBool::new(false)),
+        progress: indicatif::ProgressBar::hidden(),
+    };
+    Fakes {
+        log,
+        cgroups,
+        env,
+        _logs: logs,
+    }
+}
+
+/// A pool name of its own per test: tests run in parallel in one process.
+fn pool_name(test: &str) -> String {
+    format!("memgang-test-{}-{test}", std::process::id())
+}
+
+/// An experiment of `sh -c SCRIPT` jobs, each launched into its fake group.
+fn experiment(pool: &str, policy: &str, switch: &str, jobs: &[(&str, &str)]) -> Experiment {
+    experiment_in(pool, "256M", policy, switch, jobs)
+}
+
+fn experiment_in(
+    pool: &str,
+    pool_memory: &str,
+    policy: &str,
+    switch: &str,
+    jobs: &[(&str, &str)],
+) -> Experiment {
+    let mut text = format!(
+        "policy = \"{policy}\"\nquantum = \"100ms\"\nswitch = \"{switch}\"\n\
+         pool_memory = \"{pool_memory}\"\nsample_interval = \"50ms\"\n"
+    );
+    for (name, script) in jobs {
+        text += &format!(
+            "[[job]]\nname = \"{name}\"\ncommand = [\"sh\", \"-c\", \"{script}\"]\nmemory = \"100M\"\n\
+             env = {{ {GROUP_VAR} = \"{pool}/job-{name}\" }}\n"
+        );
+    }
+    Experiment::parse(&text, "test.toml", &Overrides::default()).unwrap()
+}
+
+fn run(f: &Fakes, exp: &Experiment, pool: &str) -> NodeReport {
+    let mut node = Node::new(
+        NodeSettings {
+            pool: pool.into(),
+            ..NodeSettings::for_experiment(exp, &f.env.machine)
+        },
+        f.env.clone(),
+    )
+    .unwrap();
+    for j in &exp.jobs {
+        node.add_job(j.spec.clone(), Launch::command(&j.command, &j.env))
+            .unwrap();
+    }
+    while !node.step(None).unwrap() {}
+    node.finish()
+}
+
+#[test]
+fn batch_runs_jobs_one_after_the_other_and_reports_their_exits() {
+    let f = fakes();
+    let pool = pool_name("batch");
+    let exp = experiment(
+        &pool,
+        "batch",
+        "lru",
+        &[("a", "exit 0"), ("b", "echo oops >&2; exit 3")],
+    );
+    let r = run(&f, &exp, &pool);
+    let (a, b) = (&r.jobs[0], &r.jobs[1]);
+    assert_eq!((a.exit_code, b.exit_code), (Some(0), Some(3)));
+    assert!(a.ok() && !b.ok());
+    assert_eq!(b.stderr_tail.as_deref(), Some("oops"));
+    // One at a time: b starts when a has finished.
+    assert!(b.start_s.unwrap() >= a.finish_s.unwrap());
+    assert_eq!(r.timeline.len(), 2);
+    // Batch never suspends, so the mechanisms were never asked to.
+    assert_eq!(f.log.count("freeze"), 0);
+    assert_eq!(f.log.count("page_out"), 0);
+    // Swap traffic is what the node's counters said (10 and 20 per read).
+    assert!(r.swap_in_pages > 0 && r.swap_out_pages == 2 * r.swap_in_pages);
+    assert!(f.cgroups.live().is_empty(), "{:?}", f.cgroups.live());
+}
+
+/// Two jobs that each need several quanta of 100 ms, under gang with
+/// `switch`, run to their end, which must be a success.
+fn gang_of_two(test: &str, pool_memory: &str, switch: &str) -> (Fakes, NodeReport) {
+    let f = fakes();
+    let pool = pool_name(test);
+    let exp = experiment_in(
+        &pool,
+        pool_memory,
+        "gang",
+        switch,
+        &[("a", "sleep 0.6"), ("b", "sleep 0.6")],
+    );
+    let r = run(&f, &exp, &pool);
+    assert!(r.jobs.iter().all(|j| j.ok()), "{:?}", r.jobs);
+    (f, r)
+}
+
+#[test]
+fn gang_switches_page_out_the_outgoing_job_and_page_in_the_incoming() {
+    let (f, r) = gang_of_two("gang", "256M", "ao/ai");
+    assert!(!r.switches.is_empty());
+    let log = f.log.lines();
+    // Every freeze is of a job group and followed by its page-out; the
+    // job's records come back before it is thawed.
+    assert!(
+        f.log.count("freeze") > 0 && f.log.count("thaw") > 0,
+        "{log:?}"
+    );
+    assert!(f.log.count("page_out") > 0, "{log:?}");
+    assert!(f.log.count("page_in") > 0, "{log:?}");
+    let first_page_in = log.iter().position(|l| l.starts_with("page_in")).unwrap();
+    let next_thaw = log[first_page_in..]
+        .iter()
+        .position(|l| l.starts_with("thaw"));
+    assert!(next_thaw.is_some(), "{log:?}");
+    let paged: u64 = r.switches.iter().map(|s| s.paged_out_bytes).sum();
+    assert!(paged > 0 && paged.is_multiple_of(RECORD_PAGES * paging_page()));
+    assert!(f.cgroups.live().is_empty(), "{:?}", f.cgroups.live());
+}
+
+#[test]
+fn selective_page_out_makes_room_for_the_shortfall_only() {
+    // A pool smaller than the two jobs' JOB_ANON together.
+    let (f, r) = gang_of_two("so", "100M", "so/ao");
+    let pool = pool_name("so");
+    let log = f.log.lines();
+    assert!(r.switches.iter().any(|s| s.paged_out_bytes > 0), "{log:?}");
+    // so: the job that runs is protected, the one suspended exposed.
+    assert!(f.log.count("protect") > 0, "{log:?}");
+    // b, declared 100M, lacks 100M + the 32M margin - the 36M free: 96M,
+    // more than a's 64M, so all of a is reclaimed first.
+    let a = format!("{pool}/job-a");
+    let first = log.iter().find(|l| l.starts_with("reclaim")).unwrap();
+    assert_eq!(*first, format!("reclaim {a} {}", 64u64 << 20), "{log:?}");
+    // Room is only ever made from frozen jobs.
+    let mut frozen = BTreeSet::new();
+    for l in &log {
+        let w: Vec<&str> = l.split(' ').collect();
+        match w[0] {
+            "freeze" => {
+                frozen.insert(w[1]);
+            }
+            "thaw" => {
+                frozen.remove(w[1]);
+            }
+            "reclaim" => assert!(frozen.contains(w[1]), "{l} while not frozen: {log:?}"),
+            _ => {}
+        }
+    }
+    assert!(f.cgroups.live().is_empty(), "{:?}", f.cgroups.live());
+}
+
+fn paging_page() -> u64 {
+    memgang_linux::paging::page_size()
+}
+
+#[test]
+fn execute_gives_the_run_result() {
+    let f = fakes();
+    let exp = experiment(
+        &format!("memgang-{}", std::process::id()),
+        "cosched",
+        "lru",
+        &[("x", "exit 0")],
+    );
+    let r = execute(&exp, &f.env).unwrap();
+    assert_eq!(r.policy, PolicyKind::Cosched.name());
+    assert_eq!(r.jobs.len(), 1);
+    assert!(r.jobs[0].ok() && !r.interrupted);
+    assert!(r.makespan_s > 0.0 && !r.samples.is_empty());
+    assert!(f.cgroups.live().is_empty());
+}
+
+fn spec(name: &str) -> JobSpec {
+    JobSpec {
+        name: name.into(),
+        ranks: 1,
+        memory_bytes: None,
+        arrival: Duration::ZERO,
+    }
+}
+
+fn launch(pool: &str, name: &str, script: &str) -> Launch {
+    Launch {
+        command: vec!["sh".into(), "-c".into(), script.into()],
+        env: [(GROUP_VAR.to_string(), format!("{pool}/job-{name}"))].into(),
+        ..Launch::default()
+    }
+}
+
+fn settings(pool: &str, policy: PolicyKind) -> NodeSettings {
+    NodeSettings {
+        pool: pool.into(),
+        pool_memory: 256 << 20,
+        cpus: 1,
+        policy: policy.build(Duration::from_millis(100), Switching::default()),
+        label: policy.name().into(),
+        sample_interval: Duration::from_millis(50),
+    }
+}
+
+/// Step until `done` holds, at most 10 s (a hang fails, it does not
+/// block the suite).
+fn step_until(node: &mut Node, mut done: impl FnMut(&Node) -> bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !done(node) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "condition not reached"
+        );
+        node.step(Some(Duration::from_millis(20))).unwrap();
+    }
+}
+
+fn status(node: &Node, job: JobId) -> memgang_core::JobStatus {
+    node.scheduler().state().job(job).status
+}
+
+#[test]
+fn a_service_adds_jobs_as_they_come_and_cancels_them() {
+    use memgang_core::JobStatus::*;
+    let f = fakes();
+    let pool = pool_name("service");
+    let mut node = Node::new(settings(&pool, PolicyKind::Batch), f.env.clone()).unwrap();
+    // Nothing to do yet: a step returns at once, and says so.
+    assert!(node.step(Some(Duration::ZERO)).unwrap());
+    let long = node
+        .add_job(spec("long"), launch(&pool, "long", "sleep 30"))
+        .unwrap();
+    step_until(&mut node, |n| status(n, long) == Running);
+    // Batch: a job added now waits for the first.
+    let next = node
+        .add_job(spec("next"), launch(&pool, "next", "sleep 30"))
+        .unwrap();
+    let last = node
+        .add_job(spec("last"), launch(&pool, "last", "exit 0"))
+        .unwrap();
+    assert!(node
+        .add_job(spec("last"), launch(&pool, "last", "exit 0"))
+        .is_err());
+    step_until(&mut node, |n| status(n, next) == Queued);
+    // Cancelled while queued: it never starts.
+    node.cancel(next).unwrap();
+    node.cancel(long).unwrap();
+    step_until(&mut node, |n| status(n, last) == Finished);
+    let r = node.finish();
+    assert_eq!(r.jobs[0].signal, Some(libc::SIGKILL));
+    assert_eq!(r.jobs[0].error.as_deref(), Some("cancelled"));
+    assert_eq!(r.jobs[1].start_s, None);
+    assert!(r.jobs[1].error.as_deref().unwrap().contains("cancelled"));
+    assert!(r.jobs[2].ok());
+    assert!(f.cgroups.live().is_empty(), "{:?}", f.cgroups.live());
+}
+
+#[test]
+fn dropping_a_node_kills_its_jobs_and_removes_its_groups() {
+    let f = fakes();
+    let pool = pool_name("drop");
+    let group = GroupPath::new(&pool).unwrap();
+    let mut node = Node::new(settings(&pool, PolicyKind::Cosched), f.env.clone()).unwrap();
+    let job = node
+        .add_job(spec("a"), launch(&pool, "a", "sleep 30"))
+        .unwrap();
+    step_until(&mut node, |n| {
+        status(n, job) == memgang_core::JobStatus::Running && !processes_of(&group).is_empty()
+    });
+    drop(node);
+    assert!(processes_of(&group).is_empty());
+    assert!(f.cgroups.live().is_empty(), "{:?}", f.cgroups.live());
+}
