@@ -64,10 +64,13 @@ fn hybrid_runs_sets_that_fit_and_pages_only_at_switches() {
             "{overlap}: {} switches",
             v["switch_count"]
         );
-        // Never all four at once after the first samples (the re-pack),
-        // and the running set's memory stays within the pool.
+        // Never all four at once after the re-pack (the first sample with
+        // fewer than four running: before it, all four start together and
+        // how long d takes to reach its peak depends on the machine's
+        // load), and the running set's memory stays within the pool.
         let samples = v["samples"].as_array().unwrap();
         let mut crowded = 0;
+        let mut repacked = false;
         for s in samples {
             let running: Vec<&Value> = s["jobs"]
                 .as_array()
@@ -83,13 +86,15 @@ fn hybrid_runs_sets_that_fit_and_pages_only_at_switches() {
                 resident <= POOL,
                 "{overlap}: running set holds {resident} bytes"
             );
-            if running.len() == 4 {
+            if running.len() < 4 {
+                repacked = true;
+            } else if repacked {
                 crowded += 1;
             }
         }
         assert!(
-            crowded <= 5,
-            "{overlap}: all four ran together in {crowded} samples"
+            repacked && crowded <= 3,
+            "{overlap}: all four ran together in {crowded} samples after the re-pack"
         );
         // Inside a quantum the jobs run from memory: each job has 17920
         // pages and is switched out and back several times; paging on
