@@ -36,10 +36,9 @@ fn jobs(v: &Value) -> &Vec<Value> {
 }
 
 #[test]
+#[ignore = "needs root: cgroups, swap (scripts/test runs it as root)"]
 fn hybrid_runs_sets_that_fit_and_pages_only_at_switches() {
-    if !root_or_skip("hybrid_runs_sets_that_fit_and_pages_only_at_switches") {
-        return;
-    }
+    require_root("hybrid_runs_sets_that_fit_and_pages_only_at_switches");
     let bed = Bed::new();
     let exp = bed.write("hybrid.toml", &four_jobs("hybrid", 2001));
     for overlap in ["sequential", "overlapped", "prefetch"] {
@@ -122,10 +121,9 @@ fn hybrid_runs_sets_that_fit_and_pages_only_at_switches() {
 }
 
 #[test]
+#[ignore = "needs root: cgroups, swap (scripts/test runs it as root)"]
 fn auto_coschedules_when_everything_fits() {
-    if !root_or_skip("auto_coschedules_when_everything_fits") {
-        return;
-    }
+    require_root("auto_coschedules_when_everything_fits");
     let bed = Bed::new();
     let exp = bed.write(
         "fits.toml",
