@@ -602,7 +602,13 @@ fn without_rights_the_error_says_what_is_needed() {
     );
     for target in [&root_target, &own_target] {
         let out = Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", test, "--nocapture", "--test-threads=1"])
+            .args([
+                "--exact",
+                test,
+                "--nocapture",
+                "--test-threads=1",
+                "--include-ignored",
+            ])
             .env(PROBE_ENV, target.0.id().to_string())
             .uid(NOBODY)
             .gid(NOBODY)
