@@ -101,6 +101,16 @@ fn gang_runs_one_job_at_a_time_and_no_data_is_lost() {
         "{table}\nvs\n{}",
         text(&out)
     );
+    // And scripts get the same numbers as JSON on stdout.
+    let report = memgang()
+        .args(["report", "--json"])
+        .arg(&json)
+        .output()
+        .unwrap();
+    assert!(report.status.success());
+    let rows: serde_json::Value = serde_json::from_slice(&report.stdout).unwrap();
+    assert_eq!(rows[0]["makespan_s"], v["makespan_s"]);
+    assert_eq!(rows[0]["policy"], "gang");
 }
 
 #[test]
