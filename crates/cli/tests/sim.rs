@@ -81,6 +81,47 @@ fn sim_refuses_a_bad_line_unless_told_to_skip_it() {
 }
 
 #[test]
+fn sim_refuses_huge_times_and_memory_instead_of_panicking() {
+    let huge = [
+        (
+            "4 1e99 0 10 1 -1 1 1 -1 -1 1 1 1 -1 1 -1 -1 -1",
+            "submit time (field 2) is 1e99 s",
+        ),
+        (
+            "4 7 0 1e99 1 -1 1 1 -1 -1 1 1 1 -1 1 -1 -1 -1",
+            "run time (field 4)",
+        ),
+        (
+            "4 7 0 10 1 -1 1e30 1 -1 -1 1 1 1 -1 1 -1 -1 -1",
+            "used memory (field 7)",
+        ),
+    ];
+    for (line, what) in huge {
+        let trace = format!("{TRACE}{line}\n");
+        let (out, _dir) = sim(&trace, &[]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.code() == Some(1) && stderr.contains(what) && !stderr.contains("panicked"),
+            "{line}: {}",
+            text(&out)
+        );
+        let (out, dir) = sim(&trace, &["--skip-bad-lines"]);
+        assert!(out.status.success(), "{line}: {}", text(&out));
+        let r: Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.path().join("r.json")).unwrap())
+                .unwrap();
+        assert_eq!(r["skipped_lines"], 1, "{r}");
+    }
+    // A huge user id (field 12) is not a time: accepted.
+    let trace = TRACE.replace(
+        "1 1 1 -1 1 -1 -1 -1\n2 5",
+        "1 4294967296 1 -1 1 -1 -1 -1\n2 5",
+    );
+    let (out, _dir) = sim(&trace, &[]);
+    assert!(out.status.success(), "{}", text(&out));
+}
+
+#[test]
 fn sim_generated_runs_are_the_same_for_a_seed() {
     let run = |seed: &str| {
         let out = memgang()

@@ -63,6 +63,14 @@ pub enum BadLines {
 }
 
 const SWF_FIELDS: usize = 18;
+/// Longest time a trace may name, s (about 317 years). Archive traces span
+/// a few years; anything longer is a unit mistake or garbage, and refusing
+/// it keeps every simulated instant (arrival plus stretched run time) far
+/// inside what `Duration` holds.
+const MAX_TRACE_S: f64 = 1e10;
+/// Most memory per processor a trace may name, KB (1 PiB): far above any
+/// machine, and small enough that a job's total cannot overflow a u64.
+const MAX_MEMORY_KB: f64 = (1u64 << 40) as f64;
 const KEEP_REASONS: usize = 5;
 
 /// A Standard Workload Format trace (Parallel Workloads Archive, 18 fields
@@ -116,7 +124,18 @@ impl<R: BufRead> Swf<R> {
         for i in 1..=SWF_FIELDS {
             num(i)?;
         }
-        let submit = num(2)?;
+        let within = |i: usize, what: &str, max: f64, unit: &str| -> Result<f64, String> {
+            let v = num(i)?;
+            if v > max {
+                return Err(format!(
+                    "{what} (field {i}) is {} {unit}, more than the {max:e} {unit} a trace may name: \
+                     check the trace's units",
+                    f[i - 1]
+                ));
+            }
+            Ok(v)
+        };
+        let submit = within(2, "submit time", MAX_TRACE_S, "s")?;
         if submit < 0.0 {
             return Err("submit time (field 2) is unknown".into());
         }
@@ -126,12 +145,17 @@ impl<R: BufRead> Swf<R> {
                 self.last_arrival
             ));
         }
-        let runtime = num(4)?;
+        let runtime = within(4, "run time", MAX_TRACE_S, "s")?;
         let procs = [num(5)?, num(8)?].into_iter().find(|p| *p >= 1.0);
         let Some(procs) = procs.filter(|_| runtime > 0.0) else {
             return Ok(None);
         };
-        let mem_kb = [num(7)?, num(10)?].into_iter().find(|m| *m > 0.0);
+        let mem_kb = [
+            within(7, "used memory", MAX_MEMORY_KB, "KB")?,
+            within(10, "requested memory", MAX_MEMORY_KB, "KB")?,
+        ]
+        .into_iter()
+        .find(|m| *m > 0.0);
         Ok(Some(TraceJob {
             name: f[0].to_string(),
             arrival: Duration::from_secs_f64(submit),
