@@ -90,6 +90,34 @@ pub struct Swf<R> {
     unusable: u64,
     buf: String,
     last_arrival: f64,
+    header: SwfHeader,
+    /// The first job line, read by `read_header` and not parsed yet.
+    pending: bool,
+}
+
+/// What an SWF header (its leading `; Field: value` comments) says about
+/// the machine the trace came from.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct SwfHeader {
+    /// `; MaxNodes:`: nodes of the machine.
+    pub max_nodes: Option<u64>,
+    /// `; MaxProcs:`: processors of the machine.
+    pub max_procs: Option<u64>,
+}
+
+impl SwfHeader {
+    /// Takes what a header comment line says, if it is one we use.
+    fn note(&mut self, comment: &str) {
+        let Some((key, value)) = comment.trim_start_matches(';').split_once(':') else {
+            return;
+        };
+        let value = value.split_whitespace().next().and_then(|v| v.parse().ok());
+        match key.trim() {
+            "MaxNodes" => self.max_nodes = value.filter(|v| *v > 0),
+            "MaxProcs" => self.max_procs = value.filter(|v| *v > 0),
+            _ => {}
+        }
+    }
 }
 
 impl<R: BufRead> Swf<R> {
@@ -105,6 +133,46 @@ impl<R: BufRead> Swf<R> {
             unusable: 0,
             buf: String::new(),
             last_arrival: 0.0,
+            header: SwfHeader::default(),
+            pending: false,
+        }
+    }
+
+    /// Reads the header comments (up to the first job line, which is kept
+    /// for `next_job`) and returns what they say about the machine.
+    pub fn read_header(&mut self) -> Result<SwfHeader, WorkloadError> {
+        if !self.pending {
+            self.pending = self.next_line()?;
+        }
+        Ok(self.header)
+    }
+
+    /// The header comments seen so far.
+    pub fn header(&self) -> SwfHeader {
+        self.header
+    }
+
+    /// Reads up to the next non-comment line into `buf`; false at the end.
+    fn next_line(&mut self) -> Result<bool, WorkloadError> {
+        loop {
+            self.buf.clear();
+            let n = self
+                .lines
+                .read_line(&mut self.buf)
+                .map_err(|source| WorkloadError::Io {
+                    path: self.path.clone(),
+                    source,
+                })?;
+            if n == 0 {
+                return Ok(false);
+            }
+            self.line_no += 1;
+            let line = self.buf.trim();
+            if line.starts_with(';') {
+                self.header.note(line);
+            } else if !line.is_empty() {
+                return Ok(true);
+            }
         }
     }
 
@@ -169,22 +237,10 @@ impl<R: BufRead> Swf<R> {
 impl<R: BufRead> Workload for Swf<R> {
     fn next_job(&mut self) -> Result<Option<TraceJob>, WorkloadError> {
         loop {
-            self.buf.clear();
-            let n = self
-                .lines
-                .read_line(&mut self.buf)
-                .map_err(|source| WorkloadError::Io {
-                    path: self.path.clone(),
-                    source,
-                })?;
-            if n == 0 {
+            if !std::mem::take(&mut self.pending) && !self.next_line()? {
                 return Ok(None);
             }
-            self.line_no += 1;
             let line = self.buf.trim();
-            if line.is_empty() || line.starts_with(';') {
-                continue;
-            }
             match self.parse(line) {
                 Ok(Some(job)) => {
                     self.last_arrival = job.arrival.as_secs_f64();
