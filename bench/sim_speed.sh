@@ -32,7 +32,7 @@ cd "$(dirname "$0")/.."
 source scripts/lib.sh
 ensure_toolchain
 command -v /usr/bin/time >/dev/null || { echo "bench/sim_speed.sh needs /usr/bin/time (GNU time: apt-get install time)" >&2; exit 1; }
-cargo build --release -p memgang-cli --quiet
+cargo build --release -p memgang --quiet
 bin=target/release/memgang
 out=${1:-bench/results/sim_speed-$(date -u +%Y%m%dT%H%M%SZ)}
 mkdir -p "$out"

@@ -19,7 +19,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
 ensure_toolchain
-cargo build -p memgang-cli --quiet
+cargo build -p memgang --quiet
 dirs=("$@")
 if [ ${#dirs[@]} -eq 0 ]; then
   dirs=(bench/results/adaptive-fix bench/results/hybrid-long)

@@ -4,7 +4,7 @@ step() { printf '\n==> %s\n' "$*" >&2; }
 
 need_root_or_warn() {
   if [ "$(id -u)" -ne 0 ]; then
-    printf '\n*** WARNING: not root: the tests that need cgroups and swap will be SKIPPED (each says so). Run as root for the full suite. ***\n\n' >&2
+    printf '\n*** WARNING: not root: the tests that need cgroups and swap are IGNORED (cargo lists them as ignored). Run as root for the full suite. ***\n\n' >&2
   fi
 }
 

@@ -25,31 +25,31 @@ fn stale(backend: &dyn CgroupBackend) -> Result<Vec<GroupPath>> {
         .collect())
 }
 
-pub fn list() -> Result<()> {
+/// memgang's cgroups on this machine, each with whether its memgang lives.
+pub fn list() -> Result<Vec<(String, bool)>> {
     let backend = cgroup::detect()?;
-    for g in backend.list_groups("memgang")? {
-        println!(
-            "cgroup {} ({})",
-            g.as_str(),
-            if owner_alive(&g) {
-                "in use"
-            } else {
-                "stale: `memgang cleanup` removes it"
-            }
-        );
-    }
-    Ok(())
+    Ok(backend
+        .list_groups("memgang")?
+        .into_iter()
+        .map(|g| {
+            let alive = owner_alive(&g);
+            (g.as_str().to_string(), alive)
+        })
+        .collect())
 }
 
-pub fn run() -> Result<()> {
+/// Removes the pools (and their jobs) of memgangs that are gone; returns
+/// the pools removed.
+pub fn run() -> Result<Vec<String>> {
     let backend = cgroup::detect()?;
+    let mut removed = Vec::new();
     for pool in stale(backend.as_ref())? {
         let jobs = backend.list_children(&pool)?;
         for job in jobs {
             memgang_runtime::teardown_group(backend.as_ref(), &job)?;
         }
         memgang_runtime::teardown_group(backend.as_ref(), &pool)?;
-        println!("removed stale {}", pool.as_str());
+        removed.push(pool.as_str().to_string());
     }
-    Ok(())
+    Ok(removed)
 }

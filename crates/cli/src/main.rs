@@ -40,6 +40,9 @@ enum Command {
     Report {
         #[arg(required = true)]
         files: Vec<PathBuf>,
+        /// Print the comparison rows as JSON instead of a table.
+        #[arg(long)]
+        json: bool,
     },
     /// Draw figures from results (JSON written by `run --json`) as SVG.
     Plot {
@@ -59,7 +62,21 @@ enum Command {
     Calibrate(Box<calibrate::CalibrateArgs>),
     /// Remove cgroups, frozen jobs and processes left by a memgang that was
     /// killed with SIGKILL (runs of live memgang processes are left alone).
-    Cleanup,
+    Cleanup {
+        /// Print what was removed as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Write man pages (memgang.1 and one per verb) into a directory.
+    #[command(hide = true)]
+    Man {
+        #[arg(short, long, default_value = ".")]
+        out: PathBuf,
+    },
+    /// Print a completion script for a shell (bash, zsh, fish, elvish,
+    /// powershell), e.g. `memgang completions bash > /etc/bash_completion.d/memgang`.
+    #[command(hide = true)]
+    Completions { shell: clap_complete::Shell },
 }
 
 #[derive(Args)]
@@ -85,7 +102,8 @@ struct RunArgs {
     /// Memory the jobs share, e.g. 1G (overrides the file).
     #[arg(long, value_parser = parse_bytes)]
     pool_memory: Option<u64>,
-    /// Write the full results as JSON to this file.
+    /// Write the full results as JSON to this file; `-` prints them to
+    /// stdout instead of the table.
     #[arg(long)]
     json: Option<PathBuf>,
     /// Directory for the jobs' stdout and stderr (one directory per job).
@@ -112,6 +130,9 @@ enum TestbedAction {
         swap: u64,
         #[arg(long, default_value = memgang_linux::swap::DEFAULT_SWAP_PATH)]
         path: PathBuf,
+        /// Print JSON instead of sentences.
+        #[arg(long)]
+        json: bool,
     },
     /// Disable and remove the swap file, and clean up leftovers.
     Down {
@@ -119,7 +140,11 @@ enum TestbedAction {
         path: PathBuf,
     },
     /// Show active swap, memgang cgroups and whether CRIU works here.
-    Status,
+    Status {
+        /// Print JSON instead of sentences.
+        #[arg(long)]
+        json: bool,
+    },
     /// Measure the sequential read and write bandwidth of the disk under
     /// the swap file (the physical limit of a switch).
     Bandwidth {
@@ -168,12 +193,17 @@ fn main() -> ExitCode {
 fn dispatch(cli: Cli) -> Result<ExitCode> {
     match cli.command {
         Command::Run(args) => run(args),
-        Command::Report { files } => {
+        Command::Report { files, json } => {
             let results = files
                 .iter()
                 .map(|f| memgang_runtime::baseline::load(f))
                 .collect::<Result<Vec<_>>>()?;
-            print!("{}", report::render(&results));
+            if json {
+                let rows: Vec<_> = results.iter().map(report::summary).collect();
+                println!("{}", serde_json::to_string_pretty(&rows)?);
+            } else {
+                print!("{}", report::render(&results));
+            }
             Ok(ExitCode::SUCCESS)
         }
         Command::Plot { plot } => {
@@ -189,8 +219,27 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             calibrate::run(*args)?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Cleanup => {
-            cleanup::run()?;
+        Command::Cleanup { json } => {
+            let removed = cleanup::run()?;
+            if json {
+                println!("{}", serde_json::json!({ "removed": removed }));
+            } else {
+                for pool in &removed {
+                    println!("removed stale {pool}");
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Man { out } => {
+            std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
+            clap_mangen::generate_to(<Cli as clap::CommandFactory>::command(), &out)
+                .with_context(|| format!("writing man pages to {}", out.display()))?;
+            println!("man pages written to {}", out.display());
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Completions { shell } => {
+            let mut cmd = <Cli as clap::CommandFactory>::command();
+            clap_complete::generate(shell, &mut cmd, "memgang", &mut std::io::stdout());
             Ok(ExitCode::SUCCESS)
         }
     }
@@ -241,12 +290,16 @@ fn run(args: RunArgs) -> Result<ExitCode> {
         signals: args.signals,
     };
     let result = memgang_runtime::run(&exp, &opts)?;
-    if let Some(path) = &args.json {
-        write_json(path, &result)?;
-    }
-    print!("{}", result.table());
-    if let Some(path) = &args.json {
-        println!("results: {}", path.display());
+    match &args.json {
+        Some(path) if path.as_os_str() == "-" => {
+            println!("{}", serde_json::to_string_pretty(&result)?);
+        }
+        Some(path) => {
+            write_json(path, &result)?;
+            print!("{}", report::single(&result));
+            println!("results: {}", path.display());
+        }
+        None => print!("{}", report::single(&result)),
     }
     Ok(if result.interrupted {
         ExitCode::from(EXIT_INTERRUPTED)
@@ -270,20 +323,20 @@ fn write_json(path: &PathBuf, result: &RunResult) -> Result<()> {
 /// about a second at the ~1.4-2.4 GB/s of the machines we run on.
 const BANDWIDTH_SAMPLE: u64 = 1 << 30;
 
-fn print_bandwidth(dir: &std::path::Path, json: bool) -> Result<()> {
+/// Measures the bandwidth under `dir`; prints it (as a sentence, or JSON
+/// with `json`) when `print`, and returns it as JSON.
+fn print_bandwidth(dir: &std::path::Path, json: bool, print: bool) -> Result<serde_json::Value> {
     let bw = memgang_linux::swap::measure_bandwidth(dir, BANDWIDTH_SAMPLE)
         .with_context(|| format!("measuring the disk bandwidth in {}", dir.display()))?;
-    if json {
-        println!(
-            "{}",
-            serde_json::json!({
-                "dir": dir,
-                "sample_bytes": bw.sample_bytes,
-                "read_bytes_per_s": bw.read_bytes_per_s,
-                "write_bytes_per_s": bw.write_bytes_per_s,
-            })
-        );
-    } else {
+    let value = serde_json::json!({
+        "dir": dir,
+        "sample_bytes": bw.sample_bytes,
+        "read_bytes_per_s": bw.read_bytes_per_s,
+        "write_bytes_per_s": bw.write_bytes_per_s,
+    });
+    if print && json {
+        println!("{value}");
+    } else if print {
         println!(
             "swap device bandwidth (sequential, O_DIRECT, {}): read {:.0} MB/s, write {:.0} MB/s",
             format_bytes(bw.sample_bytes),
@@ -291,21 +344,36 @@ fn print_bandwidth(dir: &std::path::Path, json: bool) -> Result<()> {
             bw.write_bytes_per_s / 1e6
         );
     }
-    Ok(())
+    Ok(value)
 }
 
 fn testbed(action: TestbedAction) -> Result<ExitCode> {
     use memgang_linux::swap;
     match action {
-        TestbedAction::Up { swap: size, path } => {
+        TestbedAction::Up {
+            swap: size,
+            path,
+            json,
+        } => {
             let sf = swap::up(&path, size)?;
-            println!(
-                "swap: {} ({}) active",
-                sf.path.display(),
-                format_bytes(sf.size_bytes)
-            );
+            if !json {
+                println!(
+                    "swap: {} ({}) active",
+                    sf.path.display(),
+                    format_bytes(sf.size_bytes)
+                );
+            }
             let dir = path.parent().unwrap_or(std::path::Path::new("/"));
-            print_bandwidth(dir, false)?;
+            let bw = print_bandwidth(dir, false, !json)?;
+            if json {
+                println!(
+                    "{}",
+                    serde_json::json!({
+                        "swap": { "path": sf.path, "size_bytes": sf.size_bytes },
+                        "bandwidth": bw,
+                    })
+                );
+            }
         }
         TestbedAction::Bandwidth { dir, json } => {
             let dir = match dir {
@@ -315,15 +383,43 @@ fn testbed(action: TestbedAction) -> Result<ExitCode> {
                          or give --dir",
                 )?,
             };
-            print_bandwidth(&dir, json)?;
+            print_bandwidth(&dir, json, true)?;
         }
         TestbedAction::Down { path } => {
             swap::down(&path)?;
-            cleanup::run()?;
+            for pool in cleanup::run()? {
+                println!("removed stale {pool}");
+            }
             println!("swap {} removed", path.display());
         }
-        TestbedAction::Status => {
+        TestbedAction::Status { json } => {
             let areas = swap::active()?;
+            let groups = cleanup::list()?;
+            // Paper 001's switch by checkpoint to files: not built; say
+            // whether it could be on this machine.
+            let criu = memgang_linux::criu::check().to_string();
+            if json {
+                let swaps: Vec<_> = areas
+                    .iter()
+                    .map(|a| {
+                        serde_json::json!({
+                            "path": a.path,
+                            "size_bytes": a.size_bytes,
+                            "used_bytes": a.used_bytes,
+                            "priority": a.priority,
+                        })
+                    })
+                    .collect();
+                let cgroups: Vec<_> = groups
+                    .iter()
+                    .map(|(g, alive)| serde_json::json!({ "cgroup": g, "in_use": alive }))
+                    .collect();
+                println!(
+                    "{}",
+                    serde_json::json!({ "swap": swaps, "cgroups": cgroups, "criu": criu })
+                );
+                return Ok(ExitCode::SUCCESS);
+            }
             if areas.is_empty() {
                 println!("no active swap: run `memgang testbed up --swap 8G`");
             }
@@ -336,10 +432,17 @@ fn testbed(action: TestbedAction) -> Result<ExitCode> {
                     a.priority
                 );
             }
-            cleanup::list()?;
-            // Paper 001's switch by checkpoint to files: not built; say
-            // whether it could be on this machine.
-            println!("checkpoint switch (CRIU): {}", memgang_linux::criu::check());
+            for (g, alive) in groups {
+                println!(
+                    "cgroup {g} ({})",
+                    if alive {
+                        "in use"
+                    } else {
+                        "stale: `memgang cleanup` removes it"
+                    }
+                );
+            }
+            println!("checkpoint switch (CRIU): {criu}");
         }
     }
     Ok(ExitCode::SUCCESS)

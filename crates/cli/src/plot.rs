@@ -1,12 +1,47 @@
-//! Figures made from result files alone, as SVG: the paging activity trace
-//! of paper 000 Fig. 6 and makespan against the number of jobs of paper 001
-//! Fig. 7/9.
+//! Figures made from result files alone, as SVG or PNG (by the output's
+//! extension): the paging activity trace of paper 000 Fig. 6, makespan
+//! against the number of jobs of paper 001 Fig. 7/9, and simulator results
+//! side by side.
 
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, Subcommand};
 use memgang_runtime::results::{RunResult, Switch};
+use plotters::coord::Shift;
 use plotters::prelude::*;
 use std::path::{Path, PathBuf};
+
+/// Draws with `draw` on a drawing area of `size` in the output's format
+/// and writes the file.
+macro_rules! emit {
+    ($out:expr, $size:expr, |$root:ident| $draw:expr) => {{
+        let out: &Path = $out;
+        register_fonts();
+        match format_of(out)? {
+            Format::Svg => {
+                let mut svg = String::new();
+                {
+                    let $root = SVGBackend::with_string(&mut svg, $size).into_drawing_area();
+                    let drawn: DrawResult<()> = $draw;
+                    drawn.map_err(|e| anyhow!("drawing the plot: {e}"))?;
+                    $root
+                        .present()
+                        .map_err(|e| anyhow!("drawing the plot: {e}"))?;
+                }
+                std::fs::write(out, svg)
+                    .with_context(|| format!("writing the plot to {}", out.display()))?;
+            }
+            Format::Png => {
+                let $root = BitMapBackend::new(out, $size).into_drawing_area();
+                let drawn: DrawResult<()> = $draw;
+                drawn.map_err(|e| anyhow!("drawing the plot: {e}"))?;
+                $root
+                    .present()
+                    .map_err(|e| anyhow!("writing the plot to {}: {e}", out.display()))?;
+            }
+        }
+        println!("plot: {}", out.display());
+    }};
+}
 
 #[derive(Subcommand)]
 pub enum Plot {
@@ -17,6 +52,9 @@ pub enum Plot {
     /// policy (paper 001 Fig. 7, 9): one panel per experiment family, the
     /// experiment's name less its `-nN` (N: the number of jobs).
     Makespan(MakespanArgs),
+    /// Simulator results (`memgang sim --json`) side by side: mean bounded
+    /// slowdown and switching overhead, one bar per file.
+    Sim(MakespanArgs),
 }
 
 #[derive(Args)]
@@ -24,7 +62,7 @@ pub struct MakespanArgs {
     /// Results JSON written by `run --json`.
     #[arg(required = true)]
     files: Vec<PathBuf>,
-    /// The SVG file to write.
+    /// The file to write: .svg or .png.
     #[arg(short, long)]
     output: PathBuf,
 }
@@ -34,7 +72,7 @@ pub struct TraceArgs {
     /// Results JSON written by `run --json`.
     #[arg(required = true)]
     files: Vec<PathBuf>,
-    /// The SVG file to write.
+    /// The file to write: .svg or .png.
     #[arg(short, long)]
     output: PathBuf,
     /// Start of the time window, in seconds since the run started.
@@ -49,6 +87,7 @@ pub fn run(plot: Plot) -> Result<()> {
     match plot {
         Plot::Trace(args) => trace(args),
         Plot::Makespan(args) => makespan(args),
+        Plot::Sim(args) => sim(args),
     }
 }
 
@@ -113,15 +152,54 @@ fn trace(args: TraceArgs) -> Result<()> {
         .flat_map(|p| p.swap_in.iter().chain(&p.swap_out).map(|&(_, y)| y))
         .fold(1.0, f64::max)
         * 1.1;
-    let svg = draw(&panels, from..to, y_max).map_err(|e| anyhow!("drawing the plot: {e}"))?;
-    std::fs::write(&args.output, svg)
-        .with_context(|| format!("writing the plot to {}", args.output.display()))?;
-    println!("plot: {}", args.output.display());
+    let size = (WIDTH, PANEL_HEIGHT * panels.len() as u32);
+    emit!(&args.output, size, |root| draw(
+        &root,
+        &panels,
+        from..to,
+        y_max
+    ));
     Ok(())
+}
+
+/// What to write, by the output's extension.
+#[derive(Clone, Copy)]
+enum Format {
+    Svg,
+    Png,
+}
+
+fn format_of(out: &Path) -> Result<Format> {
+    match out.extension().and_then(|e| e.to_str()) {
+        Some(e) if e.eq_ignore_ascii_case("svg") => Ok(Format::Svg),
+        Some(e) if e.eq_ignore_ascii_case("png") => Ok(Format::Png),
+        _ => bail!(
+            "cannot tell the format of {}: name it .svg or .png",
+            out.display()
+        ),
+    }
+}
+
+/// Plotters lays text out (and the PNG backend draws it) with ab_glyph from
+/// fonts registered here: it has no font files of its own, and machines
+/// may have none.
+fn register_fonts() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        for style in [FontStyle::Normal, FontStyle::Bold] {
+            // The font is valid: it is compiled in.
+            let _ = plotters::style::register_font(
+                "sans-serif",
+                style,
+                epaint_default_fonts::UBUNTU_LIGHT,
+            );
+        }
+    });
 }
 
 /// Fail before the work, with a hint, when the output can't be written.
 fn check_output_dir(out: &Path) -> Result<()> {
+    format_of(out)?;
     let dir = out.parent().filter(|d| !d.as_os_str().is_empty());
     if let Some(dir) = dir {
         if !dir.is_dir() {
@@ -202,14 +280,20 @@ fn panel(r: &RunResult, page: f64, from: f64, to: f64) -> Panel {
 }
 
 type DrawResult<T> = std::result::Result<T, Box<dyn std::error::Error>>;
-type Chart<'a, 'b> = ChartContext<
+type Chart<'a, DB> = ChartContext<
     'a,
-    SVGBackend<'b>,
+    DB,
     Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>,
 >;
 
 /// The series' labels, in a box that lets the lines show through.
-fn legend<'a, 'b: 'a>(chart: &mut Chart<'a, 'b>, at: SeriesLabelPosition) -> DrawResult<()> {
+fn legend<'a, DB: DrawingBackend + 'a>(
+    chart: &mut Chart<'a, DB>,
+    at: SeriesLabelPosition,
+) -> DrawResult<()>
+where
+    DB::ErrorType: 'static,
+{
     chart
         .configure_series_labels()
         .position(at)
@@ -219,11 +303,16 @@ fn legend<'a, 'b: 'a>(chart: &mut Chart<'a, 'b>, at: SeriesLabelPosition) -> Dra
     Ok(())
 }
 
-fn draw(panels: &[Panel], x: std::ops::Range<f64>, y_max: f64) -> DrawResult<String> {
-    let mut svg = String::new();
+fn draw<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    panels: &[Panel],
+    x: std::ops::Range<f64>,
+    y_max: f64,
+) -> DrawResult<()>
+where
+    DB::ErrorType: 'static,
+{
     {
-        let height = PANEL_HEIGHT * panels.len() as u32;
-        let root = SVGBackend::with_string(&mut svg, (WIDTH, height)).into_drawing_area();
         root.fill(&WHITE)?;
         for (area, p) in root.split_evenly((panels.len(), 1)).iter().zip(panels) {
             let mut chart = ChartBuilder::on(area)
@@ -263,9 +352,8 @@ fn draw(panels: &[Panel], x: std::ops::Range<f64>, y_max: f64) -> DrawResult<Str
             }
             legend(&mut chart, SeriesLabelPosition::UpperRight)?;
         }
-        root.present()?;
     }
-    Ok(svg)
+    Ok(())
 }
 
 /// A run's place in the makespan plot: its family (panel), its line and
@@ -321,18 +409,19 @@ fn makespan(args: MakespanArgs) -> Result<()> {
             points.sort_by_key(|p| p.0);
         }
     }
-    let svg = draw_makespan(&panels).map_err(|e| anyhow!("drawing the plot: {e}"))?;
-    std::fs::write(&args.output, svg)
-        .with_context(|| format!("writing the plot to {}", args.output.display()))?;
-    println!("plot: {}", args.output.display());
+    let size = (WIDTH, PANEL_HEIGHT * 3 / 2 * panels.len() as u32);
+    emit!(&args.output, size, |root| draw_makespan(&root, &panels));
     Ok(())
 }
 
-fn draw_makespan(panels: &[(String, Lines)]) -> DrawResult<String> {
-    let mut svg = String::new();
+fn draw_makespan<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    panels: &[(String, Lines)],
+) -> DrawResult<()>
+where
+    DB::ErrorType: 'static,
+{
     {
-        let height = PANEL_HEIGHT * 3 / 2 * panels.len() as u32;
-        let root = SVGBackend::with_string(&mut svg, (WIDTH, height)).into_drawing_area();
         root.fill(&WHITE)?;
         for (area, (family, lines)) in root.split_evenly((panels.len(), 1)).iter().zip(panels) {
             let points = || lines.iter().flat_map(|(_, p)| p.iter());
@@ -376,7 +465,90 @@ fn draw_makespan(panels: &[(String, Lines)]) -> DrawResult<String> {
             }
             legend(&mut chart, SeriesLabelPosition::UpperLeft)?;
         }
-        root.present()?;
     }
-    Ok(svg)
+    Ok(())
+}
+
+/// One bar of `plot sim`: the run's label and its two figures.
+struct SimBar {
+    label: String,
+    slowdown: f64,
+    overhead_pct: f64,
+}
+
+fn read_sim(path: &Path) -> Result<SimBar> {
+    const HINT: &str = "give results JSON written by `memgang sim --json FILE`";
+    let text =
+        std::fs::read(path).with_context(|| format!("reading {} ({HINT})", path.display()))?;
+    let v: serde_json::Value = serde_json::from_slice(&text)
+        .with_context(|| format!("{} is not JSON ({HINT})", path.display()))?;
+    let num = |k: &str| {
+        v[k].as_f64()
+            .filter(|x| x.is_finite() && *x >= 0.0)
+            .with_context(|| format!("{}: no number {k:?} ({HINT})", path.display()))
+    };
+    let text_of = |k: &str| v[k].as_str().unwrap_or("?").to_string();
+    Ok(SimBar {
+        label: format!(
+            "{} {} q={}s",
+            text_of("policy"),
+            text_of("switching"),
+            num("quantum_s")?
+        ),
+        slowdown: num("mean_bounded_slowdown")?,
+        overhead_pct: 100.0 * num("switching_overhead")?,
+    })
+}
+
+fn sim(args: MakespanArgs) -> Result<()> {
+    check_output_dir(&args.output)?;
+    let bars = args
+        .files
+        .iter()
+        .map(|f| read_sim(f))
+        .collect::<Result<Vec<_>>>()?;
+    emit!(&args.output, (WIDTH, PANEL_HEIGHT * 2), |root| draw_sim(
+        &root, &bars
+    ));
+    Ok(())
+}
+
+fn draw_sim<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, bars: &[SimBar]) -> DrawResult<()>
+where
+    DB::ErrorType: 'static,
+{
+    root.fill(&WHITE)?;
+    let n = bars.len();
+    let panels: [(&str, fn(&SimBar) -> f64); 2] = [
+        ("mean bounded slowdown", |b| b.slowdown),
+        ("switching overhead (% of node time)", |b| b.overhead_pct),
+    ];
+    for (i, (area, (what, value))) in root.split_evenly((2, 1)).iter().zip(panels).enumerate() {
+        let y_max = bars.iter().map(value).fold(1e-9, f64::max) * 1.15;
+        let mut chart = ChartBuilder::on(area)
+            .caption(what, ("sans-serif", 18))
+            .margin(10)
+            .x_label_area_size(40)
+            .y_label_area_size(60)
+            .build_cartesian_2d(-0.5..n as f64 - 0.5, 0.0..y_max)?;
+        chart
+            .configure_mesh()
+            .disable_x_mesh()
+            .x_labels(n)
+            .x_label_formatter(&|x| {
+                let i = x.round();
+                if (x - i).abs() < 1e-6 && i >= 0.0 && (i as usize) < n {
+                    bars[i as usize].label.clone()
+                } else {
+                    String::new()
+                }
+            })
+            .draw()?;
+        let color = LINES[i];
+        chart.draw_series(bars.iter().enumerate().map(|(j, b)| {
+            let x = j as f64;
+            Rectangle::new([(x - 0.3, 0.0), (x + 0.3, value(b))], color.filled())
+        }))?;
+    }
+    Ok(())
 }

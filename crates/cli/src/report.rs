@@ -1,16 +1,33 @@
-//! Tables made from result files alone (the JSON is the source of truth).
+//! Tables made from result files alone (the JSON is the source of truth),
+//! for people; `--json` gives scripts the same rows.
 
+use comfy_table::{presets::ASCII_MARKDOWN, Cell, CellAlignment, Table};
 use memgang_runtime::RunResult;
+use serde_json::{json, Value};
 use std::fmt::Write;
+
+/// A table in the style every verb prints: Markdown, so that it can be
+/// pasted into docs/ as it is.
+pub fn table<const N: usize>(header: [&str; N]) -> Table {
+    let mut t = Table::new();
+    t.load_preset(ASCII_MARKDOWN).set_header(header);
+    t
+}
+
+/// Right-aligns every column from `first` on (the numbers).
+pub fn numbers_right(t: &mut Table, first: usize) {
+    for i in first..t.column_count() {
+        if let Some(c) = t.column_mut(i) {
+            c.set_cell_alignment(CellAlignment::Right);
+        }
+    }
+}
 
 pub fn render(results: &[RunResult]) -> String {
     if let [one] = results {
-        return one.table();
+        return single(one);
     }
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "{:<16} {:<8} {:<8} {:<10} {:>8} {:>11} {:>9} {:>9} {:>9} {:>11} {:>11} {:>6}",
+    let mut t = table([
         "experiment",
         "policy",
         "stop",
@@ -22,45 +39,164 @@ pub fn render(results: &[RunResult]) -> String {
         "switches",
         "swap_in_pg",
         "swap_out_pg",
-        "failed"
-    );
+        "failed",
+    ]);
     for r in results {
-        let failed = r.jobs.iter().filter(|j| !j.ok()).count();
-        // Policies that suspend jobs: gang, and hybrid/auto (with an overlap).
-        let gang = r.policy == "gang" || r.overlap.is_some();
+        let row = summary(r);
+        t.add_row(vec![
+            Cell::new(&r.experiment),
+            Cell::new(&r.policy),
+            Cell::new(row["stop"].as_str().unwrap_or("-")),
+            Cell::new(row["switch"].as_str().unwrap_or("-")),
+            Cell::new(
+                row["quantum_s"]
+                    .as_f64()
+                    .map(|q| format!("{q}s"))
+                    .unwrap_or_else(|| "-".into()),
+            ),
+            Cell::new(format!("{:.1}", r.makespan_s)),
+            Cell::new(percent(r.switching_overhead)),
+            Cell::new(
+                r.fairness
+                    .map(|f| format!("{f:.1}"))
+                    .unwrap_or_else(|| "n/a".into()),
+            ),
+            Cell::new(r.switch_count),
+            Cell::new(r.swap_in_pages),
+            Cell::new(r.swap_out_pages),
+            Cell::new(row["failed"].as_u64().unwrap_or(0)),
+        ]);
+    }
+    numbers_right(&mut t, 4);
+    format!("{t}\n")
+}
+
+/// The comparison row of one result, as `report --json` prints it.
+pub fn summary(r: &RunResult) -> Value {
+    // Policies that suspend jobs: gang, and hybrid/auto (with an overlap).
+    let gang = r.policy == "gang" || r.overlap.is_some();
+    json!({
+        "experiment": r.experiment,
+        "policy": r.policy,
+        // How jobs were stopped matters only where they were.
+        "stop": gang.then(|| r.machine.freezer.trim_start_matches("cgroup-")),
+        "switch": match (&r.overlap, gang) {
+            (Some(o), _) => Some(o.as_str()),
+            (None, true) => Some(r.switch.as_str()),
+            (None, false) => None,
+        },
+        "quantum_s": gang.then_some(r.quantum_s),
+        "makespan_s": r.makespan_s,
+        "switching_overhead": r.switching_overhead,
+        "fairness": r.fairness,
+        "switch_count": r.switch_count,
+        "swap_in_pages": r.swap_in_pages,
+        "swap_out_pages": r.swap_out_pages,
+        "failed": r.jobs.iter().filter(|j| !j.ok()).count(),
+    })
+}
+
+fn percent(v: Option<f64>) -> String {
+    v.map(|o| format!("{:.1}%", o * 100.0))
+        .unwrap_or_else(|| "n/a".into())
+}
+
+/// One run: a heading, a row per job, and the run's totals.
+pub fn single(r: &RunResult) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{} — policy {}{}, pool {}, {}",
+        r.experiment,
+        r.policy,
+        if r.policy == "gang" {
+            format!(" (quantum {}s, switch {})", num(r.quantum_s), r.switch)
+        } else if let Some(o) = &r.overlap {
+            format!(" (quantum {}s, overlap {o})", num(r.quantum_s))
+        } else {
+            String::new()
+        },
+        memgang_core::units::format_bytes(r.pool_memory_bytes),
+        if r.interrupted {
+            "INTERRUPTED"
+        } else {
+            "completed"
+        }
+    );
+    let mut t = table([
+        "job",
+        "ranks",
+        "start_s",
+        "finish_s",
+        "completion",
+        "cpu_s",
+        "majflt",
+        "swapin_pg",
+        "swapout_pg",
+        "status",
+    ]);
+    for j in &r.jobs {
+        let status = match (&j.error, j.exit_code, j.signal) {
+            (Some(e), _, _) => e.clone(),
+            (None, Some(0), _) => "ok".into(),
+            (None, Some(c), _) => format!("exit {c}"),
+            (None, None, Some(s)) => format!("killed by signal {s}"),
+            (None, None, None) => "not run".into(),
+        };
+        t.add_row(vec![
+            Cell::new(&j.name),
+            Cell::new(j.ranks),
+            Cell::new(opt(j.start_s)),
+            Cell::new(opt(j.finish_s)),
+            Cell::new(opt(j.completion_s)),
+            Cell::new(num(j.cpu_s)),
+            Cell::new(j.major_faults),
+            Cell::new(j.swap_in_pages),
+            Cell::new(j.swap_out_pages),
+            Cell::new(status),
+        ]);
+    }
+    numbers_right(&mut t, 1);
+    if let Some(c) = t.column_mut(9) {
+        c.set_cell_alignment(CellAlignment::Left);
+    }
+    let _ = writeln!(out, "{t}");
+    let _ = writeln!(
+        out,
+        "makespan {}s | switching overhead {} (batch {}) | fairness {} | switches {} ({}s) | swap in {} / out {} pages",
+        num(r.makespan_s),
+        percent(r.switching_overhead),
+        match r.batch_makespan_s {
+            Some(b) => format!("{}s, {}", num(b), r.baseline),
+            None => r.baseline.clone(),
+        },
+        r.fairness.map(num).unwrap_or_else(|| "n/a".into()),
+        r.switch_count,
+        num(r.switch_time_s),
+        r.swap_in_pages,
+        r.swap_out_pages
+    );
+    if let (Some(m), Some(sd)) = (r.major_faults_per_min_mean, r.major_faults_per_min_std) {
         let _ = writeln!(
             out,
-            "{:<16} {:<8} {:<8} {:<10} {:>8} {:>11.1} {:>9} {:>9} {:>9} {:>11} {:>11} {:>6}",
-            r.experiment,
-            r.policy,
-            // How jobs were stopped matters only where they were.
-            if gang {
-                r.machine.freezer.trim_start_matches("cgroup-")
-            } else {
-                "-"
-            },
-            match (&r.overlap, gang) {
-                (Some(o), _) => o.as_str(),
-                (None, true) => r.switch.as_str(),
-                (None, false) => "-",
-            },
-            if gang {
-                format!("{}s", r.quantum_s)
-            } else {
-                "-".into()
-            },
-            r.makespan_s,
-            r.switching_overhead
-                .map(|o| format!("{:.1}%", o * 100.0))
-                .unwrap_or_else(|| "n/a".into()),
-            r.fairness
-                .map(|f| format!("{f:.1}"))
-                .unwrap_or_else(|| "n/a".into()),
-            r.switch_count,
-            r.swap_in_pages,
-            r.swap_out_pages,
-            failed
+            "major faults per minute per job: mean {} std {}",
+            num(m),
+            num(sd)
         );
     }
     out
+}
+
+fn opt(v: Option<f64>) -> String {
+    v.map(num).unwrap_or_else(|| "-".into())
+}
+
+/// Two decimals for small numbers, none once they have three digits: the
+/// measurements are not more precise than that.
+fn num(v: f64) -> String {
+    if v.abs() >= 100.0 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.2}")
+    }
 }

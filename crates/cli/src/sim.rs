@@ -7,7 +7,7 @@ use memgang_core::units::{format_bytes, parse_bytes};
 use memgang_core::{Overlap, PolicyKind, Switching, Time};
 use memgang_sim::{
     Arrivals, BadLines, Config, Device, DeviceFile, FaultPolicy, Generator, GeneratorSpec,
-    JobRecord, PagingModel, Report, Simulator, Swf, Workload,
+    JobRecord, PagingModel, Report, Simulator, Swf, SwfHeader, Workload,
 };
 use std::io::{BufReader, BufWriter, IsTerminal, Write};
 use std::path::PathBuf;
@@ -15,7 +15,8 @@ use std::time::Duration;
 
 #[derive(Args)]
 pub struct SimArgs {
-    /// A Standard Workload Format trace (Parallel Workloads Archive).
+    /// A Standard Workload Format trace (Parallel Workloads Archive), plain
+    /// or gzip-compressed (.swf.gz, as the archive ships them).
     #[arg(
         long,
         conflicts_with = "generate",
@@ -26,14 +27,16 @@ pub struct SimArgs {
     /// Pareto run times and memory, power-of-two widths).
     #[arg(long)]
     generate: Option<u64>,
+    /// Nodes of the cluster; default: the trace header's MaxNodes.
     #[arg(long)]
-    nodes: u32,
+    nodes: Option<u32>,
     /// Memory of each node, e.g. 64G.
     #[arg(long, value_parser = parse_bytes)]
     node_memory: u64,
-    /// Processors per node: a job of r ranks takes ceil(r / this) nodes.
-    #[arg(long, default_value_t = 1)]
-    cpus_per_node: u32,
+    /// Processors per node: a job of r ranks takes ceil(r / this) nodes;
+    /// default: the trace header's MaxProcs / MaxNodes, else 1.
+    #[arg(long)]
+    cpus_per_node: Option<u32>,
     /// batch | cosched | gang | hybrid | auto.
     #[arg(long, default_value = "gang")]
     policy: PolicyKind,
@@ -83,7 +86,8 @@ pub struct SimArgs {
     /// Generator: widest job, in ranks (widths are powers of two up to it).
     #[arg(long)]
     max_ranks: Option<u32>,
-    /// Write the run's figures as JSON.
+    /// Write the run's figures as JSON (with provenance: version, command,
+    /// seed, device, trace hash); `-` prints them to stdout instead of the table.
     #[arg(long)]
     json: Option<PathBuf>,
     /// Write one CSV line per finished job.
@@ -91,8 +95,89 @@ pub struct SimArgs {
     csv: Option<PathBuf>,
 }
 
+/// The trace file, decompressed when it is gzip (by its magic bytes, not
+/// its name), hashed as it is read so that results name the exact trace.
+struct TraceReader {
+    inner: Box<dyn std::io::Read>,
+    sha: std::rc::Rc<std::cell::RefCell<sha2::Sha256>>,
+}
+
+impl std::io::Read for TraceReader {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        sha2::Digest::update(&mut *self.sha.borrow_mut(), &buf[..n]);
+        Ok(n)
+    }
+}
+
+fn open_trace(
+    path: &std::path::Path,
+) -> Result<(TraceReader, std::rc::Rc<std::cell::RefCell<sha2::Sha256>>)> {
+    use std::io::Read;
+    let mut file = std::fs::File::open(path)
+        .with_context(|| format!("opening the trace {}", path.display()))?;
+    let mut magic = [0u8; 2];
+    let gz = file
+        .read(&mut magic)
+        .map(|n| n == 2 && magic == [0x1f, 0x8b])?;
+    let file = std::io::Read::chain(std::io::Cursor::new(magic), file);
+    let inner: Box<dyn std::io::Read> = if gz {
+        Box::new(flate2::read::MultiGzDecoder::new(file))
+    } else {
+        Box::new(file)
+    };
+    let sha = std::rc::Rc::new(std::cell::RefCell::new(
+        <sha2::Sha256 as sha2::Digest>::new(),
+    ));
+    Ok((
+        TraceReader {
+            inner,
+            sha: sha.clone(),
+        },
+        sha,
+    ))
+}
+
 pub fn run(a: SimArgs) -> Result<()> {
-    if a.nodes == 0 || a.cpus_per_node == 0 || a.node_memory == 0 {
+    let bad = if a.skip_bad_lines {
+        BadLines::Skip
+    } else {
+        BadLines::Refuse
+    };
+    let mut swf = None;
+    let mut trace_sha = None;
+    let mut header = SwfHeader::default();
+    if let Some(path) = &a.swf {
+        let (reader, sha) = open_trace(path)?;
+        let mut s = Swf::new(
+            path.display().to_string(),
+            BufReader::with_capacity(1 << 16, reader),
+            bad,
+            a.default_memory,
+        );
+        header = s.read_header()?;
+        swf = Some(s);
+        trace_sha = Some(sha);
+    }
+    let nodes = match (a.nodes, header.max_nodes) {
+        (Some(n), _) => n,
+        (None, Some(n)) => u32::try_from(n).context("the trace's MaxNodes is too large")?,
+        (None, None) => bail!(
+            "give --nodes: {}",
+            if a.swf.is_some() {
+                "the trace's header has no MaxNodes"
+            } else {
+                "generated jobs need a cluster size"
+            }
+        ),
+    };
+    let cpus_per_node = match (a.cpus_per_node, a.nodes, header.max_nodes, header.max_procs) {
+        (Some(c), ..) => c,
+        // The header's machine, when the cluster is the header's too.
+        (None, None, Some(n), Some(p)) if p >= n => u32::try_from(p / n).unwrap_or(u32::MAX),
+        _ => 1,
+    };
+    if nodes == 0 || cpus_per_node == 0 || a.node_memory == 0 {
         bail!("--nodes, --cpus-per-node and --node-memory must be greater than zero");
     }
     if !(0.0..=1.0).contains(&a.f_pf) {
@@ -117,8 +202,8 @@ pub fn run(a: SimArgs) -> Result<()> {
         None => Device::default(),
     };
     let cfg = Config {
-        nodes: a.nodes,
-        cpus_per_node: a.cpus_per_node,
+        nodes,
+        cpus_per_node,
         node_memory: a.node_memory,
         policy: a.policy,
         quantum: a.quantum,
@@ -131,25 +216,9 @@ pub fn run(a: SimArgs) -> Result<()> {
             ..PagingModel::default()
         },
     };
-    let mut swf;
     let mut generator;
-    let (workload, total): (&mut dyn Workload, Option<u64>) = match (&a.swf, a.generate) {
-        (Some(path), _) => {
-            let file = std::fs::File::open(path)
-                .with_context(|| format!("opening the trace {}", path.display()))?;
-            let bad = if a.skip_bad_lines {
-                BadLines::Skip
-            } else {
-                BadLines::Refuse
-            };
-            swf = Swf::new(
-                path.display().to_string(),
-                BufReader::with_capacity(1 << 16, file),
-                bad,
-                a.default_memory,
-            );
-            (&mut swf, None)
-        }
+    let (workload, total): (&mut dyn Workload, Option<u64>) = match (&mut swf, a.generate) {
+        (Some(swf), _) => (swf, None),
         (None, Some(jobs)) => {
             let arrivals = match a.closed {
                 Some(jobs) => Arrivals::Closed { jobs },
@@ -164,10 +233,10 @@ pub fn run(a: SimArgs) -> Result<()> {
                 runtime_shape: 1.5,
                 mean_memory: a.mean_memory.unwrap_or(a.node_memory / 8),
                 memory_shape: 1.5,
-                max_memory: a.node_memory / u64::from(a.cpus_per_node),
+                max_memory: a.node_memory / u64::from(cpus_per_node),
                 max_ranks: a
                     .max_ranks
-                    .unwrap_or((a.nodes * a.cpus_per_node / 16).max(1)),
+                    .unwrap_or((nodes.saturating_mul(cpus_per_node) / 16).max(1)),
                 seed: a.seed,
             });
             (&mut generator, Some(jobs))
@@ -215,7 +284,33 @@ pub fn run(a: SimArgs) -> Result<()> {
             .with_context(|| format!("writing {}", p.display()))?;
     }
     if let Some(p) = &a.json {
-        let text = serde_json::to_string_pretty(&report)?;
+        let mut value = serde_json::to_value(&report)?;
+        value["provenance"] = serde_json::json!({
+            "memgang_version": env!("CARGO_PKG_VERSION"),
+            "command": std::env::args().collect::<Vec<_>>(),
+            "seed": a.generate.map(|_| a.seed),
+            "device": {
+                "file": a.device,
+                "write_bps": device.write_bps,
+                "read_bps": device.read_bps,
+                "random_read_iops": device.random_read_iops,
+            },
+            "trace": a.swf.as_ref().map(|path| serde_json::json!({
+                "path": path,
+                "sha256": trace_sha.as_ref().map(|sha| {
+                    let digest = sha2::Digest::finalize(sha.borrow().clone());
+                    digest.iter().map(|b| format!("{b:02x}")).collect::<String>()
+                }),
+                "max_nodes": header.max_nodes,
+                "max_procs": header.max_procs,
+            })),
+            "cpus_per_node": cpus_per_node,
+        });
+        let text = serde_json::to_string_pretty(&value)?;
+        if p.as_os_str() == "-" {
+            println!("{text}");
+            return Ok(());
+        }
         std::fs::write(p, text).with_context(|| format!("writing {}", p.display()))?;
     }
     print!("{}", table(&report));
@@ -244,8 +339,10 @@ fn progress_bar(total: Option<u64>) -> ProgressBar {
 }
 
 fn table(r: &Report) -> String {
-    let mut s = String::new();
-    let mut row = |k: &str, v: String| s.push_str(&format!("{k:<24} {v}\n"));
+    let mut t = crate::report::table(["figure", "value"]);
+    let mut row = |k: &str, v: String| {
+        t.add_row(vec![k.to_string(), v]);
+    };
     row(
         "policy",
         format!(
@@ -302,5 +399,5 @@ fn table(r: &Report) -> String {
             r.events, r.wall_s, r.events_per_s, r.peak_jobs_alive
         ),
     );
-    s
+    format!("{t}\n")
 }

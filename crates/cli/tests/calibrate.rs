@@ -7,10 +7,9 @@ use common::*;
 use serde_json::Value;
 
 #[test]
+#[ignore = "needs root: cgroups, swap (scripts/test runs it as root)"]
 fn calibrate_writes_a_device_file_the_simulator_reads() {
-    if !root_or_skip("calibrate_writes_a_device_file_the_simulator_reads") {
-        return;
-    }
+    require_root("calibrate_writes_a_device_file_the_simulator_reads");
     let bed = Bed::new();
     let file = bed.dir.path().join("device.json");
     let child = memgang()
@@ -83,10 +82,9 @@ fn calibrate_writes_a_device_file_the_simulator_reads() {
 /// Ctrl-C while the disk is probed: the probe finishes, nothing is
 /// written, the probe file is gone and no switch run starts.
 #[test]
+#[ignore = "needs root: cgroups, swap (scripts/test runs it as root)"]
 fn calibrate_interrupted_writes_nothing_and_leaves_nothing() {
-    if !root_or_skip("calibrate_interrupted_writes_nothing_and_leaves_nothing") {
-        return;
-    }
+    require_root("calibrate_interrupted_writes_nothing_and_leaves_nothing");
     let bed = Bed::new();
     let file = bed.dir.path().join("device.json");
     let probes = || -> Vec<std::path::PathBuf> {

@@ -36,10 +36,9 @@ fn jobs(v: &Value) -> &Vec<Value> {
 }
 
 #[test]
+#[ignore = "needs root: cgroups, swap (scripts/test runs it as root)"]
 fn hybrid_runs_sets_that_fit_and_pages_only_at_switches() {
-    if !root_or_skip("hybrid_runs_sets_that_fit_and_pages_only_at_switches") {
-        return;
-    }
+    require_root("hybrid_runs_sets_that_fit_and_pages_only_at_switches");
     let bed = Bed::new();
     let exp = bed.write("hybrid.toml", &four_jobs("hybrid", 2001));
     for overlap in ["sequential", "overlapped", "prefetch"] {
@@ -64,10 +63,13 @@ fn hybrid_runs_sets_that_fit_and_pages_only_at_switches() {
             "{overlap}: {} switches",
             v["switch_count"]
         );
-        // Never all four at once after the first samples (the re-pack),
-        // and the running set's memory stays within the pool.
+        // Never all four at once after the re-pack (the first sample with
+        // fewer than four running: before it, all four start together and
+        // how long d takes to reach its peak depends on the machine's
+        // load), and the running set's memory stays within the pool.
         let samples = v["samples"].as_array().unwrap();
         let mut crowded = 0;
+        let mut repacked = false;
         for s in samples {
             let running: Vec<&Value> = s["jobs"]
                 .as_array()
@@ -83,13 +85,15 @@ fn hybrid_runs_sets_that_fit_and_pages_only_at_switches() {
                 resident <= POOL,
                 "{overlap}: running set holds {resident} bytes"
             );
-            if running.len() == 4 {
+            if running.len() < 4 {
+                repacked = true;
+            } else if repacked {
                 crowded += 1;
             }
         }
         assert!(
-            crowded <= 5,
-            "{overlap}: all four ran together in {crowded} samples"
+            repacked && crowded <= 3,
+            "{overlap}: all four ran together in {crowded} samples after the re-pack"
         );
         // Inside a quantum the jobs run from memory: each job has 17920
         // pages and is switched out and back several times; paging on
@@ -117,10 +121,9 @@ fn hybrid_runs_sets_that_fit_and_pages_only_at_switches() {
 }
 
 #[test]
+#[ignore = "needs root: cgroups, swap (scripts/test runs it as root)"]
 fn auto_coschedules_when_everything_fits() {
-    if !root_or_skip("auto_coschedules_when_everything_fits") {
-        return;
-    }
+    require_root("auto_coschedules_when_everything_fits");
     let bed = Bed::new();
     let exp = bed.write(
         "fits.toml",

@@ -219,3 +219,47 @@ fn makespan_draws_one_line_per_policy_and_one_panel_per_family() {
         text(&out)
     );
 }
+
+#[test]
+fn png_is_written_as_png_and_sim_results_plot_side_by_side() {
+    let dir = tempfile::tempdir().unwrap();
+    let lru = write(dir.path(), "lru.json", &result("x", "lru"));
+    let png = dir.path().join("t.png");
+    let out = plot("trace", &[&lru], &[], &png);
+    assert!(out.status.success(), "{}", text(&out));
+    let bytes = std::fs::read(&png).unwrap();
+    assert!(bytes.starts_with(b"\x89PNG\r\n\x1a\n"), "not a PNG");
+    // A PNG with text in it is far larger than an empty one.
+    assert!(bytes.len() > 10_000, "{} bytes", bytes.len());
+
+    let sims: Vec<_> = [("gang", 2.5, 0.1), ("hybrid", 1.5, 0.02)]
+        .iter()
+        .map(|(p, sd, ov)| {
+            let r = json!({"policy": p, "switching": "lru", "quantum_s": 60.0,
+                           "mean_bounded_slowdown": sd, "switching_overhead": ov});
+            write(dir.path(), &format!("{p}.json"), &r)
+        })
+        .collect();
+    let svg = dir.path().join("s.svg");
+    let out = plot("sim", &[&sims[0], &sims[1]], &[], &svg);
+    assert!(out.status.success(), "{}", text(&out));
+    let s = std::fs::read_to_string(&svg).unwrap();
+    assert!(
+        s.contains("hybrid lru q=60s") && s.contains("mean bounded slowdown"),
+        "{s}"
+    );
+    // A run result is not a sim result: the error says which file to give.
+    let out = plot("sim", &[&lru], &[], &svg);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("memgang sim --json"),
+        "{}",
+        text(&out)
+    );
+    let out = plot("sim", &[&sims[0]], &[], &dir.path().join("s.pdf"));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("name it .svg or .png"),
+        "{}",
+        text(&out)
+    );
+}

@@ -34,10 +34,9 @@ fn jobs(v: &Value) -> &Vec<Value> {
 }
 
 #[test]
+#[ignore = "needs root: cgroups, swap (scripts/test runs it as root)"]
 fn gang_runs_one_job_at_a_time_and_no_data_is_lost() {
-    if !root_or_skip("gang_runs_one_job_at_a_time_and_no_data_is_lost") {
-        return;
-    }
+    require_root("gang_runs_one_job_at_a_time_and_no_data_is_lost");
     let bed = Bed::new();
     let exp = bed.write("gang.toml", &two_jobs("gang", "1s", 1001));
     let (out, v) = bed.run(&exp, &["--baseline", "none"]);
@@ -102,13 +101,22 @@ fn gang_runs_one_job_at_a_time_and_no_data_is_lost() {
         "{table}\nvs\n{}",
         text(&out)
     );
+    // And scripts get the same numbers as JSON on stdout.
+    let report = memgang()
+        .args(["report", "--json"])
+        .arg(&json)
+        .output()
+        .unwrap();
+    assert!(report.status.success());
+    let rows: serde_json::Value = serde_json::from_slice(&report.stdout).unwrap();
+    assert_eq!(rows[0]["makespan_s"], v["makespan_s"]);
+    assert_eq!(rows[0]["policy"], "gang");
 }
 
 #[test]
+#[ignore = "needs root: cgroups, swap (scripts/test runs it as root)"]
 fn batch_and_gang_complete_the_same_work() {
-    if !root_or_skip("batch_and_gang_complete_the_same_work") {
-        return;
-    }
+    require_root("batch_and_gang_complete_the_same_work");
     let bed = Bed::new();
     let batch = bed.write("batch.toml", &two_jobs("batch", "1s", 1002));
     let (out, b) = bed.run(&batch, &[]);
@@ -157,10 +165,9 @@ fn batch_and_gang_complete_the_same_work() {
 }
 
 #[test]
+#[ignore = "needs root: cgroups, swap (scripts/test runs it as root)"]
 fn failing_jobs_are_reported_and_do_not_stop_the_others() {
-    if !root_or_skip("failing_jobs_are_reported_and_do_not_stop_the_others") {
-        return;
-    }
+    require_root("failing_jobs_are_reported_and_do_not_stop_the_others");
     let bed = Bed::new();
     let exp = bed.write(
         "fail.toml",
@@ -242,10 +249,9 @@ fn a_bad_experiment_file_is_refused_with_its_line() {
 }
 
 #[test]
+#[ignore = "needs root: cgroups, swap (scripts/test runs it as root)"]
 fn a_job_that_cannot_fit_is_refused_up_front() {
-    if !root_or_skip("a_job_that_cannot_fit_is_refused_up_front") {
-        return;
-    }
+    require_root("a_job_that_cannot_fit_is_refused_up_front");
     let bed = Bed::new();
     let exp = bed.write(
         "huge.toml",
@@ -261,10 +267,9 @@ fn a_job_that_cannot_fit_is_refused_up_front() {
 }
 
 #[test]
+#[ignore = "needs root: cgroups, swap (scripts/test runs it as root)"]
 fn sigterm_leaves_no_job_frozen_and_nothing_behind() {
-    if !root_or_skip("sigterm_leaves_no_job_frozen_and_nothing_behind") {
-        return;
-    }
+    require_root("sigterm_leaves_no_job_frozen_and_nothing_behind");
     let bed = Bed::new();
     // Long jobs (many iterations), a short quantum: a switch has happened
     // and one job is frozen when the signal comes.
@@ -360,10 +365,9 @@ fn as_nobody(args: &[&str]) -> Option<std::process::Output> {
 }
 
 #[test]
+#[ignore = "needs root: cgroups, swap (scripts/test runs it as root)"]
 fn without_root_memgang_says_what_it_needs_and_what_works() {
-    if !root_or_skip("without_root_memgang_says_what_it_needs_and_what_works") {
-        return;
-    }
+    require_root("without_root_memgang_says_what_it_needs_and_what_works");
     let exp = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/demo.toml");
     let exp = exp.to_str().unwrap();
     let Some(out) = as_nobody(&["run", exp]) else {
@@ -402,10 +406,9 @@ fn without_root_memgang_says_what_it_needs_and_what_works() {
 }
 
 #[test]
+#[ignore = "needs root: cgroups, swap (scripts/test runs it as root)"]
 fn gang_with_bulk_paging_keeps_data_and_spares_the_faults() {
-    if !root_or_skip("gang_with_bulk_paging_keeps_data_and_spares_the_faults") {
-        return;
-    }
+    require_root("gang_with_bulk_paging_keeps_data_and_spares_the_faults");
     let bed = Bed::new();
     let exp = bed.write("bulk.toml", &two_jobs("gang", "1s", 1003));
     for sw in ["ao/ai", "so/ao/ai"] {
@@ -466,10 +469,9 @@ fn gang_with_bulk_paging_keeps_data_and_spares_the_faults() {
 /// wrong); `so/ao` frees only what the incoming job lacks, and `bg` writes
 /// before the switch.
 #[test]
+#[ignore = "needs root: cgroups, swap (scripts/test runs it as root)"]
 fn every_switch_mechanism_keeps_the_data() {
-    if !root_or_skip("every_switch_mechanism_keeps_the_data") {
-        return;
-    }
+    require_root("every_switch_mechanism_keeps_the_data");
     let bed = Bed::new();
     let exp = bed.write("mechanisms.toml", &two_jobs("gang", "1s", 1004));
     for sw in ["so", "ai", "so/ao/bg=30", "so/ao/ai/bg=30"] {
@@ -513,10 +515,9 @@ fn every_switch_mechanism_keeps_the_data() {
 /// A job whose memory is locked is still switched; what could not be paged
 /// out is reported, and no data is lost.
 #[test]
+#[ignore = "needs root: cgroups, swap (scripts/test runs it as root)"]
 fn locked_memory_is_switched_and_reported() {
-    if !root_or_skip("locked_memory_is_switched_and_reported") {
-        return;
-    }
+    require_root("locked_memory_is_switched_and_reported");
     let bed = Bed::new();
     let exp = bed.write(
         "locked.toml",

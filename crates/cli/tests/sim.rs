@@ -81,6 +81,107 @@ fn sim_refuses_a_bad_line_unless_told_to_skip_it() {
 }
 
 #[test]
+fn sim_reads_gzip_traces_and_their_header_and_records_provenance() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let trace = format!("; MaxNodes: 2\n; MaxProcs: 4\n{TRACE}");
+    let gz = dir.path().join("t.swf.gz");
+    let mut enc = flate2::write::GzEncoder::new(
+        std::fs::File::create(&gz).unwrap(),
+        flate2::Compression::default(),
+    );
+    enc.write_all(trace.as_bytes()).unwrap();
+    enc.finish().unwrap();
+    let json = dir.path().join("r.json");
+    let out = memgang()
+        .args(["sim", "--swf"])
+        .arg(&gz)
+        .args(["--node-memory", "64G", "--json"])
+        .arg(&json)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let r: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(r["nodes"], 2, "{r}");
+    assert_eq!(r["jobs"], 2, "{r}");
+    let p = &r["provenance"];
+    assert_eq!(p["cpus_per_node"], 2, "{r}");
+    assert_eq!(p["trace"]["max_procs"], 4, "{r}");
+    assert_eq!(p["memgang_version"], env!("CARGO_PKG_VERSION"), "{r}");
+    let sha = p["trace"]["sha256"].as_str().unwrap();
+    let want = std::process::Command::new("sha256sum")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut c| {
+            c.stdin.take().unwrap().write_all(trace.as_bytes())?;
+            c.wait_with_output()
+        })
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&want.stdout).starts_with(sha),
+        "{r}"
+    );
+    // Without a header, the cluster size must be given.
+    let plain = dir.path().join("t.swf");
+    std::fs::write(&plain, TRACE).unwrap();
+    let out = memgang()
+        .args(["sim", "--swf"])
+        .arg(&plain)
+        .args(["--node-memory", "64G"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("give --nodes: the trace's header has no MaxNodes"),
+        "{}",
+        text(&out)
+    );
+}
+
+#[test]
+fn sim_refuses_huge_times_and_memory_instead_of_panicking() {
+    let huge = [
+        (
+            "4 1e99 0 10 1 -1 1 1 -1 -1 1 1 1 -1 1 -1 -1 -1",
+            "submit time (field 2) is 1e99 s",
+        ),
+        (
+            "4 7 0 1e99 1 -1 1 1 -1 -1 1 1 1 -1 1 -1 -1 -1",
+            "run time (field 4)",
+        ),
+        (
+            "4 7 0 10 1 -1 1e30 1 -1 -1 1 1 1 -1 1 -1 -1 -1",
+            "used memory (field 7)",
+        ),
+    ];
+    for (line, what) in huge {
+        let trace = format!("{TRACE}{line}\n");
+        let (out, _dir) = sim(&trace, &[]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.code() == Some(1) && stderr.contains(what) && !stderr.contains("panicked"),
+            "{line}: {}",
+            text(&out)
+        );
+        let (out, dir) = sim(&trace, &["--skip-bad-lines"]);
+        assert!(out.status.success(), "{line}: {}", text(&out));
+        let r: Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.path().join("r.json")).unwrap())
+                .unwrap();
+        assert_eq!(r["skipped_lines"], 1, "{r}");
+    }
+    // A huge user id (field 12) is not a time: accepted.
+    let trace = TRACE.replace(
+        "1 1 1 -1 1 -1 -1 -1\n2 5",
+        "1 4294967296 1 -1 1 -1 -1 -1\n2 5",
+    );
+    let (out, _dir) = sim(&trace, &[]);
+    assert!(out.status.success(), "{}", text(&out));
+}
+
+#[test]
 fn sim_generated_runs_are_the_same_for_a_seed() {
     let run = |seed: &str| {
         let out = memgang()

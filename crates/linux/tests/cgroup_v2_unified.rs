@@ -14,11 +14,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 #[test]
+#[ignore = "needs root: creates cgroups (scripts/test runs it as root)"]
 fn v2_create_freeze_thaw_remove_with_a_real_process() {
     let test = "v2_create_freeze_thaw_remove_with_a_real_process";
-    if skip_unless(is_root(), test, "needs root to create cgroups") {
-        return;
-    }
+    require_root(test, "needs root to create cgroups");
     let Some(root) = v2_mount() else {
         skip_unless(false, test, "no cgroup2 mount");
         return;

@@ -314,6 +314,7 @@ fn evict_swap_cache(backend: &dyn CgroupBackend, pool: &GroupPath) {
 }
 
 #[test]
+#[ignore = "needs root: process_madvise on another process, cgroups, swapon (scripts/test runs it as root)"]
 fn page_out_and_page_in_move_a_job_in_bulk_and_keep_its_data() {
     let test = "page_out_and_page_in_move_a_job_in_bulk_and_keep_its_data";
     let Some(backend) = backend(test) else {
@@ -434,6 +435,7 @@ fn page_out_and_page_in_move_a_job_in_bulk_and_keep_its_data() {
 }
 
 #[test]
+#[ignore = "needs root: process_madvise on another process, cgroups, swapon (scripts/test runs it as root)"]
 fn stale_runs_are_skipped_and_counted() {
     let test = "stale_runs_are_skipped_and_counted";
     let Some(backend) = backend(test) else {
@@ -494,11 +496,10 @@ fn stale_runs_are_skipped_and_counted() {
 }
 
 #[test]
+#[ignore = "needs root: process_madvise on another process, cgroups, swapon (scripts/test runs it as root)"]
 fn exited_processes_are_errors_not_panics() {
     let test = "exited_processes_are_errors_not_panics";
-    if skip_unless(is_root(), test, "needs root for process_madvise") {
-        return;
-    }
+    require_root(test, "needs root for process_madvise");
     // SAFETY: the child only calls _exit.
     let pid = unsafe { libc::fork() };
     assert!(pid >= 0);
@@ -559,6 +560,7 @@ impl Drop for Reap {
 }
 
 #[test]
+#[ignore = "needs root: process_madvise on another process, cgroups, swapon (scripts/test runs it as root)"]
 fn without_rights_the_error_says_what_is_needed() {
     let test = "without_rights_the_error_says_what_is_needed";
     // Second half: this same test, re-run by the first half as `nobody`.
@@ -585,9 +587,7 @@ fn without_rights_the_error_says_what_is_needed() {
         }
         return;
     }
-    if skip_unless(is_root(), test, "needs root to drop to another user") {
-        return;
-    }
+    require_root(test, "needs root to drop to another user");
     const NOBODY: u32 = 65534;
     // One target the unprivileged caller may not even inspect (root's),
     // one it owns itself (which still needs CAP_SYS_NICE).
@@ -602,7 +602,13 @@ fn without_rights_the_error_says_what_is_needed() {
     );
     for target in [&root_target, &own_target] {
         let out = Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", test, "--nocapture", "--test-threads=1"])
+            .args([
+                "--exact",
+                test,
+                "--nocapture",
+                "--test-threads=1",
+                "--include-ignored",
+            ])
             .env(PROBE_ENV, target.0.id().to_string())
             .uid(NOBODY)
             .gid(NOBODY)
@@ -620,6 +626,7 @@ fn without_rights_the_error_says_what_is_needed() {
 }
 
 #[test]
+#[ignore = "needs root: process_madvise on another process, cgroups, swapon (scripts/test runs it as root)"]
 fn fragmented_memory_takes_many_batches_and_scans() {
     let test = "fragmented_memory_takes_many_batches_and_scans";
     let Some(backend) = backend(test) else {

@@ -21,11 +21,10 @@ fn parent(pid: i32) -> Option<i32> {
 }
 
 #[test]
+#[ignore = "needs root: creates cgroups (scripts/test runs it as root)"]
 fn signal_freezer_stops_a_forking_tree_and_resumes_it() {
     let test = "signal_freezer_stops_a_forking_tree_and_resumes_it";
-    if skip_unless(is_root(), test, "needs root to create cgroups") {
-        return;
-    }
+    require_root(test, "needs root to create cgroups");
     let backend: Arc<dyn CgroupBackend> = match cgroup::detect() {
         Ok(b) => Arc::from(b),
         Err(e) => {

@@ -8,15 +8,15 @@ use std::time::Duration;
 
 const MIB: u64 = 1 << 20;
 
-fn is_root(test: &str) -> bool {
+/// Fails the test unless it runs as root (swapon(2) needs CAP_SYS_ADMIN).
+/// These tests are `#[ignore]`d; scripts/test runs them as root.
+fn require_root(test: &str) {
     // SAFETY: geteuid has no preconditions.
     let root = unsafe { libc::geteuid() } == 0;
-    if !root {
-        eprintln!(
-            "SKIPPED: {test} because it is not running as root (swapon(2) needs CAP_SYS_ADMIN)"
-        );
-    }
-    root
+    assert!(
+        root,
+        "{test} needs root (swapon(2) needs CAP_SYS_ADMIN): run it as root, as scripts/test does"
+    );
 }
 
 fn page() -> u64 {
@@ -40,10 +40,9 @@ fn test_path(name: &str) -> PathBuf {
 }
 
 #[test]
+#[ignore = "needs root: swapon(2) (scripts/test runs it as root)"]
 fn up_down_is_idempotent() {
-    if !is_root("up_down_is_idempotent") {
-        return;
-    }
+    require_root("up_down_is_idempotent");
     let path = test_path("updown");
     let size = 128 * MIB;
 
@@ -79,10 +78,9 @@ fn up_down_is_idempotent() {
 }
 
 #[test]
+#[ignore = "needs root: swapon(2) (scripts/test runs it as root)"]
 fn up_refuses_foreign_file_and_down_refuses_foreign_swap() {
-    if !is_root("up_refuses_foreign_file_and_down_refuses_foreign_swap") {
-        return;
-    }
+    require_root("up_refuses_foreign_file_and_down_refuses_foreign_swap");
     let path = test_path("foreign");
     std::fs::write(&path, b"not a swap file").unwrap();
     let err = swap::up(&path, 64 * MIB).unwrap_err().to_string();
@@ -94,10 +92,9 @@ fn up_refuses_foreign_file_and_down_refuses_foreign_swap() {
 }
 
 #[test]
+#[ignore = "needs root: swapon(2) (scripts/test runs it as root)"]
 fn up_checks_free_space() {
-    if !is_root("up_checks_free_space") {
-        return;
-    }
+    require_root("up_checks_free_space");
     let path = test_path("huge");
     let err = swap::up(&path, 1 << 43).unwrap_err().to_string();
     println!("{err}");
@@ -109,10 +106,9 @@ fn up_checks_free_space() {
 }
 
 #[test]
+#[ignore = "needs root: swapon(2) (scripts/test runs it as root)"]
 fn test_swap_is_removed_when_dropped_during_panic() {
-    if !is_root("test_swap_is_removed_when_dropped_during_panic") {
-        return;
-    }
+    require_root("test_swap_is_removed_when_dropped_during_panic");
     let mut seen: Option<PathBuf> = None;
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         let s = TestSwap::new(64 * MIB).unwrap();

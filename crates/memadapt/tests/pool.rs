@@ -12,7 +12,7 @@ mod common;
 mod linux;
 
 use common::{c_compiler, compile, compile_cg};
-use linux::{skip_unless, spawn_in, test_group, v1_backend, Cleanup, MIB};
+use linux::{spawn_in, test_group, v1_backend, Cleanup, MIB};
 use memgang_linux::swap::TestSwap;
 use std::path::Path;
 use std::process::Command;
@@ -84,6 +84,7 @@ fn panels_in(samples: &[(f64, usize)], from: f64, to: f64) -> Vec<usize> {
 }
 
 #[test]
+#[ignore = "needs root: memory cgroup, swapon, mount (scripts/test runs it as root)"]
 fn panels_drop_under_a_competitor_and_come_back_after_it() {
     let test = "panels_drop_under_a_competitor_and_come_back_after_it";
     let Some(backend) = v1_backend(test, "needs root (memory cgroup, swapon)") else {
@@ -190,12 +191,11 @@ fn panels_drop_under_a_competitor_and_come_back_after_it() {
 /// A full disk while the panels are reserved is an error that says so,
 /// not a SIGBUS later: a 1 MiB tmpfs and a 4 MiB data file.
 #[test]
+#[ignore = "needs root: memory cgroup, swapon, mount (scripts/test runs it as root)"]
 fn a_full_disk_while_creating_panels_is_reported() {
     let test = "a_full_disk_while_creating_panels_is_reported";
     // SAFETY: geteuid cannot fail.
-    if skip_unless(unsafe { libc::geteuid() } == 0, test, "needs root (mount)") {
-        return;
-    }
+    linux::require_root(test, "needs root (mount)");
     let dir = tempfile::tempdir().unwrap();
     let mnt = dir.path();
     let target = std::ffi::CString::new(mnt.to_str().unwrap()).unwrap();

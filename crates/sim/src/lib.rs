@@ -24,5 +24,5 @@ pub use engine::{Config, Simulator, BSLD_BOUND_S};
 pub use paging::{Device, DeviceFile, FaultPolicy, PagingModel};
 pub use report::{JobRecord, Report};
 pub use workload::{
-    Arrivals, BadLines, Generator, GeneratorSpec, Swf, TraceJob, Workload, WorkloadError,
+    Arrivals, BadLines, Generator, GeneratorSpec, Swf, SwfHeader, TraceJob, Workload, WorkloadError,
 };

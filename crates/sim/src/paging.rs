@@ -78,15 +78,30 @@ impl DeviceFile {
     /// by the switch efficiency, so that a switch of B bytes costs what
     /// the real one did. Demand faults keep the random read rate.
     pub fn device(&self) -> Result<Device, String> {
-        for (name, v) in [
-            ("write_bps", self.write_bps),
-            ("read_bps", self.read_bps),
-            ("random_read_iops", self.random_read_iops),
-            ("switch_efficiency", self.switch_efficiency),
+        // Ranges far around any real swap device (a floppy to RAM), so that
+        // a typo is caught and no simulated switch or fault can take longer
+        // than the clock holds.
+        for (name, v, min, max) in [
+            ("write_bps", self.write_bps, 1e5, 1e12),
+            ("read_bps", self.read_bps, 1e5, 1e12),
+            ("random_read_iops", self.random_read_iops, 1.0, 1e9),
+            ("switch_efficiency", self.switch_efficiency, 1e-3, 1e3),
         ] {
-            if !(v.is_finite() && v > 0.0) {
-                return Err(format!("{name} is {v}: it must be a positive number"));
+            if !(v.is_finite() && (min..=max).contains(&v)) {
+                return Err(format!(
+                    "{name} is {v}: it must be a number between {min:e} and {max:e}"
+                ));
             }
+        }
+        let scaled = [
+            self.write_bps * self.switch_efficiency,
+            self.read_bps * self.switch_efficiency,
+        ];
+        if scaled.iter().any(|b| !(1e5..=1e12).contains(b)) {
+            return Err(format!(
+                "switch_efficiency {} scales the bandwidths to {scaled:?} bytes/s, outside 1e5..1e12",
+                self.switch_efficiency
+            ));
         }
         Ok(Device {
             write_bps: self.write_bps * self.switch_efficiency,

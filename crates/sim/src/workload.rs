@@ -63,6 +63,14 @@ pub enum BadLines {
 }
 
 const SWF_FIELDS: usize = 18;
+/// Longest time a trace may name, s (about 317 years). Archive traces span
+/// a few years; anything longer is a unit mistake or garbage, and refusing
+/// it keeps every simulated instant (arrival plus stretched run time) far
+/// inside what `Duration` holds.
+const MAX_TRACE_S: f64 = 1e10;
+/// Most memory per processor a trace may name, KB (1 PiB): far above any
+/// machine, and small enough that a job's total cannot overflow a u64.
+const MAX_MEMORY_KB: f64 = (1u64 << 40) as f64;
 const KEEP_REASONS: usize = 5;
 
 /// A Standard Workload Format trace (Parallel Workloads Archive, 18 fields
@@ -82,6 +90,34 @@ pub struct Swf<R> {
     unusable: u64,
     buf: String,
     last_arrival: f64,
+    header: SwfHeader,
+    /// The first job line, read by `read_header` and not parsed yet.
+    pending: bool,
+}
+
+/// What an SWF header (its leading `; Field: value` comments) says about
+/// the machine the trace came from.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct SwfHeader {
+    /// `; MaxNodes:`: nodes of the machine.
+    pub max_nodes: Option<u64>,
+    /// `; MaxProcs:`: processors of the machine.
+    pub max_procs: Option<u64>,
+}
+
+impl SwfHeader {
+    /// Takes what a header comment line says, if it is one we use.
+    fn note(&mut self, comment: &str) {
+        let Some((key, value)) = comment.trim_start_matches(';').split_once(':') else {
+            return;
+        };
+        let value = value.split_whitespace().next().and_then(|v| v.parse().ok());
+        match key.trim() {
+            "MaxNodes" => self.max_nodes = value.filter(|v| *v > 0),
+            "MaxProcs" => self.max_procs = value.filter(|v| *v > 0),
+            _ => {}
+        }
+    }
 }
 
 impl<R: BufRead> Swf<R> {
@@ -97,6 +133,46 @@ impl<R: BufRead> Swf<R> {
             unusable: 0,
             buf: String::new(),
             last_arrival: 0.0,
+            header: SwfHeader::default(),
+            pending: false,
+        }
+    }
+
+    /// Reads the header comments (up to the first job line, which is kept
+    /// for `next_job`) and returns what they say about the machine.
+    pub fn read_header(&mut self) -> Result<SwfHeader, WorkloadError> {
+        if !self.pending {
+            self.pending = self.next_line()?;
+        }
+        Ok(self.header)
+    }
+
+    /// The header comments seen so far.
+    pub fn header(&self) -> SwfHeader {
+        self.header
+    }
+
+    /// Reads up to the next non-comment line into `buf`; false at the end.
+    fn next_line(&mut self) -> Result<bool, WorkloadError> {
+        loop {
+            self.buf.clear();
+            let n = self
+                .lines
+                .read_line(&mut self.buf)
+                .map_err(|source| WorkloadError::Io {
+                    path: self.path.clone(),
+                    source,
+                })?;
+            if n == 0 {
+                return Ok(false);
+            }
+            self.line_no += 1;
+            let line = self.buf.trim();
+            if line.starts_with(';') {
+                self.header.note(line);
+            } else if !line.is_empty() {
+                return Ok(true);
+            }
         }
     }
 
@@ -116,7 +192,18 @@ impl<R: BufRead> Swf<R> {
         for i in 1..=SWF_FIELDS {
             num(i)?;
         }
-        let submit = num(2)?;
+        let within = |i: usize, what: &str, max: f64, unit: &str| -> Result<f64, String> {
+            let v = num(i)?;
+            if v > max {
+                return Err(format!(
+                    "{what} (field {i}) is {} {unit}, more than the {max:e} {unit} a trace may name: \
+                     check the trace's units",
+                    f[i - 1]
+                ));
+            }
+            Ok(v)
+        };
+        let submit = within(2, "submit time", MAX_TRACE_S, "s")?;
         if submit < 0.0 {
             return Err("submit time (field 2) is unknown".into());
         }
@@ -126,12 +213,17 @@ impl<R: BufRead> Swf<R> {
                 self.last_arrival
             ));
         }
-        let runtime = num(4)?;
+        let runtime = within(4, "run time", MAX_TRACE_S, "s")?;
         let procs = [num(5)?, num(8)?].into_iter().find(|p| *p >= 1.0);
         let Some(procs) = procs.filter(|_| runtime > 0.0) else {
             return Ok(None);
         };
-        let mem_kb = [num(7)?, num(10)?].into_iter().find(|m| *m > 0.0);
+        let mem_kb = [
+            within(7, "used memory", MAX_MEMORY_KB, "KB")?,
+            within(10, "requested memory", MAX_MEMORY_KB, "KB")?,
+        ]
+        .into_iter()
+        .find(|m| *m > 0.0);
         Ok(Some(TraceJob {
             name: f[0].to_string(),
             arrival: Duration::from_secs_f64(submit),
@@ -145,22 +237,10 @@ impl<R: BufRead> Swf<R> {
 impl<R: BufRead> Workload for Swf<R> {
     fn next_job(&mut self) -> Result<Option<TraceJob>, WorkloadError> {
         loop {
-            self.buf.clear();
-            let n = self
-                .lines
-                .read_line(&mut self.buf)
-                .map_err(|source| WorkloadError::Io {
-                    path: self.path.clone(),
-                    source,
-                })?;
-            if n == 0 {
+            if !std::mem::take(&mut self.pending) && !self.next_line()? {
                 return Ok(None);
             }
-            self.line_no += 1;
             let line = self.buf.trim();
-            if line.is_empty() || line.starts_with(';') {
-                continue;
-            }
             match self.parse(line) {
                 Ok(Some(job)) => {
                     self.last_arrival = job.arrival.as_secs_f64();

@@ -18,15 +18,16 @@ pub fn memgang() -> Command {
     Command::new(exe)
 }
 
-/// True when this process may create cgroups and swap. Otherwise says so
-/// loudly: a skipped test must never pass for a run one.
-pub fn root_or_skip(test: &str) -> bool {
+/// Fails the test unless it runs as root. Root tests are `#[ignore]`d so
+/// that a run without root lists them as ignored, never as passed;
+/// `scripts/test` runs them as root with `--include-ignored`.
+pub fn require_root(test: &str) {
     // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } == 0 {
-        return true;
-    }
-    eprintln!("\n*** SKIPPED {test}: needs root (cgroups, swap); CI runs it as root ***\n");
-    false
+    let root = unsafe { libc::geteuid() } == 0;
+    assert!(
+        root,
+        "{test} needs root (cgroups, swap): run it as root, as scripts/test does"
+    );
 }
 
 pub struct Bed {

@@ -24,6 +24,16 @@ pub fn skip_unless(cond: bool, test: &str, reason: &str) -> bool {
     !cond
 }
 
+/// Fails the test unless it runs as root. Root tests are `#[ignore]`d so
+/// that a run without root lists them as ignored, never as passed;
+/// `scripts/test` runs them as root with `--include-ignored`.
+pub fn require_root(test: &str, needs: &str) {
+    assert!(
+        is_root(),
+        "{test}: {needs}: run it as root, as scripts/test does"
+    );
+}
+
 pub fn is_root() -> bool {
     // SAFETY: geteuid has no failure modes.
     unsafe { libc::geteuid() == 0 }
@@ -48,9 +58,7 @@ pub fn v1_roots() -> Option<(PathBuf, Option<PathBuf>)> {
 /// The machine's cgroup v1 backend, or `None` after saying loudly why the
 /// test is skipped. `needs` says what root is needed for.
 pub fn v1_backend(test: &str, needs: &str) -> Option<std::sync::Arc<dyn CgroupBackend>> {
-    if skip_unless(is_root(), test, needs) {
-        return None;
-    }
+    require_root(test, needs);
     let roots = v1_roots();
     if skip_unless(
         roots.is_some(),
