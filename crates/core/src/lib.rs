@@ -12,6 +12,7 @@
 //! actions out and report what happened.
 
 pub mod action;
+pub mod admission;
 pub mod event;
 pub mod metrics;
 pub mod model;
