@@ -19,6 +19,7 @@ mod cleanup;
 mod plot;
 mod report;
 mod sim;
+mod wss;
 
 #[derive(Parser)]
 #[command(
@@ -60,6 +61,9 @@ enum Command {
     /// Measure this node's paging parameters (swap device bandwidths,
     /// random reads, real switches) into a device file for `sim --device`.
     Calibrate(Box<calibrate::CalibrateArgs>),
+    /// Working sets of running jobs or a command over windows τ (paper 004),
+    /// and the pool and quantum they need.
+    Wss(Box<wss::WssArgs>),
     /// Remove cgroups, frozen jobs and processes left by a memgang that was
     /// killed with SIGKILL (runs of live memgang processes are left alone).
     Cleanup {
@@ -213,6 +217,10 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Testbed { action } => testbed(action),
         Command::Sim(args) => {
             sim::run(*args)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Wss(args) => {
+            wss::run(*args)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Calibrate(args) => {

@@ -553,3 +553,70 @@ where
     }
     Ok(())
 }
+
+/// `memgang wss -o`: per job, the working set of each τ over time (at the
+/// end of its windows) and the pages touched so far (paper 004 Fig. 5-7).
+pub fn wss(out: &Path, jobs: &[(String, Vec<memgang_core::wss::Window>)]) -> Result<()> {
+    check_output_dir(out)?;
+    if jobs.is_empty() {
+        bail!("nothing to plot: no job lived through a whole window");
+    }
+    emit!(out, (WIDTH, PANEL_HEIGHT * jobs.len() as u32), |root| {
+        draw_wss(&root, jobs)
+    });
+    Ok(())
+}
+
+fn draw_wss<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    jobs: &[(String, Vec<memgang_core::wss::Window>)],
+) -> DrawResult<()>
+where
+    DB::ErrorType: 'static,
+{
+    root.fill(&WHITE)?;
+    for (area, (name, windows)) in root.split_evenly((jobs.len(), 1)).iter().zip(jobs) {
+        let t_max = windows.iter().map(|w| w.end_s).fold(1e-3, f64::max);
+        let y_max = windows
+            .iter()
+            .map(|w| w.touched_bytes.max(w.referenced_bytes) as f64 / MIB)
+            .fold(1e-3, f64::max)
+            * 1.1;
+        let mut chart = ChartBuilder::on(area)
+            .caption(format!("{name}: working sets"), ("sans-serif", 18))
+            .margin(10)
+            .x_label_area_size(40)
+            .y_label_area_size(60)
+            .build_cartesian_2d(0.0..t_max, 0.0..y_max)?;
+        chart
+            .configure_mesh()
+            .x_desc("time (s)")
+            .y_desc("MiB")
+            .draw()?;
+        let mut taus: Vec<f64> = windows.iter().map(|w| w.tau_s).collect();
+        taus.sort_by(f64::total_cmp);
+        taus.dedup();
+        for (i, tau) in taus.iter().enumerate() {
+            let color = LINES[i % LINES.len()];
+            let points = windows
+                .iter()
+                .filter(|w| w.tau_s == *tau)
+                .map(|w| (w.end_s, w.referenced_bytes as f64 / MIB));
+            chart
+                .draw_series(LineSeries::new(points, color.stroke_width(2)))?
+                .label(format!("τ = {} ms", (tau * 1000.0).round()))
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+                });
+        }
+        let touched = windows
+            .iter()
+            .map(|w| (w.end_s, w.touched_bytes as f64 / MIB));
+        chart
+            .draw_series(LineSeries::new(touched, BLACK))?
+            .label("touched since start")
+            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLACK));
+        legend(&mut chart, SeriesLabelPosition::LowerRight)?;
+    }
+    Ok(())
+}

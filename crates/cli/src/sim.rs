@@ -183,24 +183,7 @@ pub fn run(a: SimArgs) -> Result<()> {
     if !(0.0..=1.0).contains(&a.f_pf) {
         bail!("--f-pf is {}: it is a share, between 0 and 1", a.f_pf);
     }
-    let device = match &a.device {
-        Some(p) => {
-            let text =
-                std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
-            serde_json::from_str::<DeviceFile>(&text)
-                .with_context(|| {
-                    format!(
-                        "{}: expected {{\"write_bps\": ..., \"read_bps\": ..., \"random_read_iops\": ..., \
-                         optional \"switch_efficiency\": ..., \"calibration\": {{...}}}} \
-                         (`memgang calibrate` writes one)",
-                        p.display()
-                    )
-                })?
-                .device()
-                .map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?
-        }
-        None => Device::default(),
-    };
+    let device = read_device(a.device.as_deref())?;
     let cfg = Config {
         nodes,
         cpus_per_node,
@@ -315,6 +298,29 @@ pub fn run(a: SimArgs) -> Result<()> {
     }
     print!("{}", table(&report));
     Ok(())
+}
+
+/// The swap device of `--device FILE` (as `memgang calibrate` writes it),
+/// else the default one.
+pub fn read_device(path: Option<&std::path::Path>) -> Result<Device> {
+    Ok(match path {
+        Some(p) => {
+            let text =
+                std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
+            serde_json::from_str::<DeviceFile>(&text)
+                .with_context(|| {
+                    format!(
+                        "{}: expected {{\"write_bps\": ..., \"read_bps\": ..., \"random_read_iops\": ..., \
+                         optional \"switch_efficiency\": ..., \"calibration\": {{...}}}} \
+                         (`memgang calibrate` writes one)",
+                        p.display()
+                    )
+                })?
+                .device()
+                .map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?
+        }
+        None => Device::default(),
+    })
 }
 
 fn secs(t: Time) -> Duration {

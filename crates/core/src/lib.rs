@@ -22,6 +22,7 @@ pub mod scheduler;
 pub mod state;
 pub mod switching;
 pub mod units;
+pub mod wss;
 
 pub use action::{Action, PageInPlan, PageOutPlan};
 pub use event::Event;

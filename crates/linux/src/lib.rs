@@ -14,5 +14,6 @@ pub mod pidfd;
 mod proc;
 pub mod process;
 pub mod swap;
+pub mod wss;
 
 pub use error::{Error, Result};

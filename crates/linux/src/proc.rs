@@ -31,7 +31,7 @@ pub(crate) fn parse<T: FromRead>(path: &Path, text: &str) -> Result<T> {
     parse_bytes(path, text.as_bytes())
 }
 
-fn parse_bytes<T: FromRead>(path: &Path, bytes: &[u8]) -> Result<T> {
+pub(crate) fn parse_bytes<T: FromRead>(path: &Path, bytes: &[u8]) -> Result<T> {
     T::from_read(bytes).map_err(|e| parse_error(path, &String::from_utf8_lossy(bytes), e))
 }
 
