@@ -31,11 +31,13 @@ pub struct Launch {
     pub env: BTreeMap<String, String>,
     /// Working directory; None: memgang's own.
     pub cwd: Option<PathBuf>,
-    /// User and group to run as, for a service that runs other users'
-    /// jobs. Not supported yet (an error at start): the job must join its
-    /// cgroup before it drops root, see [`procs::launch`].
+    /// User, group and supplementary groups to run as, for a service
+    /// that runs other users' jobs: the job joins its cgroup, then drops
+    /// root (see [`procs::launch`]). With a user, `env` is the job's whole
+    /// environment, not an addition to memgang's.
     pub uid: Option<u32>,
     pub gid: Option<u32>,
+    pub groups: Vec<u32>,
     /// Where its stdout and stderr go; None: `<Env::logs>/<job name>`.
     pub log_dir: Option<PathBuf>,
 }
