@@ -10,6 +10,8 @@ use std::sync::Arc;
 
 #[test]
 #[ignore = "needs root: creates cgroups and drops to another uid (scripts/test runs it as root)"]
+/// The pid goes to [`Cleanup`], which reaps it.
+#[allow(clippy::zombie_processes)]
 fn a_job_joins_its_cgroup_then_runs_as_the_user() {
     let test = "a_job_joins_its_cgroup_then_runs_as_the_user";
     require_root(test, "needs root to create cgroups and change uid");
