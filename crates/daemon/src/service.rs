@@ -549,7 +549,7 @@ impl Service {
         let text = metrics_text(&MetricsInput {
             jobs: &jobs,
             switches: node.switches().len(),
-            switch_seconds: node.switches().iter().map(|s| s.took_s).sum(),
+            switch_seconds: node.switches().iter().fold(0.0, |t, s| t + s.took_s),
             paged_out: node.switches().iter().map(|s| s.paged_out_bytes).sum(),
             paged_in: node.switches().iter().map(|s| s.paged_in_bytes).sum(),
             swapped: vm.zip(vm_start).map(|(v, s)| {
