@@ -519,7 +519,8 @@ where
 {
     root.fill(&WHITE)?;
     let n = bars.len();
-    let panels: [(&str, fn(&SimBar) -> f64); 2] = [
+    type Figure = fn(&SimBar) -> f64;
+    let panels: [(&str, Figure); 2] = [
         ("mean bounded slowdown", |b| b.slowdown),
         ("switching overhead (% of node time)", |b| b.overhead_pct),
     ];
