@@ -16,6 +16,7 @@ use std::time::Duration;
 
 mod calibrate;
 mod cleanup;
+mod client;
 mod plot;
 mod report;
 mod sim;
@@ -34,6 +35,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    #[command(flatten)]
+    Client(client::Verb),
     /// Run an experiment file's jobs under a policy and report the results.
     Run(RunArgs),
     /// Print results (JSON written by `run --json`) as tables; with several
@@ -196,6 +199,7 @@ fn main() -> ExitCode {
 
 fn dispatch(cli: Cli) -> Result<ExitCode> {
     match cli.command {
+        Command::Client(verb) => client::run(verb),
         Command::Run(args) => run(args),
         Command::Report { files, json } => {
             let results = files

@@ -190,7 +190,8 @@ fn check_pool(exp: &Experiment) -> Result<()> {
     Ok(())
 }
 
-fn machine(backend: &dyn cgroup::CgroupBackend, signals: bool) -> results::Machine {
+/// This machine as results describe it.
+pub fn machine(backend: &dyn cgroup::CgroupBackend, signals: bool) -> results::Machine {
     let uts = nix::sys::utsname::uname().ok();
     let field = |f: fn(&nix::sys::utsname::UtsName) -> &std::ffi::OsStr| {
         uts.as_ref()

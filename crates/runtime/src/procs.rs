@@ -3,7 +3,7 @@
 
 use crate::executor::Launch;
 use anyhow::{Context, Result};
-use memgang_linux::cgroup::{spawn_into, CgroupBackend, GroupPath};
+use memgang_linux::cgroup::{spawn_into_as, CgroupBackend, Credentials, GroupPath};
 use memgang_linux::freeze::signal_group;
 use memgang_linux::pidfd::PidFd;
 use memgang_linux::process;
@@ -37,22 +37,29 @@ pub fn launch(
     let Some(program) = command.first() else {
         anyhow::bail!("the job has an empty command");
     };
-    // The hook for a service that runs other users' jobs. Dropping root
-    // happens in the child before exec, after it joined its cgroup through
-    // files opened as root: that order needs a test as another user first.
-    if launch.uid.is_some() || launch.gid.is_some() {
-        anyhow::bail!("running a job as another user or group is not supported yet");
-    }
+    let user = match (launch.uid, launch.gid) {
+        (None, None) => None,
+        (Some(uid), Some(gid)) => Some(Credentials {
+            uid,
+            gid,
+            groups: launch.groups.clone(),
+        }),
+        _ => anyhow::bail!("a job run as another user needs both its uid and its gid"),
+    };
     std::fs::create_dir_all(log_dir)
         .with_context(|| format!("creating log directory {}", log_dir.display()))?;
     let stdout = File::create(log_dir.join("stdout")).context("creating the job's stdout log")?;
     let stderr = File::create(log_dir.join("stderr")).context("creating the job's stderr log")?;
 
     let mut cmd = Command::new(program);
-    cmd.args(&command[1..])
-        .envs(&launch.env)
-        .env("PATH", search_path())
-        .stdin(Stdio::null())
+    cmd.args(&command[1..]);
+    if user.is_some() {
+        // Another user's job sees the environment it was submitted with.
+        cmd.env_clear().envs(&launch.env);
+    } else {
+        cmd.envs(&launch.env).env("PATH", search_path());
+    }
+    cmd.stdin(Stdio::null())
         .stdout(stdout)
         .stderr(stderr)
         // Its own process group: a Ctrl-C at the terminal reaches memgang,
@@ -61,24 +68,25 @@ pub fn launch(
     if let Some(dir) = &launch.cwd {
         cmd.current_dir(dir);
     }
-    let child = spawn_into(backend, group, &mut cmd)?.map_err(|e| match e.kind() {
-        std::io::ErrorKind::NotFound if launch.cwd.as_ref().is_some_and(|d| !d.is_dir()) => {
-            anyhow::anyhow!(
-                "working directory {} does not exist",
-                launch
-                    .cwd
-                    .as_ref()
-                    .map_or_else(String::new, |d| d.display().to_string())
-            )
-        }
-        std::io::ErrorKind::NotFound => {
-            anyhow::anyhow!("command not found: {program:?} (not on PATH, nor next to memgang)")
-        }
-        std::io::ErrorKind::PermissionDenied => {
-            anyhow::anyhow!("command {program:?} is not executable: {e}")
-        }
-        _ => anyhow::anyhow!("cannot start {program:?}: {e}"),
-    })?;
+    let child =
+        spawn_into_as(backend, group, &mut cmd, user.as_ref())?.map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound if launch.cwd.as_ref().is_some_and(|d| !d.is_dir()) => {
+                anyhow::anyhow!(
+                    "working directory {} does not exist",
+                    launch
+                        .cwd
+                        .as_ref()
+                        .map_or_else(String::new, |d| d.display().to_string())
+                )
+            }
+            std::io::ErrorKind::NotFound => {
+                anyhow::anyhow!("command not found: {program:?} (not on PATH, nor next to memgang)")
+            }
+            std::io::ErrorKind::PermissionDenied => {
+                anyhow::anyhow!("command {program:?} is not executable: {e}")
+            }
+            _ => anyhow::anyhow!("cannot start {program:?}: {e}"),
+        })?;
     let pid = child.id() as i32;
     // Our unreaped child: its pid cannot be reused until we wait for it.
     let pidfd = PidFd::open(pid).context("pidfd_open on the job's first process")?;

@@ -31,11 +31,13 @@ pub struct Launch {
     pub env: BTreeMap<String, String>,
     /// Working directory; None: memgang's own.
     pub cwd: Option<PathBuf>,
-    /// User and group to run as, for a service that runs other users'
-    /// jobs. Not supported yet (an error at start): the job must join its
-    /// cgroup before it drops root, see [`procs::launch`].
+    /// User, group and supplementary groups to run as, for a service
+    /// that runs other users' jobs: the job joins its cgroup, then drops
+    /// root (see [`procs::launch`]). With a user, `env` is the job's whole
+    /// environment, not an addition to memgang's.
     pub uid: Option<u32>,
     pub gid: Option<u32>,
+    pub groups: Vec<u32>,
     /// Where its stdout and stderr go; None: `<Env::logs>/<job name>`.
     pub log_dir: Option<PathBuf>,
 }
@@ -111,6 +113,8 @@ pub(super) struct Teardown {
     pool: GroupPath,
     /// Job groups made, with their first process once started.
     pub(super) jobs: Vec<(GroupPath, Option<i32>)>,
+    /// Leave everything as it is ([`Node::release`]).
+    pub(super) keep: bool,
 }
 
 impl Teardown {
@@ -119,12 +123,16 @@ impl Teardown {
             backend,
             pool,
             jobs: Vec::new(),
+            keep: false,
         }
     }
 }
 
 impl Drop for Teardown {
     fn drop(&mut self) {
+        if self.keep {
+            return;
+        }
         for (group, pid) in self.jobs.drain(..) {
             if let Err(e) = procs::kill_and_remove(self.backend.as_ref(), &group, pid) {
                 tracing::error!("cleanup: {e:#}");
@@ -156,6 +164,28 @@ impl Node {
                 .with_context(|| format!("cancelling job {}", j.result.name))?;
         }
         Ok(())
+    }
+
+    /// End the node but leave its jobs alive, for a service that stops
+    /// and will adopt them from their cgroups when it starts again: every
+    /// job is thawed (nothing stays frozen while no one would resume it),
+    /// its background paging stopped; no process is killed, no cgroup
+    /// removed, the pool's limit stays.
+    pub fn release(mut self) {
+        for j in self.jobs.iter_mut() {
+            if let Some(bg) = j.bg.take() {
+                bg.stop();
+            }
+            if let Some(early) = j.early.take() {
+                let _ = early.join();
+            }
+            if j.proc.is_some() {
+                if let Err(e) = self.env.freezer.thaw(&j.group) {
+                    tracing::error!("thawing {} on release: {e:#}", j.group.as_str());
+                }
+            }
+        }
+        self.teardown.keep = true;
     }
 
     pub(super) fn start(&mut self, job: JobId) -> Result<()> {

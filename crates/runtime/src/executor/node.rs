@@ -182,6 +182,21 @@ impl Node {
         Ok(false)
     }
 
+    /// The switches so far.
+    pub fn switches(&self) -> &[Switch] {
+        &self.switches
+    }
+
+    /// The pool cgroup.
+    pub fn pool(&self) -> &GroupPath {
+        &self.pool
+    }
+
+    /// What a job has recorded so far (final once `finish_s` is set).
+    pub fn result(&self, job: JobId) -> Option<&JobResult> {
+        self.jobs.get(job.index()).map(|j| &j.result)
+    }
+
     /// The node's scheduler state (read-only), e.g. for a status display.
     pub fn scheduler(&self) -> &Scheduler {
         &self.sched

@@ -1,0 +1,128 @@
+//! /etc/memgang/memgang.toml: every key optional, the defaults work on a
+//! machine with swap (dist/memgang.toml lists them).
+
+use anyhow::{bail, Context, Result};
+use memgang_core::units::parse_bytes;
+use memgang_core::{Overlap, PolicyKind, Switching};
+use serde::Deserialize;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+pub const DEFAULT_CONFIG: &str = "/etc/memgang/memgang.toml";
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct File {
+    pool_memory: Option<String>,
+    policy: Option<String>,
+    quantum: Option<String>,
+    switch: Option<String>,
+    swap_reserve: Option<String>,
+    state_dir: Option<PathBuf>,
+    socket: Option<PathBuf>,
+}
+
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Memory the jobs share. Default: 3/4 of RAM, so the rest of the node
+    /// (the daemon, sshd, page cache) keeps a quarter.
+    pub pool_memory: u64,
+    pub policy: PolicyKind,
+    pub quantum: Duration,
+    pub switch: Switching,
+    /// Swap kept back from jobs, for the rest of the node. Default 512M:
+    /// room for other processes' swap while the jobs fill the rest.
+    pub swap_reserve: u64,
+    pub state_dir: PathBuf,
+    pub socket: PathBuf,
+}
+
+impl Config {
+    /// Read `path`; a missing file at the default path means defaults.
+    pub fn load(path: &Path, explicit: bool) -> Result<Config> {
+        let file = match std::fs::read_to_string(path) {
+            Ok(text) => toml::from_str::<File>(&text).with_context(|| {
+                format!("{}: not a valid memgang configuration", path.display())
+            })?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !explicit => File::default(),
+            Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
+        };
+        Config::from_file(file, memgang_linux::counters::memory_total()?)
+            .with_context(|| format!("in {}", path.display()))
+    }
+
+    fn from_file(f: File, ram: u64) -> Result<Config> {
+        let bytes = |key: &str, v: &Option<String>, default: u64| -> Result<u64> {
+            v.as_deref().map_or(Ok(default), |s| {
+                parse_bytes(s).map_err(|e| anyhow::anyhow!("{key} = {s:?}: {e}"))
+            })
+        };
+        let quantum = match &f.quantum {
+            None => Duration::from_secs(60),
+            Some(s) => humantime::parse_duration(s)
+                .map_err(|e| anyhow::anyhow!("quantum = {s:?}: {e}; write e.g. 60s"))?,
+        };
+        if quantum.is_zero() {
+            bail!("quantum must be greater than zero");
+        }
+        let pool_memory = bytes("pool_memory", &f.pool_memory, ram / 4 * 3)?;
+        if pool_memory == 0 {
+            bail!("pool_memory must be greater than zero");
+        }
+        Ok(Config {
+            pool_memory,
+            policy: match &f.policy {
+                None => PolicyKind::Auto,
+                Some(s) => s
+                    .parse()
+                    .map_err(|e| anyhow::anyhow!("policy = {s:?}: {e}"))?,
+            },
+            quantum,
+            // so/ao/ai: the best switch measured on this machine
+            // (docs/switching.md).
+            switch: match &f.switch {
+                None => "so/ao/ai".parse().map_err(|e| anyhow::anyhow!("{e}"))?,
+                Some(s) => s
+                    .parse()
+                    .map_err(|e| anyhow::anyhow!("switch = {s:?}: {e}"))?,
+            },
+            swap_reserve: bytes("swap_reserve", &f.swap_reserve, 512 << 20)?,
+            state_dir: f
+                .state_dir
+                .unwrap_or_else(|| PathBuf::from("/var/lib/memgang")),
+            socket: f
+                .socket
+                .unwrap_or_else(|| PathBuf::from(memgang_proto::DEFAULT_SOCKET)),
+        })
+    }
+
+    pub fn overlap(&self) -> Overlap {
+        Overlap::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Config> {
+        Config::from_file(toml::from_str(text)?, 8 << 30)
+    }
+
+    #[test]
+    fn defaults_work_without_a_file() {
+        let c = parse("").unwrap();
+        assert_eq!(c.pool_memory, 6 << 30);
+        assert_eq!(c.policy, PolicyKind::Auto);
+        assert_eq!(c.socket, PathBuf::from("/run/memgang/memgang.sock"));
+    }
+
+    #[test]
+    fn bad_values_name_the_key() {
+        let e = parse("pool_memory = \"lots\"").unwrap_err().to_string();
+        assert!(e.contains("pool_memory"), "{e}");
+        let e = parse("quantum = \"0s\"").unwrap_err().to_string();
+        assert!(e.contains("quantum"), "{e}");
+        assert!(parse("pool_memroy = \"1G\"").is_err());
+    }
+}

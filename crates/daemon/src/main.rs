@@ -1,0 +1,220 @@
+//! `memgangd`: memgang's node service. Users submit jobs with `memgang
+//! submit`; the daemon admits them while pool plus swap holds them (paging
+//! prevention), runs them as their users under the configured policy, and
+//! keeps every job in a journal so that a restart loses nothing.
+
+use anyhow::{bail, Context, Result};
+use clap::{Parser, Subcommand};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+mod config;
+mod journal;
+mod server;
+mod service;
+
+#[derive(Parser)]
+#[command(
+    name = "memgangd",
+    version,
+    about = "memgang's node service: runs users' jobs, durably, without paging them to death"
+)]
+struct Cli {
+    /// Configuration file (TOML); see dist/memgang.toml. A missing file at
+    /// the default path means the documented defaults.
+    #[arg(long, default_value = config::DEFAULT_CONFIG)]
+    config: PathBuf,
+    #[command(subcommand)]
+    command: Option<Cmd>,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// (internal) Run a job's command and record how it ended in STATUS,
+    /// so that a restarted daemon learns the exit status of a job it did
+    /// not start.
+    #[command(hide = true)]
+    Shim {
+        status: PathBuf,
+        #[arg(last = true, required = true)]
+        command: Vec<String>,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    if let Some(Cmd::Shim { status, command }) = cli.command {
+        return shim(&status, &command);
+    }
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    match daemon(&cli.config, cli.config != Path::new(config::DEFAULT_CONFIG)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("memgangd: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn shim(status: &Path, command: &[String]) -> ExitCode {
+    use std::os::unix::process::ExitStatusExt;
+    let (line, code) = match std::process::Command::new(&command[0])
+        .args(&command[1..])
+        .status()
+    {
+        Ok(st) => match (st.code(), st.signal()) {
+            (Some(c), _) => (format!("exit {c}\n"), c as u8),
+            (_, Some(s)) => (format!("signal {s}\n"), 128u8.wrapping_add(s as u8)),
+            _ => ("exit 1\n".into(), 1),
+        },
+        Err(e) => {
+            eprintln!("memgangd: cannot start {:?}: {e}", command[0]);
+            // 127: the shell's "command not found".
+            ("exit 127\n".into(), 127)
+        }
+    };
+    let write = || -> std::io::Result<()> {
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .truncate(true)
+            .open(status)?;
+        std::io::Write::write_all(&mut f, line.as_bytes())?;
+        f.sync_all()
+    };
+    if let Err(e) = write() {
+        eprintln!(
+            "memgangd: recording the exit status in {}: {e}",
+            status.display()
+        );
+    }
+    ExitCode::from(code)
+}
+
+fn daemon(config_path: &Path, explicit: bool) -> Result<()> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        bail!("memgangd runs as root (it creates cgroups and runs jobs as their users); start it with sudo or systemd (dist/memgangd.service)");
+    }
+    // Job output and the journal are for the daemon only.
+    // SAFETY: umask has no preconditions.
+    unsafe { libc::umask(0o077) };
+    let cfg = config::Config::load(config_path, explicit)?;
+    let jobs_dir = cfg.state_dir.join("jobs");
+    std::fs::create_dir_all(&jobs_dir)
+        .with_context(|| format!("creating the state directory {}", jobs_dir.display()))?;
+    // Jobs (as their users) pass through to their status files.
+    for d in [&cfg.state_dir, &jobs_dir] {
+        std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o711))?;
+    }
+    let _lock = lock(&cfg.state_dir)?;
+    let (journal, jobs) = journal::Journal::open(&cfg.state_dir)?;
+
+    let backend: Arc<dyn memgang_linux::cgroup::CgroupBackend> = Arc::from(
+        memgang_linux::cgroup::detect()
+            .context("finding a cgroup hierarchy with a memory controller")?,
+    );
+    let v2 = backend.version() == memgang_linux::cgroup::CgroupVersion::V2;
+    let parent = std::fs::read_to_string("/proc/self/cgroup")
+        .ok()
+        .and_then(|t| service::own_cgroup(&t, v2));
+    let parent = parent
+        .map(|p| leaf_for_v2(backend.as_ref(), p, v2))
+        .transpose()?;
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        signal_hook::flag::register(sig, stop.clone()).context("installing signal handlers")?;
+    }
+    let env = memgang_runtime::executor::Env {
+        freezer: memgang_linux::freeze::choose(backend.clone(), false),
+        paging: Arc::new(memgang_linux::paging::Madvise),
+        counters: Arc::new(memgang_linux::counters::ProcCounters),
+        machine: memgang_runtime::machine(backend.as_ref(), false),
+        backend,
+        logs: jobs_dir,
+        stop: stop.clone(),
+        progress: indicatif::ProgressBar::hidden(),
+    };
+    let placeholder = memgang_core::admission::Capacity {
+        pool_bytes: cfg.pool_memory,
+        swap_total_bytes: 0,
+        swap_used_elsewhere_bytes: 0,
+        swap_reserve_bytes: 0,
+    };
+    let shared = Arc::new(service::Shared::new(
+        journal,
+        jobs,
+        cfg.state_dir.clone(),
+        placeholder,
+    ));
+    let svc = service::Service {
+        cfg: cfg.clone(),
+        shared: shared.clone(),
+        env,
+        parent,
+    };
+    shared.set_capacity(svc.initial_capacity());
+    let listener = server::bind(&cfg.socket)?;
+    tracing::info!("memgangd listening on {}", cfg.socket.display());
+    {
+        let shared = shared.clone();
+        std::thread::spawn(move || server::serve(listener, shared));
+    }
+    let result = svc.run(&stop);
+    let _ = std::fs::remove_file(&cfg.socket);
+    result
+}
+
+/// Under cgroup v2 a group with processes cannot hand controllers to
+/// children (no internal processes): the daemon moves itself into a
+/// `daemon` leaf of its group and makes its pools beside it.
+fn leaf_for_v2(
+    backend: &dyn memgang_linux::cgroup::CgroupBackend,
+    own: memgang_linux::cgroup::GroupPath,
+    v2: bool,
+) -> Result<memgang_linux::cgroup::GroupPath> {
+    if !v2 {
+        return Ok(own);
+    }
+    let leaf = own.join("daemon")?;
+    backend.create(&leaf)?;
+    for f in backend.procs_files(&leaf) {
+        std::fs::write(&f, std::process::id().to_string())
+            .with_context(|| format!("moving memgangd into {}", f.display()))?;
+    }
+    Ok(own)
+}
+
+/// One daemon per state directory: a POSIX lock on `<dir>/lock`, released
+/// by the kernel however the daemon ends.
+fn lock(dir: &Path) -> Result<std::fs::File> {
+    use std::os::fd::AsRawFd;
+    let path = dir.join("lock");
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .read(true)
+        .write(true)
+        .open(&path)
+        .with_context(|| format!("opening {}", path.display()))?;
+    // SAFETY: a zeroed flock is a valid argument; fcntl on our own fd.
+    let mut fl: libc::flock = unsafe { std::mem::zeroed() };
+    fl.l_type = libc::F_WRLCK as _;
+    fl.l_whence = libc::SEEK_SET as _;
+    if unsafe { libc::fcntl(f.as_raw_fd(), libc::F_SETLK, &fl) } != 0 {
+        bail!(
+            "another memgangd runs with the state directory {} (its lock {} is held); stop it first",
+            dir.display(),
+            path.display()
+        );
+    }
+    Ok(f)
+}
