@@ -93,3 +93,24 @@ ensure_python_env() {
   fi
   "$venv/bin/python" -m pip install --quiet --disable-pip-version-check numpy pytest
 }
+
+# memadapt's wheel as a user installs it: `pip install crates/memadapt/python`
+# into a fresh venv (setuptools-rust builds the library and bundles it),
+# then its tests from outside the repo, without MEMADAPT_LIB or PYTHONPATH:
+# the bundled library must be the one that loads.
+test_memadapt_wheel() {
+  local venv
+  venv=$(mktemp -d /tmp/memgang-wheel.XXXXXX)
+  # shellcheck disable=SC2064 # expand now: the trap outlives this function
+  trap "rm -rf '$venv'" RETURN
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install --quiet --disable-pip-version-check crates/memadapt/python pytest
+  rm -rf crates/memadapt/python/build crates/memadapt/python/memadapt.egg-info
+  local lib
+  lib=$(cd / && env -u MEMADAPT_LIB -u PYTHONPATH "$venv/bin/python" -c 'import memadapt; print(memadapt.library_path())')
+  case $lib in
+    "$venv"/*) ;;
+    *) echo "the wheel's memadapt loaded $lib, not its bundled library" >&2; return 1 ;;
+  esac
+  (cd / && env -u MEMADAPT_LIB -u PYTHONPATH "$venv/bin/python" -m pytest -q -p no:cacheprovider "$OLDPWD/crates/memadapt/python/tests")
+}

@@ -1,6 +1,8 @@
 #!/bin/sh
 # Builds memadapt in release mode and installs the C interface under PREFIX:
-#   PREFIX/lib/libmemadapt.so, PREFIX/lib/libmemadapt.a,
+#   PREFIX/lib/libmemadapt.so.VERSION with the links libmemadapt.so.MAJOR
+#   (its SONAME, what programs load) and libmemadapt.so (what -lmemadapt
+#   finds), PREFIX/lib/libmemadapt.a,
 #   PREFIX/include/memadapt.h, PREFIX/lib/pkgconfig/memadapt.pc
 # Usage: crates/memadapt/install.sh PREFIX      (e.g. $HOME/.local)
 # Then: PKG_CONFIG_PATH=PREFIX/lib/pkgconfig pkg-config --cflags --libs memadapt
@@ -29,7 +31,10 @@ fi
 
 install -d "$prefix/lib/pkgconfig" "$prefix/include"
 install -m 644 "$target/release/libmemadapt.a" "$prefix/lib/"
-install -m 755 "$target/release/libmemadapt.so" "$prefix/lib/"
+major=${version%%.*}
+install -m 755 "$target/release/libmemadapt.so" "$prefix/lib/libmemadapt.so.$version"
+ln -sf "libmemadapt.so.$version" "$prefix/lib/libmemadapt.so.$major"
+ln -sf "libmemadapt.so.$major" "$prefix/lib/libmemadapt.so"
 install -m 644 include/memadapt.h "$prefix/include/"
 sed -e "s|@PREFIX@|$prefix|g" -e "s|@VERSION@|$version|g" memadapt.pc.in \
     >"$prefix/lib/pkgconfig/memadapt.pc"

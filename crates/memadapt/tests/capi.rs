@@ -421,3 +421,39 @@ fn a_pinned_panel_pointer_survives_accesses_and_changes_reach_the_file() {
         assert_eq!(memadapt_close(store), MEMADAPT_OK);
     }
 }
+
+/// The shared library names its ABI (SONAME libmemadapt.so.0), and
+/// install.sh installs the versioned file with the links a loader and a
+/// linker look for.
+#[test]
+fn shared_library_has_a_soname_and_installs_with_versioned_links() {
+    let lib = library_dir().join("libmemadapt.so");
+    let out = Command::new("readelf")
+        .arg("-d")
+        .arg(&lib)
+        .output()
+        .expect("readelf (binutils) runs");
+    let dynamic = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        dynamic.contains("Library soname: [libmemadapt.so.0]"),
+        "{}: {dynamic}",
+        lib.display()
+    );
+    let prefix = tempfile::tempdir().unwrap();
+    let out = Command::new("sh")
+        .arg(crate_dir().join("install.sh"))
+        .arg(prefix.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{:?}", text(&out));
+    let libdir = prefix.path().join("lib");
+    let version = env!("CARGO_PKG_VERSION");
+    assert!(libdir.join(format!("libmemadapt.so.{version}")).is_file());
+    for (link, to) in [
+        ("libmemadapt.so.0", format!("libmemadapt.so.{version}")),
+        ("libmemadapt.so", "libmemadapt.so.0".to_string()),
+    ] {
+        let target = std::fs::read_link(libdir.join(link)).unwrap();
+        assert_eq!(target, Path::new(&to), "{link}");
+    }
+}

@@ -19,8 +19,9 @@ iteration): a panel kept alive is a panel the library cannot give back
 when memory is short.
 
 This is a ctypes binding of the C library (libmemadapt.so, see
-include/memadapt.h); it is found at $MEMADAPT_LIB, else in the
-workspace's target/release or target/debug, else by the system's loader.
+include/memadapt.h); it is found at $MEMADAPT_LIB, else in this package
+(the wheel bundles it), else in the workspace's target/release or
+target/debug, else by the system's loader.
 Errors from the library raise MemadaptError (or a subclass) with the
 library's message: what failed, on which file and panel, what to do.
 """
@@ -149,9 +150,13 @@ def _candidates():
     if env:
         yield Path(env)
         return
+    # Installed from the wheel: the library beside this file (its name
+    # carries the interpreter's extension suffix).
+    here = Path(__file__).resolve().parent
+    yield from sorted(here.glob("libmemadapt*.so"))
     # Running from the workspace: crates/memadapt/python/memadapt/ is
     # four levels below the root, whose target/ cargo fills.
-    root = Path(__file__).resolve().parents[4]
+    root = here.parents[3]
     for profile in ("release", "debug"):
         yield root / "target" / profile / "libmemadapt.so"
     found = ctypes.util.find_library("memadapt")
