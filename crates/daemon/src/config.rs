@@ -118,6 +118,13 @@ mod tests {
     }
 
     #[test]
+    fn the_shipped_file_says_the_defaults() {
+        let shipped = parse(include_str!("../../../dist/memgang.toml")).unwrap();
+        let default = parse("").unwrap();
+        assert_eq!(format!("{shipped:?}"), format!("{default:?}"));
+    }
+
+    #[test]
     fn bad_values_name_the_key() {
         let e = parse("pool_memory = \"lots\"").unwrap_err().to_string();
         assert!(e.contains("pool_memory"), "{e}");
