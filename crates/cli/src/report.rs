@@ -1,14 +1,14 @@
 //! Tables made from result files alone (the JSON is the source of truth),
 //! for people; `--json` gives scripts the same rows.
 
-use comfy_table::{presets::ASCII_MARKDOWN, Cell, CellAlignment, Table};
+use comfy_table::{presets::ASCII_MARKDOWN, Cell, CellAlignment, Row, Table};
 use memgang_runtime::RunResult;
 use serde_json::{json, Value};
 use std::fmt::Write;
 
 /// A table in the style every verb prints: Markdown, so that it can be
 /// pasted into docs/ as it is.
-pub fn table<const N: usize>(header: [&str; N]) -> Table {
+pub fn table(header: impl Into<Row>) -> Table {
     let mut t = Table::new();
     t.load_preset(ASCII_MARKDOWN).set_header(header);
     t
@@ -27,7 +27,17 @@ pub fn render(results: &[RunResult]) -> String {
     if let [one] = results {
         return single(one);
     }
-    let mut t = table([
+    // The kernel's way (gang with lru) is what memgang's switches are
+    // measured against: where it is among the results, each other run's
+    // overhead says how much of lru's it cuts.
+    let lru = |exp: &str| {
+        results
+            .iter()
+            .find(|r| r.experiment == exp && r.policy == "gang" && r.switch == "lru")
+            .and_then(|r| r.switching_overhead)
+    };
+    let with_cut = results.iter().any(|r| lru(&r.experiment).is_some());
+    let mut header = vec![
         "experiment",
         "policy",
         "stop",
@@ -35,15 +45,27 @@ pub fn render(results: &[RunResult]) -> String {
         "quantum",
         "makespan_s",
         "overhead",
+    ];
+    if with_cut {
+        header.push("cut_vs_lru");
+    }
+    header.extend([
         "fairness",
         "switches",
         "swap_in_pg",
         "swap_out_pg",
         "failed",
     ]);
+    let mut t = table(header);
     for r in results {
         let row = summary(r);
-        t.add_row(vec![
+        let cut = match (r.switching_overhead, lru(&r.experiment)) {
+            (Some(o), Some(l)) if l > 0.0 && !(r.policy == "gang" && r.switch == "lru") => {
+                format!("{:.0}%", (1.0 - o / l) * 100.0)
+            }
+            _ => "-".into(),
+        };
+        let mut cells = vec![
             Cell::new(&r.experiment),
             Cell::new(&r.policy),
             Cell::new(row["stop"].as_str().unwrap_or("-")),
@@ -56,6 +78,11 @@ pub fn render(results: &[RunResult]) -> String {
             ),
             Cell::new(format!("{:.1}", r.makespan_s)),
             Cell::new(percent(r.switching_overhead)),
+        ];
+        if with_cut {
+            cells.push(Cell::new(cut));
+        }
+        cells.extend([
             Cell::new(
                 r.fairness
                     .map(|f| format!("{f:.1}"))
@@ -66,6 +93,7 @@ pub fn render(results: &[RunResult]) -> String {
             Cell::new(r.swap_out_pages),
             Cell::new(row["failed"].as_u64().unwrap_or(0)),
         ]);
+        t.add_row(cells);
     }
     numbers_right(&mut t, 4);
     format!("{t}\n")

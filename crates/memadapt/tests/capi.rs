@@ -41,9 +41,15 @@ fn dense_mv_example_matches_in_core_static_and_shared() {
         &static_exe,
     );
     let shared_exe = dir.path().join("dense_mv_shared");
+    // The program asks for the SONAME, libmemadapt.so.0; cargo writes only
+    // libmemadapt.so, so the run finds it through the link install.sh
+    // also makes.
+    let links = dir.path().join("lib");
+    std::fs::create_dir(&links).unwrap();
+    std::os::unix::fs::symlink(lib.join("libmemadapt.so"), links.join("libmemadapt.so.0")).unwrap();
     let (search, rpath) = (
         format!("-L{}", lib.display()),
-        format!("-Wl,-rpath,{}", lib.display()),
+        format!("-Wl,-rpath,{}", links.display()),
     );
     compile(
         &cc,
