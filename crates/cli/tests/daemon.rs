@@ -460,7 +460,18 @@ fn a_job_waits_for_memory_instead_of_an_oom_kill() {
     let _swap = TestSwap::new(256 << 20).unwrap();
     let d = Daemon::new("pool_memory = \"256M\"\nswap_reserve = \"0\"\npolicy = \"gang\"\nquantum = \"1s\"\nswitch = \"ao/ai\"\n");
     let w = workload();
-    let job = ["--mib", "200", "--pattern", "seq", "--iterations", "6"];
+    // About 4 s each alone: the first two still run when the third is
+    // looked at.
+    let job = [
+        "--mib",
+        "200",
+        "--pattern",
+        "seq",
+        "--iterations",
+        "20",
+        "--compute",
+        "4",
+    ];
     let mut cmd = vec![w.as_str()];
     cmd.extend_from_slice(&job);
     let ids: Vec<u64> = (0..3).map(|_| d.submit(None, "210M", &cmd)).collect();

@@ -218,3 +218,45 @@ fn lock(dir: &Path) -> Result<std::fs::File> {
     }
     Ok(f)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use memgang_linux::cgroup::{v2::V2, CgroupBackend, GroupPath};
+
+    /// Under systemd with Delegate=yes on a v2 host the daemon's group
+    /// holds the daemon; v2 forbids processes in a group that hands
+    /// controllers down, so the daemon moves into a `daemon` leaf and its
+    /// pools go beside it. Played on a fake v2 tree (files named like the
+    /// kernel's): this kernel has no v2 memory controller.
+    #[test]
+    fn v2_daemon_moves_into_a_leaf_of_its_delegated_group() {
+        let root = tempfile::tempdir().unwrap();
+        let unit = root.path().join("system.slice/memgangd.service");
+        std::fs::create_dir_all(&unit).unwrap();
+        for dir in [
+            root.path(),
+            root.path().join("system.slice").as_path(),
+            &unit,
+        ] {
+            std::fs::write(dir.join("cgroup.controllers"), "cpu memory pids\n").unwrap();
+            std::fs::write(dir.join("cgroup.subtree_control"), "memory\n").unwrap();
+            std::fs::write(dir.join("cgroup.procs"), "").unwrap();
+        }
+        let v2 = V2::new(root.path());
+        let own = service::own_cgroup("0::/system.slice/memgangd.service\n", true).unwrap();
+        let parent = leaf_for_v2(&v2, own.clone(), true).unwrap();
+        assert_eq!(parent, own);
+        let procs = unit.join("daemon/cgroup.procs");
+        assert_eq!(
+            std::fs::read_to_string(&procs).unwrap().trim(),
+            std::process::id().to_string(),
+            "the daemon's pid goes to {}",
+            procs.display()
+        );
+        // v1: no leaf, the group is the parent as it is.
+        let v1_own = GroupPath::new("system.slice/memgangd.service").unwrap();
+        assert_eq!(leaf_for_v2(&v2, v1_own.clone(), false).unwrap(), v1_own);
+        assert!(v2.exists(&GroupPath::new("system.slice/memgangd.service/daemon").unwrap()));
+    }
+}
