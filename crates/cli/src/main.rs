@@ -106,6 +106,11 @@ struct RunArgs {
     /// the pool's free memory) or prefetch (page-in before the quantum ends).
     #[arg(long)]
     overlap: Option<memgang_core::Overlap>,
+    /// Paper 003's dynamic coscheduling over the policy: a job that
+    /// communicates (read/write calls every 100 ms) runs at a higher CPU
+    /// priority while it does (overrides the file).
+    #[arg(long)]
+    dynamic_coscheduling: bool,
     /// Memory the jobs share, e.g. 1G (overrides the file).
     #[arg(long, value_parser = parse_bytes)]
     pool_memory: Option<u64>,
@@ -263,6 +268,7 @@ fn run(args: RunArgs) -> Result<ExitCode> {
         quantum: args.quantum,
         switch: args.switch,
         overlap: args.overlap,
+        dynamic_coscheduling: args.dynamic_coscheduling.then_some(true),
         pool_memory: args.pool_memory,
     };
     let exp = Experiment::load(&args.experiment, &overrides)?;

@@ -17,6 +17,11 @@ pub enum Event {
     SwitchDone { took: Duration },
     /// The node's memory is under pressure (PSI "some" share over 10 s, in %).
     MemoryPressure { node: NodeId, some_avg10: f64 },
+    /// Messages a running job sent and received in the last
+    /// [`TRAFFIC_PERIOD`](crate::policy::TRAFFIC_PERIOD), per rank (the
+    /// executor counts them per process). Only dynamic coscheduling uses
+    /// it; executors send it only where that layer is on.
+    JobTraffic { job: JobId, messages: u64 },
     /// What a running job's memory measured: `peak_bytes` is the largest
     /// resident anonymous memory seen so far, `resident_bytes` the current
     /// one. Executors send it when the peak has grown (the runtime from the

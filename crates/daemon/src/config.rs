@@ -18,6 +18,8 @@ struct File {
     quantum: Option<String>,
     switch: Option<String>,
     swap_reserve: Option<String>,
+    paging_prevention: Option<bool>,
+    dynamic_coscheduling: Option<bool>,
     state_dir: Option<PathBuf>,
     socket: Option<PathBuf>,
 }
@@ -33,6 +35,13 @@ pub struct Config {
     /// Swap kept back from jobs, for the rest of the node. Default 512M:
     /// room for other processes' swap while the jobs fill the rest.
     pub swap_reserve: u64,
+    /// Paper 003 §3: admit a job only while pool plus swap holds every
+    /// admitted job. Default on; off only to measure what it is worth.
+    pub paging_prevention: bool,
+    /// Paper 003 §4.1: raise communicating jobs' CPU priority. Default
+    /// off: it helps parallel jobs beside sequential ones and costs a read
+    /// of /proc/PID/io per process every 100 ms.
+    pub dynamic_coscheduling: bool,
     pub state_dir: PathBuf,
     pub socket: PathBuf,
 }
@@ -87,6 +96,8 @@ impl Config {
                     .map_err(|e| anyhow::anyhow!("switch = {s:?}: {e}"))?,
             },
             swap_reserve: bytes("swap_reserve", &f.swap_reserve, 512 << 20)?,
+            paging_prevention: f.paging_prevention.unwrap_or(true),
+            dynamic_coscheduling: f.dynamic_coscheduling.unwrap_or(false),
             state_dir: f
                 .state_dir
                 .unwrap_or_else(|| PathBuf::from("/var/lib/memgang")),

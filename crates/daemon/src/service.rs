@@ -224,6 +224,7 @@ impl Service {
             ),
             label: self.cfg.policy.to_string(),
             sample_interval: Duration::from_secs(1),
+            dynamic_coscheduling: self.cfg.dynamic_coscheduling,
         };
         let mut node = Node::new(settings, self.env.clone())?;
         tracing::info!(
@@ -327,7 +328,16 @@ impl Service {
             .map(|r| (r.info.id, r.info.memory_bytes))
             .collect();
         let cancels = std::mem::take(&mut inner.cancels);
-        let decision = admission::admit(&queue, held, &cap);
+        let decision = if self.cfg.paging_prevention {
+            admission::admit(&queue, held, &cap)
+        } else {
+            // Off (to measure what prevention is worth): every job starts
+            // at once, and the kernel pages as it must.
+            admission::Admission {
+                admit: queue.iter().map(|(id, _)| *id).collect(),
+                wait: Vec::new(),
+            }
+        };
         for (id, why) in decision.wait {
             if let Some(r) = inner.jobs.get_mut(&id) {
                 r.info.reason = Some(why);

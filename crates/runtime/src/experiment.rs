@@ -41,6 +41,9 @@ pub struct Experiment {
     pub switch: Switching,
     /// How `hybrid`/`auto` overlap a set switch's page-in with the rest.
     pub overlap: Overlap,
+    /// Paper 003's dynamic coscheduling over the policy: communicating
+    /// jobs get a higher CPU priority while their messages flow.
+    pub dynamic_coscheduling: bool,
     pub pool_memory: u64,
     pub sample_interval: Duration,
     pub jobs: Vec<JobDef>,
@@ -53,6 +56,7 @@ pub struct Overrides {
     pub quantum: Option<Duration>,
     pub switch: Option<Switching>,
     pub overlap: Option<Overlap>,
+    pub dynamic_coscheduling: Option<bool>,
     pub pool_memory: Option<u64>,
 }
 
@@ -64,6 +68,7 @@ struct FileDoc {
     quantum: Option<Spanned<String>>,
     switch: Option<Spanned<String>>,
     overlap: Option<Spanned<String>>,
+    dynamic_coscheduling: Option<bool>,
     pool_memory: Option<Spanned<String>>,
     sample_interval: Option<Spanned<String>>,
     #[serde(default, rename = "job")]
@@ -258,6 +263,10 @@ impl Experiment {
             quantum,
             switch,
             overlap,
+            dynamic_coscheduling: overrides
+                .dynamic_coscheduling
+                .or(doc.dynamic_coscheduling)
+                .unwrap_or(false),
             pool_memory,
             sample_interval,
             jobs,
@@ -362,6 +371,7 @@ command = ["true"]
             quantum: Some(Duration::from_secs(3)),
             switch: Some("ao/ai".parse().unwrap()),
             overlap: None,
+            dynamic_coscheduling: None,
             pool_memory: Some(2 << 30),
         };
         let e = Experiment::parse(GOOD, "x", &o).unwrap();

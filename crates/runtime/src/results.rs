@@ -24,6 +24,9 @@ pub struct RunResult {
     /// or "prefetch"; null for the other policies.
     #[serde(default)]
     pub overlap: Option<String>,
+    /// Paper 003's dynamic coscheduling was on.
+    #[serde(default)]
+    pub dynamic_coscheduling: bool,
     pub pool_memory_bytes: u64,
     pub machine: Machine,
     /// Unix time (s) at which the run started.

@@ -322,9 +322,10 @@ impl Policy for Gang {
             // A quantum is time to run: it starts when the switch that
             // brought the slot in is done, not when the switch began.
             Event::SwitchDone { .. } if self.current.is_some() => self.next_quantum(now),
-            Event::SwitchDone { .. } | Event::MemoryPressure { .. } | Event::JobMemory { .. } => {
-                Timer::Keep
-            }
+            Event::SwitchDone { .. }
+            | Event::MemoryPressure { .. }
+            | Event::JobMemory { .. }
+            | Event::JobTraffic { .. } => Timer::Keep,
         };
         Decision { actions, timer }
     }

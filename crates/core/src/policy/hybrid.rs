@@ -498,7 +498,9 @@ impl Policy for Hybrid {
                 self.switch_times.push(*took);
                 self.settle(now, true)
             }
-            Event::SwitchDone { .. } | Event::MemoryPressure { .. } => Timer::Keep,
+            Event::SwitchDone { .. } | Event::MemoryPressure { .. } | Event::JobTraffic { .. } => {
+                Timer::Keep
+            }
         };
         Decision { actions, timer }
     }

@@ -3,11 +3,13 @@
 
 mod batch;
 mod cosched;
+mod dynamic;
 mod gang;
 mod hybrid;
 
 pub use batch::Batch;
 pub use cosched::Cosched;
+pub use dynamic::{boost, DynamicCosched, MAX_BOOST, TRAFFIC_PERIOD};
 pub use gang::Gang;
 pub use hybrid::{Hybrid, Overlap};
 

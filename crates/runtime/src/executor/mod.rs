@@ -104,6 +104,7 @@ pub fn execute(exp: &Experiment, env: &Env) -> Result<RunResult> {
             .policy
             .uses_overlap()
             .then(|| exp.overlap.name().to_string()),
+        dynamic_coscheduling: exp.dynamic_coscheduling,
         pool_memory_bytes: exp.pool_memory,
         machine: env.machine.clone(),
         started_unix_s,

@@ -2,10 +2,12 @@
 //! that drives them one iteration ([`Node::step`]) at a time.
 
 use super::jobs::{JobRun, Launch, Teardown};
+use super::sampling::Traffic;
 use super::Env;
 use crate::experiment::Experiment;
 use crate::results::{Interval, JobResult, Machine, Sample, Switch};
 use anyhow::{bail, Context, Result};
+use memgang_core::policy::DynamicCosched;
 use memgang_core::{Cluster, JobId, JobSpec, Policy, Scheduler};
 use memgang_linux::cgroup::GroupPath;
 use memgang_linux::counters::VmStat;
@@ -25,6 +27,10 @@ pub struct NodeSettings {
     pub label: String,
     /// How often the jobs' counters are read.
     pub sample_interval: Duration,
+    /// Paper 003's dynamic coscheduling over `policy`: the node counts
+    /// each running job's messages every
+    /// [`TRAFFIC_PERIOD`](memgang_core::policy::TRAFFIC_PERIOD).
+    pub dynamic_coscheduling: bool,
 }
 
 impl NodeSettings {
@@ -40,6 +46,7 @@ impl NodeSettings {
             policy: exp.policy.build_with(exp.quantum, exp.switch, exp.overlap),
             label: exp.policy.to_string(),
             sample_interval: exp.sample_interval,
+            dynamic_coscheduling: exp.dynamic_coscheduling,
         }
     }
 }
@@ -78,6 +85,8 @@ pub struct Node {
     pub(super) vm_start: VmStat,
     pub(super) vm_last: VmStat,
     pub(super) next_sample: Duration,
+    /// Message counts for dynamic coscheduling, when it is on.
+    pub(super) traffic: Option<Traffic>,
     /// The node was under memory pressure at the last sample.
     pub(super) pressured: bool,
     /// Selective page-out could not be set up once: said once, not per
@@ -109,7 +118,16 @@ impl Node {
             .vmstat()
             .context("reading the node's paging counters (/proc/vmstat)")?;
         Ok(Node {
-            sched: Scheduler::new(cluster, Vec::new(), settings.policy),
+            sched: Scheduler::new(
+                cluster,
+                Vec::new(),
+                if settings.dynamic_coscheduling {
+                    Box::new(DynamicCosched::new(settings.policy))
+                } else {
+                    settings.policy
+                },
+            ),
+            traffic: settings.dynamic_coscheduling.then(Traffic::default),
             pool,
             pool_memory: settings.pool_memory,
             label: settings.label,
@@ -164,10 +182,12 @@ impl Node {
             return Ok(true);
         }
         self.sample_if_due()?;
+        self.traffic_if_due()?;
         let wake = self
             .sched
             .next_wakeup()
             .map_or(self.next_sample, |w| w.min(self.next_sample));
+        let wake = self.traffic.as_ref().map_or(wake, |t| wake.min(t.next));
         let mut wait = wake.saturating_sub(self.now());
         if let Some(max) = max_wait {
             wait = wait.min(max);

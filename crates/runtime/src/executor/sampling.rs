@@ -6,7 +6,10 @@ use super::node::Node;
 use crate::mechanisms::SwitchPoint;
 use crate::results::{JobSample, Sample};
 use anyhow::Result;
+use memgang_core::policy::TRAFFIC_PERIOD;
 use memgang_core::{Event, JobId, JobStatus, NodeId};
+use std::collections::HashMap;
+use std::time::Duration;
 
 /// Node memory PSI "some" avg10 (%) from which the node counts as under
 /// memory pressure: tasks stalled on memory a tenth of the time is paging
@@ -19,7 +22,64 @@ const PRESSURE_PSI_SOME: f64 = 10.0;
 /// growing job does not send an event every sample.
 const MEMORY_REPORT_STEP: u64 = 4 << 20;
 
+/// Dynamic coscheduling's counts: read/write calls per process at the
+/// last count, and when the next count is due.
+#[derive(Default)]
+pub(crate) struct Traffic {
+    pub(super) next: Duration,
+    calls: HashMap<i32, u64>,
+}
+
 impl Node {
+    /// Count each running job's messages over the last period and tell the
+    /// policy, when dynamic coscheduling is on and a count is due.
+    pub(super) fn traffic_if_due(&mut self) -> Result<()> {
+        let now = self.now();
+        let Some(t) = self.traffic.as_mut() else {
+            return Ok(());
+        };
+        if now < t.next {
+            return Ok(());
+        }
+        t.next = (t.next + TRAFFIC_PERIOD).max(now);
+        let mut calls = HashMap::new();
+        let mut events = Vec::new();
+        for (i, j) in self.jobs.iter().enumerate() {
+            let id = JobId(i as u32);
+            if j.proc.is_none() || self.sched.state().job(id).status != JobStatus::Running {
+                continue;
+            }
+            let pids = self
+                .env
+                .backend
+                .procs_recursive(&j.group)
+                .unwrap_or_default();
+            let mut messages = 0;
+            for pid in pids {
+                let Ok(n) = memgang_linux::process::io_calls(pid) else {
+                    continue;
+                };
+                // A process seen for the first time brings its start-up
+                // calls (loading, reading its input), not messages.
+                if let Some(last) = t.calls.get(&pid) {
+                    messages += n.saturating_sub(*last);
+                }
+                calls.insert(pid, n);
+            }
+            let ranks = self.sched.state().job(id).spec.ranks.max(1) as u64;
+            events.push(Event::JobTraffic {
+                job: id,
+                messages: messages / ranks,
+            });
+        }
+        t.calls = calls;
+        for event in events {
+            let actions = self.sched.handle(now, event);
+            self.carry_out(actions)?;
+        }
+        Ok(())
+    }
+
     /// Take the sample that is due, if one is: the jobs' counters (and the
     /// events they bring), and the node's memory pressure.
     pub(super) fn sample_if_due(&mut self) -> Result<()> {

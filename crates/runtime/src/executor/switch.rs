@@ -552,7 +552,7 @@ impl Node {
             .procs_recursive(&self.jobs[job.index()].group)
             .unwrap_or_default()
         {
-            if let Err(e) = memgang_linux::process::set_nice(pid, nice) {
+            if let Err(e) = memgang_linux::process::set_nice_process(pid, nice) {
                 tracing::warn!("renice of pid {pid} to {nice}: {e}");
             }
         }

@@ -505,6 +505,7 @@ fn settings(pool: &str, policy: PolicyKind) -> NodeSettings {
         policy: policy.build(Duration::from_millis(100), Switching::default()),
         label: policy.name().into(),
         sample_interval: Duration::from_millis(50),
+        dynamic_coscheduling: false,
     }
 }
 
