@@ -32,7 +32,7 @@ target/release/memgangd --config "$work/memgang.toml" 2> "$out/memgangd.log" &
 pid=$!
 for _ in $(seq 100); do [ -S "$work/memgang.sock" ] && break; sleep 0.1; done
 [ -S "$work/memgang.sock" ] || { cat "$out/memgangd.log" >&2; exit 1; }
-python3 bench/daemon_bench.py "$work/memgang.sock" target/release/memgang \
+python3 bench/daemon_bench.py "$work/memgang.sock" "$PWD/target/release/memgang" \
   "${JOBS:-1000}" "${CLI_JOBS:-100}" "$out/daemon.json" | tee "$out/table.md"
 nproc | xargs printf 'machine: %s CPUs, ' >> "$out/table.md"
 uname -r >> "$out/table.md"
