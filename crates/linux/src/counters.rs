@@ -39,7 +39,7 @@ impl VmStat {
         let field = |key: &str| {
             let bad = |reason: String| Error::Parse {
                 path: path.to_path_buf(),
-                content: crate::cgroup::truncate_for_error(text),
+                content: crate::sysfs::truncate_for_error(text),
                 reason,
             };
             let n = v.0.get(key).copied();

@@ -14,6 +14,7 @@ pub mod pidfd;
 mod proc;
 pub mod process;
 pub mod swap;
+pub mod sysfs;
 pub mod wss;
 
 pub use error::{Error, Result};

@@ -47,7 +47,6 @@ use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 /// Ranges per `process_madvise` / `process_vm_readv` call: the kernel's
@@ -139,19 +138,7 @@ const PM_FILE_OR_SHARED_ANON: u64 = 1 << 61;
 /// pagemap read.
 static SCAN_IOCTL_MISSING: AtomicBool = AtomicBool::new(false);
 
-/// The system page size.
-pub fn page_size() -> u64 {
-    static PAGE: OnceLock<u64> = OnceLock::new();
-    *PAGE.get_or_init(|| {
-        // SAFETY: sysconf has no preconditions.
-        let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-        if p > 0 {
-            p as u64
-        } else {
-            4096
-        }
-    })
-}
+pub use crate::sysfs::page_size;
 
 /// `pages` contiguous virtual pages from `start` (page aligned).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -61,7 +61,7 @@ impl PidFd {
             return match e.raw_os_error() {
                 Some(libc::ESRCH) => Ok(None),
                 Some(libc::ENOSYS) => Err(no_pidfds("pidfd_open")),
-                _ => Err(crate::cgroup::io_error("pidfd_open of", proc_path(pid), e)),
+                _ => Err(crate::sysfs::io_error("pidfd_open of", proc_path(pid), e)),
             };
         }
         // SAFETY: r is a fresh descriptor returned by pidfd_open, owned here.
@@ -94,7 +94,7 @@ impl PidFd {
         match e.raw_os_error() {
             Some(libc::ESRCH) => Ok(false),
             Some(libc::ENOSYS) => Err(no_pidfds("pidfd_send_signal")),
-            _ => Err(crate::cgroup::io_error(
+            _ => Err(crate::sysfs::io_error(
                 "sending a signal (pidfd_send_signal) to",
                 proc_path(self.pid),
                 e,

@@ -8,8 +8,8 @@
 //! the file (procfs drops the path of open errors), and the very same code
 //! parses cgroup v2 `memory.pressure` files and the texts of unit tests.
 
-use crate::cgroup::truncate_for_error;
 use crate::error::{Error, Result};
+use crate::sysfs::truncate_for_error;
 use procfs::{FromRead, ProcError};
 use std::ffi::OsString;
 use std::os::unix::ffi::OsStringExt;

@@ -9,13 +9,14 @@
 //! `memory.stat` (`total_*` fields count the group and its descendants),
 //! `memory.swappiness`, `freezer.state` (THAWED / FREEZING / FROZEN).
 
-use super::{
-    child_groups, errno, io_error, mkdir_group, parse_keyed, parse_u64, procs_below, read_file,
-    read_pids, required, rmdir_group, wait_until, write_file, CgroupBackend, CgroupVersion,
-    GroupPath, MemoryStat, FREEZE_TIMEOUT,
-};
+use super::tree::{child_groups, mkdir_group, procs_below, rmdir_group};
+use super::{CgroupBackend, CgroupVersion, GroupPath, MemoryStat, FREEZE_TIMEOUT};
 use crate::counters::Psi;
 use crate::error::{Error, Result};
+use crate::sysfs::{
+    errno, io_error, page_size, parse_keyed, parse_u64, read_file, read_pids, required, wait_until,
+    write_file,
+};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -232,7 +233,7 @@ impl CgroupBackend for V1 {
         let limit_path = self.memory_file(group, "memory.limit_in_bytes");
         let previous = self.memory_limit(group)?;
         let before = self.usage(group)?;
-        let page = crate::paging::page_size();
+        let page = page_size();
         let target = before.saturating_sub(bytes) / page * page;
         // One write gives up (EBUSY) at the first reclaim round that frees
         // nothing, which under write-back happens long before the group is

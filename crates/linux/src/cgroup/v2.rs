@@ -13,13 +13,14 @@
 //! has no v2 memory controller). On a fake tree nothing answers a write, so
 //! every wait for the kernel is bounded and its error names the file.
 
-use super::{
-    child_groups, errno, io_error, parse_keyed, parse_u64, procs_below, read_file, read_optional,
-    read_pids, required, rmdir_group, wait_until, write_file, CgroupBackend, CgroupVersion,
-    GroupPath, MemoryStat, FREEZE_TIMEOUT,
-};
+use super::tree::{child_groups, procs_below, rmdir_group};
+use super::{CgroupBackend, CgroupVersion, GroupPath, MemoryStat, FREEZE_TIMEOUT};
 use crate::counters::Psi;
 use crate::error::{Error, Result};
+use crate::sysfs::{
+    errno, io_error, parse_keyed, parse_u64, read_file, read_optional, read_pids, required,
+    wait_until, write_file,
+};
 use std::collections::BTreeSet;
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};

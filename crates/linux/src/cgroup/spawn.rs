@@ -1,0 +1,80 @@
+//! Starting a job's processes inside its cgroup from their first
+//! instruction, optionally as another user.
+
+use super::{CgroupBackend, GroupPath};
+use crate::error::Result;
+use crate::sysfs::io_error;
+
+/// Spawn `cmd` as a member of `group` from its first instruction: the
+/// child writes "0" (itself) into the group's `cgroup.procs` files between
+/// fork and exec, so every page it touches is charged to the group and
+/// nothing it forks can escape. The outer error is about the group (its
+/// files could not be opened); the inner one is spawn's own, so a caller can
+/// tell "command not found" apart.
+pub fn spawn_into(
+    backend: &dyn CgroupBackend,
+    group: &GroupPath,
+    cmd: &mut std::process::Command,
+) -> Result<std::io::Result<std::process::Child>> {
+    spawn_into_as(backend, group, cmd, None)
+}
+
+/// Who a job runs as: a service (root) starting another user's job.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Credentials {
+    pub uid: u32,
+    pub gid: u32,
+    /// Supplementary groups.
+    pub groups: Vec<u32>,
+}
+
+/// [`spawn_into`], then, when `user` is given, drop to that user in the
+/// child: setgroups, setgid, setuid, in that order (each needs the
+/// privilege the next one gives up), after joining the group, whose files
+/// were opened as root, and before exec. A failure to drop aborts the
+/// spawn: the job never runs as root by mistake.
+pub fn spawn_into_as(
+    backend: &dyn CgroupBackend,
+    group: &GroupPath,
+    cmd: &mut std::process::Command,
+    user: Option<&Credentials>,
+) -> Result<std::io::Result<std::process::Child>> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::process::CommandExt;
+    let files = backend
+        .procs_files(group)
+        .iter()
+        .map(|p| {
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open(p)
+                .map_err(|e| io_error("opening for writing", p, e))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let fds: Vec<i32> = files.iter().map(|f| f.as_raw_fd()).collect();
+    let user = user.cloned();
+    // SAFETY: the closure only calls write(2), setgroups(2), setgid(2) and
+    // setuid(2), async-signal-safe, on descriptors that stay open until
+    // spawn() returns (`files`) and memory allocated before the fork.
+    unsafe {
+        cmd.pre_exec(move || {
+            for fd in &fds {
+                if libc::write(*fd, b"0".as_ptr().cast(), 1) != 1 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            if let Some(c) = &user {
+                if libc::setgroups(c.groups.len(), c.groups.as_ptr()) != 0
+                    || libc::setgid(c.gid) != 0
+                    || libc::setuid(c.uid) != 0
+                {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            Ok(())
+        });
+    }
+    let child = cmd.spawn();
+    drop(files);
+    Ok(child)
+}
