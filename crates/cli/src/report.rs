@@ -60,7 +60,11 @@ pub fn render(results: &[RunResult]) -> String {
     for r in results {
         let row = summary(r);
         let cut = match (r.switching_overhead, lru(&r.experiment)) {
-            (Some(o), Some(l)) if l > 0.0 && !(r.policy == "gang" && r.switch == "lru") => {
+            (Some(o), Some(l))
+                if l > 0.0
+                    && row["switch"].is_string()
+                    && !(r.policy == "gang" && r.switch == "lru") =>
+            {
                 format!("{:.0}%", (1.0 - o / l) * 100.0)
             }
             _ => "-".into(),
