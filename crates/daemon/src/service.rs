@@ -197,6 +197,17 @@ impl Service {
             .iter()
             .filter_map(|p| self.env.backend.memory_stat(p).ok()?.swap_bytes)
             .sum();
+        // Under cosched every admitted job runs at once: what is in swap is
+        // paged, not parked, so prevention (paper 003 §3) counts the pool
+        // alone. The policies that suspend jobs park them in swap.
+        let swap = if self.cfg.policy == memgang_core::PolicyKind::Cosched {
+            SwapStatus {
+                total_bytes: 0,
+                used_bytes: 0,
+            }
+        } else {
+            swap
+        };
         Capacity {
             pool_bytes: self.cfg.pool_memory,
             swap_total_bytes: swap.total_bytes,

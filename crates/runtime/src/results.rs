@@ -108,6 +108,13 @@ pub struct JobResult {
     /// The last lines the job wrote to stderr, when it failed.
     pub stderr_tail: Option<String>,
     pub log_dir: Option<String>,
+    /// Dynamic coscheduling: the largest CPU priority boost the job got,
+    /// in nice steps (0: never raised).
+    #[serde(default)]
+    pub max_boost: u32,
+    /// Dynamic coscheduling: seconds of its run it spent boosted.
+    #[serde(default)]
+    pub boosted_s: f64,
 }
 
 impl JobResult {

@@ -73,6 +73,8 @@ pub(super) struct JobRun {
     pub(super) reported_peak: u64,
     pub(super) proc: Option<Launched>,
     pub(super) running_since: Option<Duration>,
+    /// Since when (s) dynamic coscheduling has it boosted.
+    pub(super) boosted_since: Option<f64>,
     /// Cancelled: killed if it runs, never started if it has not.
     pub(super) cancelled: bool,
     pub(super) last: MemoryStat,
@@ -91,6 +93,7 @@ impl JobRun {
             reported_peak: 0,
             proc: None,
             running_since: None,
+            boosted_since: None,
             cancelled: false,
             last: MemoryStat::default(),
             result: JobResult {
@@ -263,6 +266,9 @@ impl Node {
             self.teardown.jobs.retain(|(g, _)| *g != j.group);
         }
         let r = &mut j.result;
+        if let Some(since) = j.boosted_since.take() {
+            r.boosted_s += now.as_secs_f64() - since;
+        }
         r.finish_s = Some(now.as_secs_f64());
         r.completion_s = Some(now.as_secs_f64() - r.arrival_s);
         r.exit_code = exit.code;

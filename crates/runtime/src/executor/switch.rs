@@ -545,7 +545,16 @@ impl Node {
         }
     }
 
-    fn renice(&self, job: JobId, nice: i32) {
+    fn renice(&mut self, job: JobId, nice: i32) {
+        let now = self.now().as_secs_f64();
+        let j = &mut self.jobs[job.index()];
+        if let Some(since) = j.boosted_since.take() {
+            j.result.boosted_s += now - since;
+        }
+        if nice < 0 {
+            j.boosted_since = Some(now);
+        }
+        j.result.max_boost = j.result.max_boost.max(nice.unsigned_abs());
         for pid in self
             .env
             .backend

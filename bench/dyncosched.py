@@ -1,0 +1,157 @@
+"""Paper 003's experiment on this node, through memgangd: a parallel job
+(2 ranks meeting at a barrier every iteration) run back to back while a
+stream of sequential jobs with Pareto-distributed lifetimes and memory
+keeps the node busy (a finished job is replaced at once, paper 003 §5).
+Slowdown = the parallel job's run time under load / alone.
+
+Arguments: MEMGANGD WORKLOAD OUT_DIR. Environment: MEANS (mean sequential
+footprints in MiB, default "128 256"), RUNS (parallel runs per cell, 3),
+SEQ_JOBS (sequential jobs in the system at once, 3), POOL (1G)."""
+import json
+import os
+import random
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+memgangd, workload, out = sys.argv[1:4]
+MEANS = [int(m) for m in os.environ.get("MEANS", "128 256").split()]
+RUNS = int(os.environ.get("RUNS", "3"))
+SEQ_JOBS = int(os.environ.get("SEQ_JOBS", "3"))
+POOL_MIB = 1024
+# The parallel job: 128 MiB over 2 ranks (paper 003's CG class A is 64 MB
+# on 1 GB nodes; ours twice that on a 1 GiB pool), about 10 s alone.
+PAR = [workload, "--mib", "128", "--pattern", "stencil", "--ranks", "2",
+       "--iterations", os.environ.get("PAR_ITERS", "150"), "--compute", "1", "--quiet"]
+PAR_MEMORY = 150 << 20
+# Pareto shape 1.5: heavy-tailed (paper 003 footnote 3 has k ≈ 1, whose
+# mean is infinite) with a finite mean to set.
+SHAPE = 1.5
+MEAN_LIFE_S = 1.0
+# Microseconds per page visit with --compute 1 (memgang-workload --help:
+# about 1 µs of compute plus about 1 µs per visit).
+US_PER_PAGE = 2.0
+
+
+def pareto(mean, cap):
+    xm = mean * (SHAPE - 1) / SHAPE
+    return min(cap, xm / (random.random() ** (1 / SHAPE)))
+
+
+class Daemon:
+    def __init__(self, prevention, cosched):
+        self.dir = tempfile.mkdtemp(prefix="memgang-bench-dyn.")
+        os.chmod(self.dir, 0o755)
+        self.sock = os.path.join(self.dir, "memgang.sock")
+        with open(os.path.join(self.dir, "memgang.toml"), "w") as f:
+            f.write(f'state_dir = "{self.dir}/state"\nsocket = "{self.sock}"\n'
+                    f'pool_memory = "{POOL_MIB}M"\nswap_reserve = "0"\npolicy = "cosched"\n'
+                    f"paging_prevention = {str(prevention).lower()}\n"
+                    f"dynamic_coscheduling = {str(cosched).lower()}\n")
+        self.log = open(os.path.join(self.dir, "daemon.log"), "w")
+        self.proc = subprocess.Popen([memgangd, "--config", os.path.join(self.dir, "memgang.toml")],
+                                     stderr=self.log)
+        for _ in range(100):
+            if os.path.exists(self.sock):
+                return
+            time.sleep(0.1)
+        sys.exit("memgangd did not start")
+
+    def call(self, req):
+        with socket.socket(socket.AF_UNIX) as s:
+            s.connect(self.sock)
+            s.sendall((json.dumps(req) + "\n").encode())
+            ans = json.loads(s.makefile().readline())
+        if ans["kind"] == "error":
+            raise RuntimeError(ans["message"])
+        return ans
+
+    def submit(self, cmd, memory, name):
+        return self.call({"op": "submit", "command": cmd, "memory_bytes": int(memory), "ranks": 1,
+                          "cwd": "/", "env": {"PATH": os.environ["PATH"]}, "name": name})["id"]
+
+    def jobs(self):
+        return {j["id"]: j for j in self.call({"op": "list"})["jobs"]}
+
+    def stop(self):
+        for j in self.jobs().values():
+            if j["state"] in ("queued", "running", "suspended"):
+                self.call({"op": "cancel", "id": j["id"]})
+        deadline = time.time() + 30
+        while time.time() < deadline and any(
+                j["state"] in ("queued", "running", "suspended") for j in self.jobs().values()):
+            time.sleep(0.2)
+        self.proc.terminate()
+        self.proc.wait()
+        subprocess.run(["rm", "-rf", self.dir])
+
+
+def seq_job(mean_mib):
+    mib = max(4, int(pareto(mean_mib, POOL_MIB)))
+    life = pareto(MEAN_LIFE_S, 30.0)
+    iters = max(1, round(life * 1e6 / (mib * 256 * US_PER_PAGE)))
+    return [workload, "--mib", str(mib), "--pattern", "random", "--iterations", str(iters),
+            "--compute", "1", "--quiet", "--seed", str(random.randrange(1 << 30))], (mib + 8) << 20
+
+
+def run_cell(prevention, cosched, mean_mib):
+    """Mean run time of RUNS parallel runs under load (None: alone)."""
+    d = Daemon(prevention, cosched)
+    times, seq_done, majflt = [], 0, 0
+    try:
+        seq = set()
+        for _ in range(RUNS):
+            par = d.submit(PAR, PAR_MEMORY, "parallel")
+            while True:
+                jobs = d.jobs()
+                if mean_mib is not None:
+                    live = [i for i in seq if jobs[i]["state"] in ("queued", "running")]
+                    seq_done += len(seq) - len(live)
+                    seq = set(live)
+                    while len(seq) < SEQ_JOBS:
+                        cmd, mem = seq_job(mean_mib)
+                        seq.add(d.submit(cmd, mem, "seq"))
+                p = jobs[par]
+                if p["state"] in ("finished", "failed", "cancelled"):
+                    if p["state"] != "finished":
+                        sys.exit(f"the parallel job {p['state']}: {p.get('reason')}")
+                    times.append(p["finished_unix_s"] - p["started_unix_s"])
+                    break
+                time.sleep(0.1)
+    finally:
+        d.stop()
+    return sum(times) / len(times), times, seq_done
+
+
+random.seed(int(os.environ.get("SEED", "1")))
+alone, alone_runs, _ = run_cell(True, False, None)
+rows = []
+for mean in MEANS:
+    for prevention, cosched, label in [(False, False, "neither"), (True, False, "prevention only"),
+                                       (False, True, "coscheduling only"), (True, True, "both")]:
+        vm0 = dict(l.split() for l in open("/proc/vmstat"))
+        t, runs, n = run_cell(prevention, cosched, mean)
+        vm1 = dict(l.split() for l in open("/proc/vmstat"))
+        rows.append({"mean_seq_mib": mean, "config": label, "paging_prevention": prevention,
+                     "dynamic_coscheduling": cosched, "parallel_s": t, "runs_s": runs,
+                     "slowdown": t / alone, "seq_jobs_done": n,
+                     "pswpin": int(vm1["pswpin"]) - int(vm0["pswpin"]),
+                     "pswpout": int(vm1["pswpout"]) - int(vm0["pswpout"])})
+        print(f"{mean} MiB {label}: {t:.1f} s, slowdown {t / alone:.2f}", file=sys.stderr)
+res = {"alone_s": alone, "alone_runs_s": alone_runs, "runs": RUNS, "seq_jobs": SEQ_JOBS,
+       "pool_mib": POOL_MIB, "rows": rows}
+with open(os.path.join(out, "dyncosched.json"), "w") as f:
+    json.dump(res, f, indent=1)
+print(f"parallel job alone: {alone:.1f} s (mean of {RUNS}); pool {POOL_MIB} MiB, "
+      f"{SEQ_JOBS} sequential jobs in the system\n")
+print("| mean seq. footprint | config | parallel run (s) | slowdown | slowdown vs neither | seq. jobs done | pages swapped in / out |")
+print("|---|---|---|---|---|---|---|")
+base = {}
+for r in rows:
+    if r["config"] == "neither":
+        base[r["mean_seq_mib"]] = r["slowdown"]
+    change = "-" if r["config"] == "neither" else f"{(r['slowdown'] / base[r['mean_seq_mib']] - 1) * 100:+.0f}%"
+    print(f"| {r['mean_seq_mib']} MiB | {r['config']} | {r['parallel_s']:.1f} | {r['slowdown']:.2f} | "
+          f"{change} | {r['seq_jobs_done']} | {r['pswpin']} / {r['pswpout']} |")

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Paper 003's experiment (§5, Fig. 1-2) on this node through memgangd: the
+# slowdown of a parallel job beside Pareto-distributed sequential jobs,
+# with neither, paging prevention only, dynamic coscheduling only, and
+# both. Prints the table; JSON to $out.
+#   sudo bench/dyncosched.sh [OUT_DIR]     MEANS="128 256" RUNS=3 SEQ_JOBS=3
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source bench/lib.sh
+bench_setup dyncosched "${1:-}"
+python3 bench/dyncosched.py "$PWD/target/release/memgangd" "$PWD/target/release/memgang-workload" "$out" \
+  | tee "$out/table.md"
+printf 'machine: %s CPUs, Linux %s\n' "$(nproc)" "$(uname -r)" >> "$out/table.md"
+echo "results in $out"
