@@ -107,7 +107,7 @@ struct RunArgs {
     #[arg(long)]
     overlap: Option<memgang_core::Overlap>,
     /// Paper 003's dynamic coscheduling over the policy: a job that
-    /// communicates (read/write calls every 100 ms) runs at a higher CPU
+    /// communicates (wakes for messages every 100 ms) runs at a higher CPU
     /// priority while it does (overrides the file).
     #[arg(long)]
     dynamic_coscheduling: bool,

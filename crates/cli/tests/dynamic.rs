@@ -28,8 +28,16 @@ fn a_communicating_job_is_boosted_and_sequential_ones_are_not() {
                 "--mib 32 --pattern stencil --ranks 2 --iterations 300 --compute 1",
                 2
             ),
-            job("seq1", "--mib 32 --pattern seq --iterations 200 --compute 4", 1),
-            job("seq2", "--mib 32 --pattern seq --iterations 200 --compute 4", 1),
+            job(
+                "seq1",
+                "--mib 32 --pattern seq --iterations 200 --compute 4",
+                1
+            ),
+            job(
+                "seq2",
+                "--mib 32 --pattern seq --iterations 200 --compute 4",
+                1
+            ),
         ),
     );
     let (out, v) = bed.run(&exp, &["--baseline", "none"]);

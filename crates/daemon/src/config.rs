@@ -39,8 +39,8 @@ pub struct Config {
     /// admitted job. Default on; off only to measure what it is worth.
     pub paging_prevention: bool,
     /// Paper 003 §4.1: raise communicating jobs' CPU priority. Default
-    /// off: it helps parallel jobs beside sequential ones and costs a read
-    /// of /proc/PID/io per process every 100 ms.
+    /// off: it helps parallel jobs beside sequential ones and costs reading
+    /// /proc/PID/task/*/status per process every 100 ms.
     pub dynamic_coscheduling: bool,
     pub state_dir: PathBuf,
     pub socket: PathBuf,

@@ -72,23 +72,47 @@ pub fn set_nice_process(pid: i32, nice: i32) -> Result<()> {
     Ok(())
 }
 
-/// Read and write system calls process `pid` has made (`syscr + syscw` of
-/// /proc/PID/io, all its threads, living and exited): the message count of
-/// dynamic coscheduling. Sockets, pipes and files alike: a compute job
-/// makes none per 100 ms, a rank waiting on its peers makes one per
-/// message; counting socket bytes alone (sock_diag per socket inode, or
-/// eBPF) would exclude pipes and cost a netlink dump per sample.
-pub fn io_calls(pid: i32) -> Result<u64> {
-    let io = procfs::process::Process::new(pid)
-        .and_then(|p| p.io())
-        .map_err(|e| {
-            Error::io(
-                "reading",
-                PathBuf::from(format!("/proc/{pid}/io")),
-                std::io::Error::other(e),
-            )
-        })?;
-    Ok(io.syscr + io.syscw)
+/// What dynamic coscheduling reads of a process: how often its threads
+/// went to sleep and woke (voluntary context switches, all threads) and
+/// how many of those sleeps were major page faults.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Wakeups {
+    pub voluntary_switches: u64,
+    pub major_faults: u64,
+}
+
+impl Wakeups {
+    /// Wake-ups between `earlier` and `self` that were not page faults:
+    /// the messages a communicating process waited for (a receive that
+    /// blocks, then wakes when the message arrives), over sockets, pipes
+    /// or futexes alike. Read/write call counts (/proc/PID/io) miss
+    /// send/recv, which sockets are driven with; per-socket counters
+    /// (sock_diag) exist for TCP only, not for Unix sockets.
+    pub fn messages_since(&self, earlier: &Wakeups) -> u64 {
+        let switches = self
+            .voluntary_switches
+            .saturating_sub(earlier.voluntary_switches);
+        switches.saturating_sub(self.major_faults.saturating_sub(earlier.major_faults))
+    }
+}
+
+/// [`Wakeups`] of process `pid` (/proc/PID/task/*/status, /proc/PID/stat).
+pub fn wakeups(pid: i32) -> Result<Wakeups> {
+    let path = || PathBuf::from(format!("/proc/{pid}"));
+    let err = |e: procfs::ProcError| Error::io("reading", path(), std::io::Error::other(e));
+    let p = procfs::process::Process::new(pid).map_err(err)?;
+    let major_faults = p.stat().map_err(err)?.majflt;
+    let mut voluntary_switches = 0;
+    // Threads that exit meanwhile are skipped: their count goes with them.
+    for task in p.tasks().map_err(err)?.flatten() {
+        if let Ok(st) = task.status() {
+            voluntary_switches += st.voluntary_ctxt_switches.unwrap_or(0);
+        }
+    }
+    Ok(Wakeups {
+        voluntary_switches,
+        major_faults,
+    })
 }
 
 #[cfg(test)]
@@ -96,16 +120,35 @@ mod tests {
     use super::*;
 
     #[test]
-    fn io_calls_count_a_process_reads_and_writes() {
+    fn a_process_waiting_for_messages_wakes_once_per_message() {
         use std::io::Write;
-        let me = std::process::id() as i32;
-        let before = io_calls(me).unwrap();
-        let mut f = tempfile::tempfile().unwrap();
+        use std::process::{Command, Stdio};
+        // A shell reading lines from a pipe: it sleeps until each arrives.
+        let mut child = Command::new("sh")
+            .args(["-c", "while read x; do :; done"])
+            .stdin(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let pid = child.id() as i32;
+        let mut pipe = child.stdin.take().unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        let before = wakeups(pid).unwrap();
         for _ in 0..50 {
-            f.write_all(b"x").unwrap();
+            pipe.write_all(b"x\n").unwrap();
+            std::thread::sleep(std::time::Duration::from_millis(2));
         }
-        assert!(io_calls(me).unwrap() >= before + 50);
-        assert!(io_calls(i32::MAX).is_err());
+        let after = wakeups(pid).unwrap();
+        drop(pipe);
+        child.wait().unwrap();
+        assert!(after.messages_since(&before) >= 50, "{before:?} {after:?}");
+        assert!(wakeups(i32::MAX).is_err());
+        let w = |v, m| Wakeups {
+            voluntary_switches: v,
+            major_faults: m,
+        };
+        // Sleeps that were page faults are not messages.
+        assert_eq!(w(110, 30).messages_since(&w(10, 0)), 70);
+        assert_eq!(w(10, 30).messages_since(&w(10, 0)), 0);
     }
 
     #[test]

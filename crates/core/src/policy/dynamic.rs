@@ -4,7 +4,9 @@
 //! sequential jobs for their time slice.
 //!
 //! Every [`TRAFFIC_PERIOD`] the executor reports each running job's
-//! messages in that period ([`Event::JobTraffic`], per rank). The boost is
+//! messages in that period ([`Event::JobTraffic`], per rank; the runtime
+//! counts the times its processes slept and woke other than for a page
+//! fault, which is what a receive waiting for a message does). The boost is
 //! the paper's formula (1),
 //!
 //! ```text

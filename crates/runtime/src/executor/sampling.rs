@@ -22,12 +22,12 @@ const PRESSURE_PSI_SOME: f64 = 10.0;
 /// growing job does not send an event every sample.
 const MEMORY_REPORT_STEP: u64 = 4 << 20;
 
-/// Dynamic coscheduling's counts: read/write calls per process at the
-/// last count, and when the next count is due.
+/// Dynamic coscheduling's counts: each process's wake-ups at the last
+/// count, and when the next count is due.
 #[derive(Default)]
 pub(crate) struct Traffic {
     pub(super) next: Duration,
-    calls: HashMap<i32, u64>,
+    seen: HashMap<i32, memgang_linux::process::Wakeups>,
 }
 
 impl Node {
@@ -42,7 +42,7 @@ impl Node {
             return Ok(());
         }
         t.next = (t.next + TRAFFIC_PERIOD).max(now);
-        let mut calls = HashMap::new();
+        let mut seen = HashMap::new();
         let mut events = Vec::new();
         for (i, j) in self.jobs.iter().enumerate() {
             let id = JobId(i as u32);
@@ -56,15 +56,14 @@ impl Node {
                 .unwrap_or_default();
             let mut messages = 0;
             for pid in pids {
-                let Ok(n) = memgang_linux::process::io_calls(pid) else {
+                let Ok(now) = memgang_linux::process::wakeups(pid) else {
                     continue;
                 };
-                // A process seen for the first time brings its start-up
-                // calls (loading, reading its input), not messages.
-                if let Some(last) = t.calls.get(&pid) {
-                    messages += n.saturating_sub(*last);
+                // A process seen for the first time brings its whole past.
+                if let Some(last) = t.seen.get(&pid) {
+                    messages += now.messages_since(last);
                 }
-                calls.insert(pid, n);
+                seen.insert(pid, now);
             }
             let ranks = self.sched.state().job(id).spec.ranks.max(1) as u64;
             events.push(Event::JobTraffic {
@@ -72,7 +71,7 @@ impl Node {
                 messages: messages / ranks,
             });
         }
-        t.calls = calls;
+        t.seen = seen;
         for event in events {
             let actions = self.sched.handle(now, event);
             self.carry_out(actions)?;
