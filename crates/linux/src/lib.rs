@@ -13,6 +13,7 @@ pub mod paging;
 pub mod pidfd;
 mod proc;
 pub mod process;
+pub mod runs;
 pub mod swap;
 pub mod sysfs;
 pub mod wss;

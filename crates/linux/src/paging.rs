@@ -138,25 +138,9 @@ const PM_FILE_OR_SHARED_ANON: u64 = 1 << 61;
 /// pagemap read.
 static SCAN_IOCTL_MISSING: AtomicBool = AtomicBool::new(false);
 
+use crate::runs;
+pub use crate::runs::{Run, Span};
 pub use crate::sysfs::page_size;
-
-/// `pages` contiguous virtual pages from `start` (page aligned).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Run {
-    pub start: u64,
-    pub pages: u64,
-}
-
-impl Run {
-    pub fn bytes(&self) -> u64 {
-        self.pages * page_size()
-    }
-
-    /// First address after the run.
-    pub fn end(&self) -> u64 {
-        self.start + self.bytes()
-    }
-}
 
 /// Which pages of process `pid` were resident when it was paged out: the
 /// adaptive page-in record of paper 000 Fig. 4, one [`Run`] per stretch of
@@ -176,24 +160,6 @@ impl PageRecord {
 
     pub fn bytes(&self) -> u64 {
         self.pages() * page_size()
-    }
-}
-
-/// Something that names a stretch of address space: `(start, length in
-/// bytes)`. [`page_out`] takes runs or ranges alike.
-pub trait Span {
-    fn span(&self) -> (u64, u64);
-}
-
-impl Span for Run {
-    fn span(&self) -> (u64, u64) {
-        (self.start, self.bytes())
-    }
-}
-
-impl Span for Range<u64> {
-    fn span(&self) -> (u64, u64) {
-        (self.start, self.end.saturating_sub(self.start))
     }
 }
 
@@ -440,8 +406,10 @@ pub fn page_in(pid: i32, record: &PageRecord, fault_in: bool) -> Result<PageInRe
     let fd = open_pidfd(pid, "paging in")?;
     // Runs cut to windows of at most PAGE_IN_WINDOW; `owner[k]` is the run
     // that piece k came from.
-    let (spans, owner) = split_spans(&record.runs, PAGE_IN_WINDOW);
-    let windows = windows(&spans, PAGE_IN_WINDOW);
+    let pieces = runs::cut(&record.runs, PAGE_IN_WINDOW);
+    let windows = runs::batches(&pieces, PAGE_IN_WINDOW);
+    let spans: Vec<(u64, u64)> = pieces.iter().map(|&(s, l, _)| (s, l)).collect();
+    let owner: Vec<usize> = pieces.iter().map(|p| p.2).collect();
     probe(&fd, libc::MADV_WILLNEED, "MADV_WILLNEED")?;
     let mut calls = 1;
     let mut skipped = vec![false; spans.len()];
@@ -510,42 +478,6 @@ pub fn page_in(pid: i32, record: &PageRecord, fault_in: bool) -> Result<PageInRe
     })
 }
 
-/// `runs` as spans of at most `max` bytes, with the index of the run each
-/// came from.
-fn split_spans(runs: &[Run], max: u64) -> (Vec<(u64, u64)>, Vec<usize>) {
-    let max = max.max(page_size()) / page_size() * page_size();
-    let (mut spans, mut owner) = (Vec::new(), Vec::new());
-    for (i, r) in runs.iter().enumerate() {
-        let (mut start, end) = (r.start, r.end());
-        while start < end {
-            let len = (end - start).min(max);
-            spans.push((start, len));
-            owner.push(i);
-            start += len;
-        }
-    }
-    (spans, owner)
-}
-
-/// Consecutive groups of `spans` of at most `max` bytes each (a longer
-/// span alone).
-fn windows(spans: &[(u64, u64)], max: u64) -> Vec<std::ops::Range<usize>> {
-    let mut out = Vec::new();
-    let (mut from, mut bytes) = (0, 0);
-    for (i, (_, len)) in spans.iter().enumerate() {
-        if i > from && bytes + len > max {
-            out.push(from..i);
-            from = i;
-            bytes = 0;
-        }
-        bytes += len;
-    }
-    if from < spans.len() {
-        out.push(from..spans.len());
-    }
-    out
-}
-
 // --- scanning ---------------------------------------------------------------
 
 /// Resident anonymous runs of `ranges`; `Ok(None)` if `method` is the ioctl
@@ -556,45 +488,12 @@ fn scan(pid: i32, ranges: &[Range<u64>], method: ScanMethod) -> Result<Option<Ve
     let path = proc_file(pid, "pagemap");
     let file = File::open(&path).map_err(|e| proc_error(pid, action, path.clone(), e))?;
     ensure_alive(&fd, action)?;
-    let ranges = aligned(ranges);
+    let ranges = runs::aligned(ranges);
     let result = match method {
         ScanMethod::PagemapScan => scan_ioctl(&file, &ranges),
         ScanMethod::PagemapRead => scan_read(&file, &ranges).map(Some),
     };
     result.map_err(|e| proc_error(pid, action, path, e))
-}
-
-/// Page-aligned, non-empty, ascending, with touching ranges merged (one
-/// ioctl walk for them).
-fn aligned(ranges: &[Range<u64>]) -> Vec<Range<u64>> {
-    let page = page_size();
-    let mut v: Vec<Range<u64>> = ranges
-        .iter()
-        .map(|r| r.start / page * page..r.end.div_ceil(page) * page)
-        .filter(|r| r.start < r.end)
-        .collect();
-    v.sort_by_key(|r| r.start);
-    let mut out: Vec<Range<u64>> = Vec::with_capacity(v.len());
-    for r in v {
-        match out.last_mut() {
-            Some(last) if r.start <= last.end => last.end = last.end.max(r.end),
-            _ => out.push(r),
-        }
-    }
-    out
-}
-
-/// Append `[start, end)` to `runs`, merging with the last run if it touches.
-fn push_run(runs: &mut Vec<Run>, start: u64, end: u64) {
-    let page = page_size();
-    if end <= start {
-        return;
-    }
-    let pages = (end - start) / page;
-    match runs.last_mut() {
-        Some(last) if last.end() == start => last.pages += pages,
-        _ => runs.push(Run { start, pages }),
-    }
 }
 
 fn scan_ioctl(file: &File, ranges: &[Range<u64>]) -> io::Result<Option<Vec<Run>>> {
@@ -641,7 +540,7 @@ fn scan_ioctl(file: &File, ranges: &[Range<u64>]) -> io::Result<Option<Vec<Run>>
             first = false;
             let n = (n as usize).min(regions.len());
             for reg in &regions[..n] {
-                push_run(&mut runs, reg.start, reg.end);
+                runs::push(&mut runs, reg.start, reg.end);
             }
             // The kernel stops early only when our vector is full (we set
             // no max_pages); walk_end then says where to go on. A walk that
@@ -686,7 +585,7 @@ fn scan_read(file: &File, ranges: &[Range<u64>]) -> io::Result<Vec<Run>> {
             for (i, &e) in entries[..n].iter().enumerate() {
                 if e & PM_PRESENT != 0 && e & PM_FILE_OR_SHARED_ANON == 0 {
                     let a = (vpn + i as u64) * page;
-                    push_run(&mut runs, a, a + page);
+                    runs::push(&mut runs, a, a + page);
                 }
             }
             vpn += n as u64;
@@ -740,38 +639,6 @@ fn probe(fd: &PidFd, advice: i32, name: &'static str) -> Result<bool> {
     }
 }
 
-/// Cut spans into page-aligned pieces of at most [`MAX_PIECE_BYTES`], each
-/// with the index of its span.
-fn pieces(spans: &[(u64, u64)]) -> Vec<(u64, u64, usize)> {
-    let page = page_size();
-    let mut out = Vec::with_capacity(spans.len());
-    for (i, &(start, len)) in spans.iter().enumerate() {
-        let mut s = start / page * page;
-        let end = (start.saturating_add(len)).div_ceil(page) * page;
-        while s < end {
-            let l = (end - s).min(MAX_PIECE_BYTES);
-            out.push((s, l, i));
-            s += l;
-        }
-    }
-    out
-}
-
-/// The pieces from `from` that go into one call: at most [`IOV_BATCH`] and
-/// at most `max_bytes` together. Always at least one.
-fn batch_len(pieces: &[(u64, u64, usize)], from: usize, max_bytes: u64) -> usize {
-    let mut total = 0;
-    let mut n = 0;
-    for &(_, len, _) in pieces[from..].iter().take(IOV_BATCH) {
-        if n > 0 && total + len > max_bytes {
-            break;
-        }
-        total += len;
-        n += 1;
-    }
-    n
-}
-
 /// `advice` over `spans`, batched; returns (bytes advised, calls). A span
 /// the kernel refuses is marked in `skipped` and the rest go on.
 ///
@@ -786,7 +653,7 @@ fn advise(
     name: &'static str,
     skipped: &mut [bool],
 ) -> Result<(u64, u64)> {
-    let pieces: Vec<_> = pieces(spans)
+    let pieces: Vec<_> = runs::cut(spans, MAX_PIECE_BYTES)
         .into_iter()
         .filter(|p| !skipped[p.2])
         .collect();
@@ -794,7 +661,7 @@ fn advise(
     let (mut bytes, mut calls, mut retries) = (0u64, 0u64, 0u32);
     let mut i = 0;
     while i < pieces.len() {
-        let batch = &pieces[i..i + batch_len(&pieces, i, MAX_CALL_BYTES)];
+        let batch = &pieces[i..i + runs::batch_len(&pieces, i, MAX_CALL_BYTES, IOV_BATCH)];
         iov.clear();
         iov.extend(batch.iter().map(|&(s, l, _)| libc::iovec {
             iov_base: s as *mut libc::c_void,
@@ -848,7 +715,7 @@ fn advise(
 /// that cannot be read: the rest of that span is given up (marked in
 /// `skipped`) and the next span goes on.
 fn read_through(fd: &PidFd, spans: &[(u64, u64)], skipped: &mut [bool]) -> Result<(u64, u64)> {
-    let pieces: Vec<_> = pieces(spans)
+    let pieces: Vec<_> = runs::cut(spans, MAX_PIECE_BYTES)
         .into_iter()
         .filter(|p| !skipped[p.2])
         .collect();
@@ -858,7 +725,7 @@ fn read_through(fd: &PidFd, spans: &[(u64, u64)], skipped: &mut [bool]) -> Resul
     let (mut bytes, mut calls, mut retries) = (0u64, 0u64, 0u32);
     let mut i = 0;
     while i < pieces.len() {
-        let batch = &pieces[i..i + batch_len(&pieces, i, MAX_PIECE_BYTES)];
+        let batch = &pieces[i..i + runs::batch_len(&pieces, i, MAX_PIECE_BYTES, IOV_BATCH)];
         // Skip spans that failed in an earlier batch (a later piece of one).
         if skipped[batch[0].2] {
             i += 1;
@@ -1019,57 +886,30 @@ mod tests {
     }
 
     #[test]
-    fn runs_merge_when_they_touch() {
-        let p = page_size();
-        let mut runs = Vec::new();
-        push_run(&mut runs, 0x10000, 0x10000 + 2 * p);
-        push_run(&mut runs, 0x10000 + 2 * p, 0x10000 + 5 * p);
-        push_run(&mut runs, 0x10000 + 6 * p, 0x10000 + 7 * p);
-        push_run(&mut runs, 0x20000, 0x20000); // empty: ignored
-        assert_eq!(
-            runs,
-            vec![
-                Run {
-                    start: 0x10000,
-                    pages: 5
-                },
-                Run {
-                    start: 0x10000 + 6 * p,
-                    pages: 1
-                }
-            ]
-        );
-        let rec = PageRecord { pid: 1, runs };
-        assert_eq!(rec.pages(), 6);
-        assert_eq!(rec.bytes(), 6 * p);
-        assert_eq!(rec.runs[0].end(), 0x10000 + 5 * p);
-        assert_eq!(rec.runs[1].span(), (0x10000 + 6 * p, p));
-        assert_eq!((0x1000u64..0x3000).span(), (0x1000, 0x2000));
-    }
-
-    #[test]
-    fn ranges_are_aligned_sorted_and_merged() {
-        let p = page_size();
-        let r = aligned(&[5 * p..6 * p + 1, p + 3..2 * p, 2 * p..3 * p, 9 * p..9 * p]);
-        assert_eq!(r, vec![p..3 * p, 5 * p..7 * p]);
-    }
-
-    #[test]
     fn pieces_and_batches_respect_kernel_limits() {
         let p = page_size();
         let big = 3 * MAX_PIECE_BYTES + p;
-        let ps = pieces(&[(0x1000_0000, big), (0x90_0000_0000, p / 2)]);
+        let ps = runs::cut(
+            &[(0x1000_0000, big), (0x90_0000_0000, p / 2)],
+            MAX_PIECE_BYTES,
+        );
         assert_eq!(ps.len(), 5);
         assert!(ps.iter().all(|x| x.1 <= MAX_PIECE_BYTES && x.1 % p == 0));
         assert_eq!(ps[..4].iter().map(|x| x.1).sum::<u64>(), big);
         assert_eq!(ps[4], (0x90_0000_0000, p, 1));
         // A madvise batch stays under MAX_RW_COUNT: one 1 GiB piece and a
         // bit fit, two do not overflow it.
-        assert_eq!(batch_len(&ps, 0, MAX_CALL_BYTES), 1);
-        assert_eq!(batch_len(&ps, 0, MAX_PIECE_BYTES), 1);
+        assert_eq!(runs::batch_len(&ps, 0, MAX_CALL_BYTES, IOV_BATCH), 1);
+        assert_eq!(runs::batch_len(&ps, 0, MAX_PIECE_BYTES, IOV_BATCH), 1);
         let small: Vec<_> = (0..3000).map(|i| (i * 2 * p, p, i as usize)).collect();
-        assert_eq!(batch_len(&small, 0, MAX_CALL_BYTES), IOV_BATCH);
-        assert_eq!(batch_len(&small, 2500, MAX_CALL_BYTES), 500);
+        assert_eq!(
+            runs::batch_len(&small, 0, MAX_CALL_BYTES, IOV_BATCH),
+            IOV_BATCH
+        );
+        assert_eq!(
+            runs::batch_len(&small, 2500, MAX_CALL_BYTES, IOV_BATCH),
+            500
+        );
     }
 
     #[test]

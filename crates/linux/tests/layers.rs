@@ -12,6 +12,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("proc", 2),
     ("process", 2),
     ("criu", 2),
+    ("runs", 2),
     ("counters", 3),
     ("pidfd", 3),
     ("swap", 3),

@@ -9,7 +9,8 @@ use anyhow::{Context, Result};
 use memgang_core::{Action, Event, JobId, PageInPlan, PageOutPlan};
 use memgang_linux::cgroup::CgroupBackend;
 use memgang_linux::counters::VmStat;
-use memgang_linux::paging::{self, PageRecord, Run as PageRun};
+use memgang_linux::paging::{self, PageRecord};
+use memgang_linux::runs;
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
@@ -252,7 +253,7 @@ impl Node {
                 }
             };
             if evict {
-                let runs = truncate_runs(&rec.runs, room);
+                let runs = runs::truncate(&rec.runs, room);
                 if runs.len() < rec.runs.len() || rec.bytes() > room {
                     clamped = true;
                     warnings.push(format!(
@@ -328,8 +329,8 @@ impl Node {
         records
             .into_iter()
             .map(|r| {
-                let runs = truncate_runs(&r.runs, allowed);
-                allowed = allowed.saturating_sub(runs.iter().map(PageRun::bytes).sum());
+                let runs = runs::truncate(&r.runs, allowed);
+                allowed = allowed.saturating_sub(runs::bytes(&runs));
                 PageRecord { pid: r.pid, runs }
             })
             .filter(|r| !r.runs.is_empty())
@@ -360,8 +361,8 @@ impl Node {
         let mut head = Vec::new();
         let mut tail = Vec::new();
         for rec in std::mem::take(&mut j.records) {
-            let (h, t) = split_runs(&rec.runs, *budget);
-            *budget = budget.saturating_sub(h.iter().map(PageRun::bytes).sum());
+            let (h, t) = runs::split_at(&rec.runs, *budget);
+            *budget = budget.saturating_sub(runs::bytes(&h));
             if !h.is_empty() {
                 head.push(PageRecord {
                     pid: rec.pid,
@@ -485,7 +486,7 @@ impl Node {
                     continue;
                 }
             };
-            let runs = truncate_runs(&rec.runs, left);
+            let runs = runs::truncate(&rec.runs, left);
             match self.env.paging.page_out(pid, &runs) {
                 Ok(advised) => left = left.saturating_sub(advised),
                 Err(e) => self.paging_failed(job, "paging out", &e),
@@ -574,83 +575,5 @@ impl Node {
                 .saturating_sub(s.used_bytes)
                 .saturating_sub(SWAP_RESERVE)
         })
-    }
-}
-
-/// `runs` cut after their first `bytes` (at a page): what comes before and
-/// what comes after.
-fn split_runs(runs: &[PageRun], bytes: u64) -> (Vec<PageRun>, Vec<PageRun>) {
-    let head = truncate_runs(runs, bytes);
-    let mut skip: u64 = head.iter().map(|r| r.pages).sum();
-    let mut tail = Vec::new();
-    for r in runs {
-        let drop = r.pages.min(skip);
-        skip -= drop;
-        if drop < r.pages {
-            tail.push(PageRun {
-                start: r.start + drop * paging::page_size(),
-                pages: r.pages - drop,
-            });
-        }
-    }
-    (head, tail)
-}
-
-/// The first `bytes` of `runs`, cut at a page.
-fn truncate_runs(runs: &[PageRun], bytes: u64) -> Vec<PageRun> {
-    let mut left = bytes / paging::page_size();
-    let mut out = Vec::new();
-    for r in runs {
-        if left == 0 {
-            break;
-        }
-        let pages = r.pages.min(left);
-        out.push(PageRun {
-            start: r.start,
-            pages,
-        });
-        left -= pages;
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn split_runs_cuts_at_a_page_and_loses_nothing() {
-        let ps = paging::page_size();
-        let runs = [
-            PageRun { start: 0, pages: 3 },
-            PageRun {
-                start: 10 * ps,
-                pages: 4,
-            },
-        ];
-        let (head, tail) = split_runs(&runs, 5 * ps);
-        assert_eq!(
-            head,
-            [
-                PageRun { start: 0, pages: 3 },
-                PageRun {
-                    start: 10 * ps,
-                    pages: 2
-                }
-            ]
-        );
-        assert_eq!(
-            tail,
-            [PageRun {
-                start: 12 * ps,
-                pages: 2
-            }]
-        );
-        let (head, tail) = split_runs(&runs, 0);
-        assert!(head.is_empty());
-        assert_eq!(tail, runs);
-        let (head, tail) = split_runs(&runs, 100 * ps);
-        assert_eq!(head, runs);
-        assert!(tail.is_empty());
     }
 }
