@@ -18,6 +18,7 @@ pub mod metrics;
 pub mod model;
 pub mod packing;
 pub mod policy;
+pub mod room;
 pub mod scheduler;
 pub mod state;
 pub mod switching;

@@ -6,6 +6,7 @@
 use crate::paging::PagingModel;
 use crate::report::{JobRecord, Report};
 use crate::workload::{TraceJob, Workload, WorkloadError};
+use memgang_core::room;
 use memgang_core::{
     Action, Cluster, Event, JobId, JobSpec, NodeId, Overlap, PageInPlan, PageOutPlan, PolicyKind,
     Scheduler, Switching, Time,
@@ -487,7 +488,7 @@ impl<'a> Simulator<'a> {
                     let mut stall: f64 = 0.0;
                     for n in nodes {
                         let free = m.saturating_sub(self.nodes[n.0 as usize].used);
-                        let out = self.evict(n.0, *job, mem.saturating_sub(free), None);
+                        let out = self.evict(n.0, *job, room::shortfall(mem, 0, free, 0), None);
                         let node = &mut self.nodes[n.0 as usize];
                         node.slots.push(Slot {
                             job: *job,
@@ -566,9 +567,8 @@ impl<'a> Simulator<'a> {
                             .iter()
                             .find(|s| s.job == *job)
                             .map_or(0, |s| s.resident);
-                        let short = mem
-                            .saturating_sub(have)
-                            .saturating_sub(m.saturating_sub(node.used));
+                        // Exact bytes in the model: no margin.
+                        let short = room::shortfall(mem, have, m.saturating_sub(node.used), 0);
                         let out = self.evict(n, *job, short, Some(from));
                         self.nodes[n as usize].cost += out as f64 / dev.write_bps;
                         switch_nodes.push(n);
@@ -582,7 +582,7 @@ impl<'a> Simulator<'a> {
                         let have = self.nodes[n.0 as usize].slot(*job).resident;
                         let missing = mem.saturating_sub(have);
                         let free = m.saturating_sub(self.nodes[n.0 as usize].used);
-                        let out = self.evict(n.0, *job, missing.saturating_sub(free), None);
+                        let out = self.evict(n.0, *job, room::shortfall(mem, have, free, 0), None);
                         let node = &mut self.nodes[n.0 as usize];
                         let s = node.slot(*job);
                         s.resident = mem;

@@ -6,6 +6,7 @@ use super::node::Node;
 use crate::mechanisms::{self, BgWriter, SwitchSampler};
 use crate::results::Switch;
 use anyhow::{Context, Result};
+use memgang_core::room;
 use memgang_core::{Action, Event, JobId, PageInPlan, PageOutPlan};
 use memgang_linux::cgroup::CgroupBackend;
 use memgang_linux::counters::VmStat;
@@ -314,11 +315,7 @@ impl Node {
         // to it and comes back without I/O.
         let held = backend.memory_stat(&j.group).map_or(0, |m| m.usage_bytes);
         let used = backend.memory_stat(&self.pool).map_or(0, |m| m.usage_bytes);
-        let mut allowed = self
-            .pool_memory
-            .saturating_sub(used)
-            .saturating_sub(ROOM_MARGIN)
-            + held;
+        let mut allowed = room::page_in_budget(self.pool_memory, used, held, ROOM_MARGIN);
         let total: u64 = records.iter().map(PageRecord::bytes).sum();
         if total > allowed {
             tracing::debug!(
@@ -345,9 +342,7 @@ impl Node {
             .backend
             .memory_stat(&self.pool)
             .map_or(self.pool_memory, |m| m.usage_bytes);
-        self.pool_memory
-            .saturating_sub(used)
-            .saturating_sub(ROOM_MARGIN)
+        room::page_in_budget(self.pool_memory, used, 0, ROOM_MARGIN)
     }
 
     /// Start paging in the first `budget` bytes of a suspended job's
@@ -419,12 +414,12 @@ impl Node {
     fn shortfall(&self, job: JobId) -> u64 {
         let backend = self.env.backend.as_ref();
         let j = &self.jobs[job.index()];
-        let ws = j.ws_bytes.or(j.declared).unwrap_or(0);
+        let ws = room::working_set(j.ws_bytes, j.declared);
         // A job not started yet has no cgroup: nothing resident.
         let resident = backend.memory_stat(&j.group).map_or(0, |m| m.anon_bytes);
         let used = backend.memory_stat(&self.pool).map_or(0, |m| m.usage_bytes);
         let free = self.pool_memory.saturating_sub(used);
-        (ws + ROOM_MARGIN).saturating_sub(resident + free)
+        room::shortfall(ws, resident, free, ROOM_MARGIN)
     }
 
     /// `so/ao` (paper 000 Fig. 3 with Fig. 2's victims): reclaim the
