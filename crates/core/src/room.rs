@@ -33,6 +33,13 @@ pub fn page_in_budget(pool: u64, used: u64, holds: u64, margin: u64) -> u64 {
         .saturating_add(holds)
 }
 
+/// Memory a running job may keep, to tell programs that adapt their own
+/// memory (memadapt): the pool less `margin` and what the `others`
+/// running beside it hold.
+pub fn allowance(pool: u64, others: u64, margin: u64) -> u64 {
+    pool.saturating_sub(margin).saturating_sub(others)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -50,6 +57,12 @@ mod tests {
         assert_eq!(shortfall(100, 30, 50, 10), 30);
         assert_eq!(shortfall(100, 30, 500, 10), 0);
         assert_eq!(shortfall(u64::MAX, 0, 0, 10), u64::MAX);
+    }
+
+    #[test]
+    fn an_allowance_is_what_the_others_leave() {
+        assert_eq!(allowance(1000, 300, 100), 600);
+        assert_eq!(allowance(1000, 3000, 100), 0);
     }
 
     #[test]

@@ -467,6 +467,10 @@ pub struct Adapter {
     panels_resident: bool,
     /// The accessed panel while `settle` is due.
     pending: Option<usize>,
+    /// Memory a scheduler allows the program (memgang's allowance file):
+    /// Panels_in never exceeds what fits in it beside the other memory, so
+    /// the program shrinks before the scheduler has to page it.
+    limit: Option<u64>,
     stats: Stats,
 }
 
@@ -487,6 +491,7 @@ impl Adapter {
             previous_now: None,
             panels_resident: false,
             pending: None,
+            limit: None,
             stats: Stats::default(),
         })
     }
@@ -516,6 +521,9 @@ impl Adapter {
             self.recent.pop_front();
         }
         let verdict = self.adapt(now, rss, base);
+        if let Some(max) = self.panels_allowed() {
+            self.panels_in = self.panels_in.min(max);
+        }
 
         // Bring the mapped set within Panels_in with room for `panel`.
         // The mapped panels other than `panel` number at least mapped +
@@ -726,6 +734,24 @@ impl Adapter {
 
     pub fn other_memory(&self) -> u64 {
         self.other_memory
+    }
+
+    /// Sets the memory a scheduler allows the program (None: no limit).
+    /// The next access sheds panels down to what fits.
+    pub fn set_limit(&mut self, bytes: Option<u64>) {
+        self.limit = bytes;
+    }
+
+    pub fn limit(&self) -> Option<u64> {
+        self.limit
+    }
+
+    /// The most panels the limit leaves room for beside the other memory,
+    /// at least [`MIN_PANELS`] (a program must hold the panel it works on).
+    fn panels_allowed(&self) -> Option<usize> {
+        let room = self.limit?.saturating_sub(self.other_memory);
+        let n = usize::try_from(room / self.panel_size).unwrap_or(usize::MAX);
+        Some(n.max(MIN_PANELS))
     }
 
     /// `Panels_in`: how many panels the program may keep mapped.
@@ -1082,6 +1108,32 @@ mod tests {
         assert_eq!(a.panels_in(), 2);
         assert_eq!(s.unmap, [0, 3], "MRU first: 0 (t=4), then 3 (t=3)");
         assert_eq!(s.map, None, "panel 1 was mapped");
+    }
+
+    #[test]
+    fn a_scheduler_limit_sheds_panels_and_caps_growth() {
+        let mut a = Adapter::new(Config {
+            initial_panels: 6,
+            other_memory: 50,
+            ..Config::new(8, S)
+        })
+        .unwrap();
+        for p in 0..6 {
+            keep(&mut a, p as u64, p, 50 + (p as u64 + 1) * S);
+        }
+        assert_eq!(a.residency().mapped_count(), 6);
+        // 50 other + 3 panels of 100 fit in 380.
+        a.set_limit(Some(380));
+        let s = step(&mut a, 10, 6, 650, 350);
+        assert_eq!(a.panels_in(), 3);
+        assert_eq!(s.unmap.len(), 4, "{s:?}");
+        assert_eq!(a.residency().mapped_count(), 3);
+        // Below one panel's room: one panel still.
+        a.set_limit(Some(10));
+        let _ = step(&mut a, 11, 7, 350, 150);
+        assert_eq!(a.panels_in(), MIN_PANELS);
+        a.set_limit(None);
+        assert_eq!(a.limit(), None);
     }
 
     #[test]

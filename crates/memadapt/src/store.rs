@@ -29,7 +29,7 @@ use std::fs::File;
 use std::io::{self, Write};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::ptr::NonNull;
 use std::time::{Duration, Instant};
 
@@ -191,6 +191,7 @@ pub struct Options {
     rss_only: bool,
     rss: Option<Box<dyn RssSource>>,
     clock: Option<Box<dyn Clock>>,
+    allowance_file: Option<PathBuf>,
 }
 
 impl Default for Options {
@@ -203,6 +204,7 @@ impl Default for Options {
             tolerance: None,
             other_memory: None,
             timeline_capacity: DEFAULT_TIMELINE_CAPACITY,
+            allowance_file: None,
             rss_only: false,
             rss: None,
             clock: None,
@@ -287,6 +289,14 @@ impl Options {
 
     pub fn clock(mut self, clock: impl Clock + 'static) -> Options {
         self.clock = Some(Box::new(clock));
+        self
+    }
+
+    /// A file holding the bytes a scheduler allows the program (default:
+    /// the one memgang names in `$MEMGANG_ALLOWANCE_FILE`). The adaptive
+    /// store never keeps more panels than fit in it.
+    pub fn allowance_file(mut self, path: impl Into<PathBuf>) -> Options {
+        self.allowance_file = Some(path.into());
         self
     }
 
@@ -515,7 +525,40 @@ pub struct PanelStore {
     residency_scratch: Vec<u8>,
     rss_only: bool,
     cursor: usize,
+    /// memgang's allowance file, if the program runs as a memgang job.
+    allowance: Option<Allowance>,
     stats: StoreStats,
+}
+
+/// The environment variable memgang sets for its jobs: a file holding the
+/// bytes the job may keep in memory, rewritten at switches and as the
+/// other jobs' memory changes.
+pub const ALLOWANCE_ENV: &str = "MEMGANG_ALLOWANCE_FILE";
+/// How often the allowance file is read again: memgang rewrites it at its
+/// samples (every 100 ms under `memgang run`, every second under
+/// memgangd), so reading it more often finds nothing new; an access costs
+/// microseconds, a read of a small file a few.
+const ALLOWANCE_CHECK: Duration = Duration::from_millis(100);
+
+struct Allowance {
+    path: PathBuf,
+    next_check: Duration,
+}
+
+impl Allowance {
+    /// The allowance now, if due to be read; `Some(None)`: no allowance
+    /// (the file is gone or unreadable: no limit rather than a wrong one).
+    fn check(&mut self, now: Duration) -> Option<Option<u64>> {
+        if now < self.next_check {
+            return None;
+        }
+        self.next_check = now + ALLOWANCE_CHECK;
+        Some(
+            std::fs::read_to_string(&self.path)
+                .ok()
+                .and_then(|t| t.trim().parse().ok()),
+        )
+    }
 }
 
 impl PanelStore {
@@ -613,6 +656,13 @@ impl PanelStore {
             residency_scratch,
             rss_only: options.rss_only,
             cursor: 0,
+            allowance: options
+                .allowance_file
+                .or_else(|| std::env::var_os(ALLOWANCE_ENV).map(PathBuf::from))
+                .map(|path| Allowance {
+                    path,
+                    next_check: Duration::ZERO,
+                }),
             stats: StoreStats::default(),
             data,
         })
@@ -718,6 +768,11 @@ impl PanelStore {
             });
         }
         let now = self.clock.now();
+        if let (Some(a), Control::Adaptive(adapter)) = (&mut self.allowance, &mut self.control) {
+            if let Some(limit) = a.check(now) {
+                adapter.set_limit(limit);
+            }
+        }
         let rss = self.measure()?;
         let off_drss = match &self.control {
             Control::Adaptive(a) => rss.abs_diff(a.desired_rss()) > a.tolerance(),

@@ -547,3 +547,40 @@ fn a_pinned_panel_stays_mapped_until_unpinned() {
     }
     store.close().unwrap();
 }
+
+/// memgang's allowance file: the store keeps no more panels than fit in
+/// it, before any RSS shortage, and grows again once it is raised (here
+/// with no memory pressure at all: the limit alone sheds).
+#[test]
+fn the_allowance_file_caps_the_panels_kept() {
+    let dir = temp();
+    let path = dir.path().join("a.panels");
+    byte_file(&path, 6, ODD);
+    let allowance = dir.path().join("allowance");
+    let other = 1 << 20;
+    let mut store = PanelStore::options()
+        .rss_source(scripted(other, Arc::new(AtomicU64::new(u64::MAX))))
+        .clock(ticking())
+        .allowance_file(&allowance)
+        .open(&path)
+        .unwrap();
+    let r = store.resident_panel_size();
+    for _ in 0..6 {
+        let _ = store.next_panel().unwrap();
+    }
+    assert_eq!(store.mapped_count(), 6, "no file: no limit");
+    fs::write(&allowance, format!("{}\n", other + 2 * r)).unwrap();
+    let _ = store.next_panel().unwrap();
+    assert_eq!((store.panels_in(), store.mapped_count()), (2, 2));
+    for _ in 0..30 {
+        let _ = store.next_panel().unwrap();
+        assert!(store.mapped_count() <= 2, "grew past the allowance");
+    }
+    fs::write(&allowance, "not a number").unwrap();
+    let mut accesses = 0;
+    while store.panels_in() == 2 {
+        let _ = store.next_panel().unwrap();
+        accesses += 1;
+        assert!(accesses < 100, "an unreadable allowance still limits");
+    }
+}

@@ -75,6 +75,9 @@ pub(super) struct JobRun {
     pub(super) running_since: Option<Duration>,
     /// Since when (s) dynamic coscheduling has it boosted.
     pub(super) boosted_since: Option<f64>,
+    /// Its allowance file (`$MEMGANG_ALLOWANCE_FILE`) and the bytes last
+    /// written to it.
+    pub(super) allowance: Option<(PathBuf, u64)>,
     /// Cancelled: killed if it runs, never started if it has not.
     pub(super) cancelled: bool,
     pub(super) last: MemoryStat,
@@ -94,6 +97,7 @@ impl JobRun {
             proc: None,
             running_since: None,
             boosted_since: None,
+            allowance: None,
             cancelled: false,
             last: MemoryStat::default(),
             result: JobResult {
@@ -107,6 +111,19 @@ impl JobRun {
             launch,
         }
     }
+}
+
+/// The variable that names a job's allowance file (memadapt reads it).
+pub const ALLOWANCE_ENV: &str = "MEMGANG_ALLOWANCE_FILE";
+
+/// Write `bytes` to the allowance file at `path`: whole or not at all
+/// (a reader never sees half a number), readable by the job's user.
+pub(super) fn write_allowance(path: &std::path::Path, bytes: u64) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, format!("{bytes}\n"))?;
+    std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o644))?;
+    std::fs::rename(&tmp, path)
 }
 
 /// Tears down every cgroup of the node, whatever way it ends (return,
@@ -203,12 +220,23 @@ impl Node {
             .with_context(|| format!("creating cgroup {}", group.as_str()))?;
         self.teardown.jobs.push((group.clone(), None));
         let name = self.jobs[i].result.name.clone();
-        let launch = &self.jobs[i].launch;
+        let mut launch = self.jobs[i].launch.clone();
         let log_dir = launch
             .log_dir
             .clone()
             .unwrap_or_else(|| self.env.logs.join(&name));
-        let launched = procs::launch(self.env.backend.as_ref(), &group, launch, &log_dir)?;
+        // Programs that adapt their memory (memadapt) read how much they
+        // may keep here; the samples keep it current.
+        let allowance = log_dir.join("allowance");
+        let bytes = self.allowance_for(job);
+        std::fs::create_dir_all(&log_dir)
+            .and_then(|()| write_allowance(&allowance, bytes))
+            .with_context(|| format!("writing {}", allowance.display()))?;
+        launch
+            .env
+            .insert(ALLOWANCE_ENV.into(), allowance.display().to_string());
+        self.jobs[i].allowance = Some((allowance, bytes));
+        let launched = procs::launch(self.env.backend.as_ref(), &group, &launch, &log_dir)?;
         if let Some(entry) = self.teardown.jobs.iter_mut().find(|(g, _)| *g == group) {
             entry.1 = Some(launched.pid);
         }

@@ -21,6 +21,11 @@ const PRESSURE_PSI_SOME: f64 = 10.0;
 /// for packing (whose per-job overhead is 4 MiB), coarse enough that a
 /// growing job does not send an event every sample.
 const MEMORY_REPORT_STEP: u64 = 4 << 20;
+/// A job's allowance file is rewritten when its allowance moves by this
+/// much: a memadapt panel is MiBs, so a smaller change would shed or map
+/// nothing, and a job whose neighbours' memory jitters is not told so
+/// every sample.
+const ALLOWANCE_STEP: u64 = 4 << 20;
 
 /// Dynamic coscheduling's counts: each process's wake-ups at the last
 /// count, and when the next count is due.
@@ -175,6 +180,7 @@ impl Node {
             r.swap_out_pages += (d_out * grow).checked_div(grow_total).unwrap_or(0);
         }
         let pool_usage_bytes = backend.memory_stat(&self.pool).map_or(0, |s| s.usage_bytes);
+        self.update_allowances();
         self.samples.push(Sample {
             t_s: now.as_secs_f64(),
             swap_in: d_in,
@@ -185,6 +191,49 @@ impl Node {
             jobs,
         });
         events
+    }
+
+    /// What running job `job` may keep in memory: the pool less the
+    /// margin a switch keeps free and what the other running jobs hold
+    /// (their last sampled resident memory). A suspended job's memory is
+    /// the policy's to take, so it does not count.
+    pub(super) fn allowance_for(&self, job: JobId) -> u64 {
+        let others: u64 = self
+            .jobs
+            .iter()
+            .enumerate()
+            .filter(|(i, j)| {
+                *i != job.index()
+                    && j.proc.is_some()
+                    && self.sched.state().job(JobId(*i as u32)).status == JobStatus::Running
+            })
+            .map(|(_, j)| j.last.anon_bytes)
+            .sum();
+        memgang_core::room::allowance(self.pool_memory, others, super::switch::ROOM_MARGIN)
+    }
+
+    /// Rewrite the allowance file of every running job whose allowance
+    /// moved by a step (at each sample, so after every switch too).
+    fn update_allowances(&mut self) {
+        for i in 0..self.jobs.len() {
+            let id = JobId(i as u32);
+            if self.jobs[i].proc.is_none()
+                || self.sched.state().job(id).status != JobStatus::Running
+            {
+                continue;
+            }
+            let bytes = self.allowance_for(id);
+            let Some((path, last)) = &mut self.jobs[i].allowance else {
+                continue;
+            };
+            if bytes.abs_diff(*last) < ALLOWANCE_STEP {
+                continue;
+            }
+            match super::jobs::write_allowance(path, bytes) {
+                Ok(()) => *last = bytes,
+                Err(e) => tracing::warn!("writing {}: {e}", path.display()),
+            }
+        }
     }
 
     /// A trace sample taken while a switch ran: node counters and the

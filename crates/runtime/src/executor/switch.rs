@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 /// page tables, the per-CPU charge caches of the memory cgroup (64 pages
 /// per CPU) and what the job touches beyond last quantum's working set.
 /// About 3% of a 1 GiB pool.
-const ROOM_MARGIN: u64 = 32 << 20;
+pub(super) const ROOM_MARGIN: u64 = 32 << 20;
 /// Swap left free when memgang pages out itself, so that the kernel's own
 /// reclaim (other cgroups, other jobs) still finds room and does not turn
 /// to the OOM killer.
