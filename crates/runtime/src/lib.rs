@@ -11,11 +11,13 @@ pub mod baseline;
 pub mod executor;
 pub mod experiment;
 mod mechanisms;
+pub mod memory;
 mod procs;
 pub mod results;
 
 pub use baseline::Baseline;
 pub use experiment::{Experiment, Overrides};
+pub use mechanisms::{page_in, PageInDone};
 pub use results::RunResult;
 
 use anyhow::{bail, Context, Result};

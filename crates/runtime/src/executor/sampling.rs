@@ -209,7 +209,7 @@ impl Node {
             })
             .map(|(_, j)| j.last.anon_bytes)
             .sum();
-        memgang_core::room::allowance(self.pool_memory, others, super::switch::ROOM_MARGIN)
+        memgang_core::room::allowance(self.pool_memory, others, crate::memory::ROOM_MARGIN)
     }
 
     /// Rewrite the allowance file of every running job whose allowance

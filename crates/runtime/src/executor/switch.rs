@@ -4,31 +4,16 @@
 
 use super::node::Node;
 use crate::mechanisms::{self, BgWriter, SwitchSampler};
+use crate::memory::GroupMemory;
 use crate::results::Switch;
 use anyhow::{Context, Result};
 use memgang_core::room;
 use memgang_core::{Action, Event, JobId, PageInPlan, PageOutPlan};
-use memgang_linux::cgroup::CgroupBackend;
 use memgang_linux::counters::VmStat;
-use memgang_linux::paging::{self, PageRecord};
+use memgang_linux::paging::PageRecord;
 use memgang_linux::runs;
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
-
-/// Memory made free beyond an incoming job's working-set estimate: its
-/// page tables, the per-CPU charge caches of the memory cgroup (64 pages
-/// per CPU) and what the job touches beyond last quantum's working set.
-/// About 3% of a 1 GiB pool.
-pub(super) const ROOM_MARGIN: u64 = 32 << 20;
-/// Swap left free when memgang pages out itself, so that the kernel's own
-/// reclaim (other cgroups, other jobs) still finds room and does not turn
-/// to the OOM killer.
-const SWAP_RESERVE: u64 = 64 << 20;
-/// Memory left resident after an aggressive page-out that is reported:
-/// page tables, the runtime's own stacks and buffers stay anyway (a few
-/// MiB); more than this, and more than a tenth of the job, is memory the
-/// kernel would not page out.
-const RESIDUAL_REPORTED: u64 = 16 << 20;
 
 impl Node {
     /// Carry out actions in order. Actions that stop or restart jobs form a
@@ -209,11 +194,19 @@ impl Node {
         Ok(())
     }
 
+    /// The mechanisms a switch moves memory with.
+    pub(super) fn memory(&self) -> GroupMemory {
+        GroupMemory {
+            backend: self.env.backend.clone(),
+            paging: self.env.paging.clone(),
+            counters: self.env.counters.clone(),
+        }
+    }
+
     /// Carry out a page-out plan on a frozen job; returns the bytes paged
     /// out. `bg` is what background writing did in its quantum's last part:
     /// its record, taken before it wrote pages out, is the quantum's working
-    /// set. A mechanism that fails (no rights, a process gone) leaves the
-    /// job to the kernel's LRU and says why: the switch itself goes on.
+    /// set.
     fn page_out(
         &mut self,
         job: JobId,
@@ -221,128 +214,32 @@ impl Node {
         bg: Option<Vec<PageRecord>>,
         warnings: &mut Vec<String>,
     ) -> u64 {
-        let (record, evict) = match plan {
-            PageOutPlan::Lru => return 0,
-            PageOutPlan::Record => (true, false),
-            PageOutPlan::Aggressive { record } => (record, true),
-        };
-        let pids = self
-            .env
-            .backend
-            .procs_recursive(&self.jobs[job.index()].group)
-            .unwrap_or_default();
-        let mut room = self.swap_room();
-        let mut records = Vec::new();
-        let mut bytes = 0;
-        let mut clamped = false;
-        let anon = |run: &Self| {
-            run.env
-                .backend
-                .memory_stat(&run.jobs[job.index()].group)
-                .map_or(0, |m| m.anon_bytes)
-        };
-        let before = anon(self);
-        for pid in pids {
-            // Scanned even when not kept: advising only the resident runs
-            // makes `paged_out_bytes` count what really left memory, and the
-            // scan (a PAGEMAP_SCAN ioctl) is small next to the page-out.
-            let rec = match self.env.paging.record(pid) {
-                Ok(rec) => rec,
-                Err(e) => {
-                    self.paging_failed(job, "recording resident pages", &e);
-                    continue;
-                }
-            };
-            if evict {
-                let runs = runs::truncate(&rec.runs, room);
-                if runs.len() < rec.runs.len() || rec.bytes() > room {
-                    clamped = true;
-                    warnings.push(format!(
-                        "swap is nearly full ({} free): {} of job {} stay in memory",
-                        memgang_core::units::format_bytes(room),
-                        memgang_core::units::format_bytes(rec.bytes().saturating_sub(room)),
-                        self.name(job)
-                    ));
-                }
-                match self.env.paging.page_out(pid, &runs) {
-                    Ok(advised) => {
-                        bytes += advised;
-                        room = room.saturating_sub(advised);
-                    }
-                    Err(e) => self.paging_failed(job, "paging out", &e),
-                }
-            }
-            if record {
-                records.push(rec);
-            }
-        }
-        if evict {
-            self.drain(job);
-        }
-        // MADV_PAGEOUT leaves locked (mlock) pages and pages shared with
-        // other processes where they are: say how much stayed.
-        let after = anon(self);
-        if evict && !clamped && after > RESIDUAL_REPORTED.max(before / 10) {
-            warnings.push(format!(
-                "{} of job {} stayed in memory after page-out: locked (mlock) or shared pages, \
-                 which the kernel does not page out on request",
-                memgang_core::units::format_bytes(after),
-                self.name(job)
-            ));
-        }
-        if record {
+        let out = self
+            .memory()
+            .page_out(&self.jobs[job.index()].group, self.name(job), plan);
+        warnings.extend(out.warnings);
+        if let Some(records) = out.records {
             self.jobs[job.index()].records = bg.filter(|b| !b.is_empty()).unwrap_or(records);
         }
-        bytes
+        out.bytes
     }
 
-    /// The job's records, cut to what the pool can take now: its free
-    /// memory (less the margin), plus what the job already holds (resident
-    /// or in the swap cache), which its record covers too. The page-out
-    /// before this one waited for its writes (`drain`), so the pool's
-    /// usage is what will stay. A bulk page-in into a full pool fills
-    /// it with pages being read, which reclaim cannot take, faster than
-    /// reclaim frees the others: the kernel then kills a job. Seen here
-    /// with `ai` alone, and with the page-in overlapped with the `so/ao`
-    /// page-out that was making its room, in a 256 MiB pool; so the page-in
-    /// comes after the page-out, and what does not fit is faulted in on
-    /// demand, as under `lru`.
+    /// The job's records, cut to what the pool can take now (see
+    /// [`GroupMemory::fitting_records`]).
     fn fitting_records(&mut self, job: JobId) -> Vec<PageRecord> {
-        let backend = self.env.backend.as_ref();
-        let j = &mut self.jobs[job.index()];
-        let records = std::mem::take(&mut j.records);
-        // usage, not anon: a page of the job's in the swap cache is charged
-        // to it and comes back without I/O.
-        let held = backend.memory_stat(&j.group).map_or(0, |m| m.usage_bytes);
-        let used = backend.memory_stat(&self.pool).map_or(0, |m| m.usage_bytes);
-        let mut allowed = room::page_in_budget(self.pool_memory, used, held, ROOM_MARGIN);
-        let total: u64 = records.iter().map(PageRecord::bytes).sum();
-        if total > allowed {
-            tracing::debug!(
-                "job {}: paging in {allowed} of {total} recorded bytes, the rest on demand",
-                self.name(job)
-            );
-        }
-        records
-            .into_iter()
-            .map(|r| {
-                let runs = runs::truncate(&r.runs, allowed);
-                allowed = allowed.saturating_sub(runs::bytes(&runs));
-                PageRecord { pid: r.pid, runs }
-            })
-            .filter(|r| !r.runs.is_empty())
-            .collect()
+        let records = std::mem::take(&mut self.jobs[job.index()].records);
+        let j = &self.jobs[job.index()];
+        self.memory().fitting_records(
+            records,
+            &j.group,
+            &j.result.name,
+            &self.pool,
+            self.pool_memory,
+        )
     }
 
-    /// Memory the pool has free now, less the margin: what a page-in that
-    /// runs beside other paging may fill without pushing anyone out.
     fn free_for_page_in(&self) -> u64 {
-        let used = self
-            .env
-            .backend
-            .memory_stat(&self.pool)
-            .map_or(self.pool_memory, |m| m.usage_bytes);
-        room::page_in_budget(self.pool_memory, used, 0, ROOM_MARGIN)
+        self.memory().free_for_page_in(&self.pool, self.pool_memory)
     }
 
     /// Start paging in the first `budget` bytes of a suspended job's
@@ -412,101 +309,27 @@ impl Node {
     /// before its first quantum) and a margin, less what it has resident
     /// and what the pool has free.
     fn shortfall(&self, job: JobId) -> u64 {
-        let backend = self.env.backend.as_ref();
         let j = &self.jobs[job.index()];
         let ws = room::working_set(j.ws_bytes, j.declared);
-        // A job not started yet has no cgroup: nothing resident.
-        let resident = backend.memory_stat(&j.group).map_or(0, |m| m.anon_bytes);
-        let used = backend.memory_stat(&self.pool).map_or(0, |m| m.usage_bytes);
-        let free = self.pool_memory.saturating_sub(used);
-        room::shortfall(ws, resident, free, ROOM_MARGIN)
+        self.memory()
+            .shortfall(&j.group, ws, &self.pool, self.pool_memory)
     }
 
-    /// `so/ao` (paper 000 Fig. 3 with Fig. 2's victims): reclaim the
-    /// incoming job's shortfall from the suspended jobs in the policy's
-    /// order, each one's oldest pages first (the kernel's LRU inside its
-    /// cgroup), now and in bulk. Returns the bytes freed.
+    /// `so/ao`: reclaim the incoming job's shortfall from the suspended
+    /// jobs in the policy's order (see [`GroupMemory::make_room`]).
     fn make_room(&mut self, job: JobId, from: &[JobId], warnings: &mut Vec<String>) -> u64 {
-        let backend = self.env.backend.clone();
-        let mut need = self.shortfall(job).min(self.swap_room());
-        let mut freed = 0;
-        for victim in from {
-            if need == 0 {
-                break;
-            }
-            let group = &self.jobs[victim.index()].group;
-            let has = backend.memory_stat(group).map_or(0, |m| m.anon_bytes);
-            match backend.reclaim(group, need.min(has)) {
-                Ok(got) => {
-                    freed += got;
-                    need = need.saturating_sub(got);
-                }
-                Err(e) => warnings.push(format!(
-                    "making room for {} from {}: {e}; the kernel's LRU pages the rest",
-                    self.name(job),
-                    self.name(*victim)
-                )),
-            }
-            // Cgroup reclaim stalls once the pages it took are under
-            // write-back, well before the group is out of pages; the rest
-            // of the shortfall then goes by MADV_PAGEOUT, which submits
-            // the writes in bulk without waiting for each round.
-            if need > 0 {
-                let got = self.page_out_part(*victim, need);
-                freed += got;
-                need = need.saturating_sub(got);
-            }
-        }
-        freed
-    }
-
-    /// Page out up to `bytes` of a frozen job's resident memory, in address
-    /// order (the record keeps no age; the cgroup reclaim before this has
-    /// already taken the oldest pages), and wait until it has left the
-    /// pool. Returns the drop in the job's usage.
-    fn page_out_part(&mut self, job: JobId, bytes: u64) -> u64 {
-        let group = self.jobs[job.index()].group.clone();
-        let backend = self.env.backend.clone();
-        let usage = |b: &dyn CgroupBackend| b.memory_stat(&group).map_or(0, |m| m.usage_bytes);
-        let before = usage(backend.as_ref());
-        let mut left = bytes.min(self.swap_room());
-        for pid in backend.procs_recursive(&group).unwrap_or_default() {
-            if left == 0 {
-                break;
-            }
-            let rec = match self.env.paging.record(pid) {
-                Ok(rec) => rec,
-                Err(e) => {
-                    self.paging_failed(job, "recording resident pages", &e);
-                    continue;
-                }
-            };
-            let runs = runs::truncate(&rec.runs, left);
-            match self.env.paging.page_out(pid, &runs) {
-                Ok(advised) => left = left.saturating_sub(advised),
-                Err(e) => self.paging_failed(job, "paging out", &e),
-            }
-        }
-        self.drain(job);
-        before.saturating_sub(usage(backend.as_ref()))
-    }
-
-    /// Wait until what MADV_PAGEOUT handed to the swap device has left the
-    /// pool. The advice only unmaps the pages and starts their writes; they
-    /// stay charged (swap cache, write-back) until the writes complete and
-    /// reclaim frees them. An incoming job sized against the pool's free
-    /// memory before then finds the pool full and faults, and a page-in
-    /// would push out its own pages. Reclaiming the frozen group waits for
-    /// the writes and frees the pages in bulk.
-    fn drain(&self, job: JobId) {
-        let group = &self.jobs[job.index()].group;
-        let backend = self.env.backend.as_ref();
-        let Ok(stat) = backend.memory_stat(group) else {
-            return;
-        };
-        if let Err(e) = backend.reclaim(group, stat.usage_bytes) {
-            tracing::debug!("job {}: waiting for page-out writes: {e}", self.name(job));
-        }
+        let need = self.shortfall(job);
+        let victims: Vec<_> = from
+            .iter()
+            .map(|v| {
+                (
+                    self.jobs[v.index()].group.clone(),
+                    self.name(*v).to_string(),
+                )
+            })
+            .collect();
+        self.memory()
+            .make_room(need, &victims, self.name(job), warnings)
     }
 
     /// Before a switch: will the swap device hold what must leave memory
@@ -525,20 +348,14 @@ impl Node {
                  need about {} more memory than the pool has free; the kernel may kill a job \
                  (out of memory). Add swap (memgang testbed up --swap SIZE) or give the pool more memory",
                 memgang_core::units::format_bytes(room),
-                memgang_core::units::format_bytes(SWAP_RESERVE),
+                memgang_core::units::format_bytes(crate::memory::SWAP_RESERVE),
                 memgang_core::units::format_bytes(need)
             )
         })
     }
 
     fn paging_failed(&self, job: JobId, what: &str, e: &memgang_linux::Error) {
-        // A process that exited between switches has nothing to page.
-        if !paging::is_gone(e) {
-            tracing::warn!(
-                "job {}: {what} failed, the kernel pages it on demand instead: {e}",
-                self.name(job)
-            );
-        }
+        crate::memory::failed(self.name(job), what, e);
     }
 
     fn renice(&mut self, job: JobId, nice: i32) {
@@ -563,12 +380,7 @@ impl Node {
         }
     }
 
-    /// Swap free for memgang's own page-outs, less the reserve.
     fn swap_room(&self) -> u64 {
-        self.env.counters.swap().map_or(0, |s| {
-            s.total_bytes
-                .saturating_sub(s.used_bytes)
-                .saturating_sub(SWAP_RESERVE)
-        })
+        self.memory().swap_room()
     }
 }
