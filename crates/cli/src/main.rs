@@ -20,6 +20,7 @@ mod client;
 mod plot;
 mod report;
 mod sim;
+mod slurm;
 mod wss;
 
 #[derive(Parser)]
@@ -67,6 +68,12 @@ enum Command {
     /// Working sets of running jobs or a command over windows τ (paper 004),
     /// and the pool and quantum they need.
     Wss(Box<wss::WssArgs>),
+    /// memgang on a Slurm cluster: node agents, the task prolog, and the
+    /// controller that gang-schedules a partition's jobs with their memory.
+    Slurm {
+        #[command(subcommand)]
+        cmd: slurm::Slurm,
+    },
     /// Remove cgroups, frozen jobs and processes left by a memgang that was
     /// killed with SIGKILL (runs of live memgang processes are left alone).
     Cleanup {
@@ -230,6 +237,10 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
         }
         Command::Wss(args) => {
             wss::run(*args)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Slurm { cmd } => {
+            slurm::run(cmd)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Calibrate(args) => {

@@ -1,0 +1,156 @@
+//! `memgang slurm`: memgang on a Slurm cluster (see crates/slurm and
+//! docs/slurm.md): the node `agent`, the task prolog's `adopt`, and the
+//! controller `run`.
+
+use anyhow::{bail, Context, Result};
+use clap::Subcommand;
+use memgang_core::units::parse_bytes;
+use memgang_core::{PolicyKind, Switching};
+use memgang_slurm::{agent, controller, wire};
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Duration;
+
+#[derive(Subcommand)]
+pub enum Slurm {
+    /// The node agent (root): this node's memory pool, and the memory work
+    /// of switches on the Slurm jobs in it.
+    Agent {
+        /// The Slurm node name this agent serves ($SLURMD_NODENAME of its tasks).
+        #[arg(long)]
+        node: String,
+        /// The node's memory for jobs, e.g. 8G: the pool's limit.
+        #[arg(long, value_parser = parse_bytes)]
+        pool: u64,
+        /// The agent's socket.
+        #[arg(long)]
+        socket: PathBuf,
+        /// Write the agent's pid here once it listens.
+        #[arg(long)]
+        pid_file: Option<PathBuf>,
+    },
+    /// Slurm's TaskProlog: ask this node's agent to adopt the task (the
+    /// prolog's parent process) into its job's group. Fails the task if the
+    /// agent cannot: a rank outside the pool would escape memgang.
+    Adopt {
+        #[arg(long)]
+        socket: PathBuf,
+        /// The process to adopt; default: the caller's parent.
+        #[arg(long)]
+        pid: Option<i32>,
+        /// The Slurm job; default: $SLURM_JOB_ID.
+        #[arg(long, env = "SLURM_JOB_ID")]
+        job: u32,
+    },
+    /// The controller: gang-schedule the jobs of a Slurm partition with
+    /// their memory (run once per cluster, as root or SlurmUser).
+    Run {
+        /// The partition users submit to (State=DOWN in slurm.conf).
+        #[arg(long, default_value = "memgang")]
+        partition: String,
+        /// The hidden partition jobs run in (State=UP, OverSubscribe=FORCE).
+        #[arg(long, default_value = "memgang-run")]
+        run_partition: String,
+        /// Directory of the agents' sockets (agent-<node>.sock).
+        #[arg(long, default_value = "/run/memgang")]
+        agents: PathBuf,
+        #[arg(long, default_value = "gang")]
+        policy: PolicyKind,
+        #[arg(long, default_value = "10s", value_parser = crate::humantime_arg)]
+        quantum: Duration,
+        #[arg(long, default_value = "so/ao/ai")]
+        switch: Switching,
+        /// One node's part of a switch may take this long; then its jobs
+        /// stay stopped and the switch is reported failed.
+        #[arg(long, default_value = "120s", value_parser = crate::humantime_arg)]
+        switch_timeout: Duration,
+        #[arg(long, default_value = "500ms", value_parser = crate::humantime_arg)]
+        poll: Duration,
+        /// Exit once every job seen has ended and none waits.
+        #[arg(long)]
+        exit_when_idle: bool,
+        /// Write the run's record (jobs, switches) as JSON here.
+        #[arg(long)]
+        json: Option<PathBuf>,
+    },
+}
+
+fn stop_flag() -> Result<Arc<AtomicBool>> {
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        signal_hook::flag::register(sig, stop.clone()).context("installing signal handlers")?;
+    }
+    Ok(stop)
+}
+
+pub fn run(cmd: Slurm) -> Result<()> {
+    match cmd {
+        Slurm::Agent {
+            node,
+            pool,
+            socket,
+            pid_file,
+        } => {
+            if !nix::unistd::geteuid().is_root() {
+                bail!(
+                    "memgang slurm agent needs root: it makes cgroups and pages other users' jobs"
+                );
+            }
+            let backend: Arc<dyn memgang_linux::cgroup::CgroupBackend> = Arc::from(
+                memgang_linux::cgroup::detect().context("finding a memory cgroup hierarchy")?,
+            );
+            let stop = stop_flag()?;
+            let agent = Arc::new(agent::Agent::new(&node, pool, backend)?);
+            if let Some(p) = pid_file {
+                std::fs::write(&p, format!("{}\n", std::process::id()))
+                    .with_context(|| format!("writing {}", p.display()))?;
+            }
+            agent::serve(agent, &socket, stop)
+        }
+        Slurm::Adopt { socket, pid, job } => {
+            let pid = pid.unwrap_or_else(|| nix::unistd::getppid().as_raw());
+            wire::call(
+                &socket,
+                &wire::Request::Adopt { pid, job },
+                Duration::from_secs(30),
+            )
+            .with_context(|| format!("memgang could not adopt task {pid} into its node's pool"))?;
+            Ok(())
+        }
+        Slurm::Run {
+            partition,
+            run_partition,
+            agents,
+            policy,
+            quantum,
+            switch,
+            switch_timeout,
+            poll,
+            exit_when_idle,
+            json,
+        } => {
+            let stop = stop_flag()?;
+            let settings = controller::Settings {
+                partition,
+                run_partition,
+                agents,
+                policy,
+                quantum,
+                switching: switch,
+                switch_timeout,
+                poll,
+                exit_when_idle,
+                json,
+            };
+            let rec = controller::run(settings, stop)?;
+            eprintln!(
+                "{} jobs, {} switches, makespan {:.1} s",
+                rec.jobs.len(),
+                rec.switches.len(),
+                rec.makespan_s
+            );
+            Ok(())
+        }
+    }
+}

@@ -1,0 +1,364 @@
+//! The node agent: the node's memory pool (a cgroup with the node's
+//! memory limit, `memgang-slurm-<node>`), a group per Slurm job in it, and
+//! the switch's memory work on them when the controller asks.
+//!
+//! Tasks enter by Slurm's `TaskProlog`, which Slurm runs in each task's
+//! own process before it execs the task: `memgang slurm adopt` asks the
+//! agent to move its parent (that process) into the job's group, so that
+//! the rank and everything it forks run in the pool from their first
+//! instruction.
+
+use crate::wire::{Request, Response, SlurmJob, Step, SwitchReport};
+use anyhow::{bail, Context, Result};
+use memgang_core::room;
+use memgang_core::units::format_bytes;
+use memgang_linux::cgroup::{CgroupBackend, GroupPath};
+use memgang_linux::paging::{PageRecord, Paging};
+use memgang_runtime::memory::GroupMemory;
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// A request is one line of a few hundred bytes; more is not a client.
+const MAX_REQUEST_BYTES: u64 = 1 << 20;
+/// A task's prolog sends its line at once; a connection that does not
+/// must not hold a thread. The controller's switches answer on their own
+/// time: this only bounds the read of the request.
+const READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// How often groups of ended jobs are removed: a job's group outliving it
+/// by a few seconds costs nothing.
+const SWEEP_EVERY: Duration = Duration::from_secs(2);
+
+#[derive(Debug)]
+struct Job {
+    group: GroupPath,
+    records: Vec<PageRecord>,
+    /// Anonymous memory when last paged out: the working-set estimate.
+    ws_bytes: Option<u64>,
+}
+
+pub struct Agent {
+    node: String,
+    pool: GroupPath,
+    pool_bytes: u64,
+    memory: GroupMemory,
+    /// One switch at a time; adopt takes it briefly.
+    jobs: Mutex<BTreeMap<SlurmJob, Job>>,
+}
+
+/// The pool of node `node`.
+pub fn pool_name(node: &str) -> Result<GroupPath> {
+    GroupPath::new(&format!("memgang-slurm-{node}"))
+        .with_context(|| format!("node name {node:?} cannot name a cgroup"))
+}
+
+impl Agent {
+    /// Make the node's pool with its limit.
+    pub fn new(node: &str, pool_bytes: u64, backend: Arc<dyn CgroupBackend>) -> Result<Agent> {
+        let pool = pool_name(node)?;
+        backend.create(&pool)?;
+        backend.set_memory_limit(&pool, Some(pool_bytes))?;
+        Ok(Agent {
+            node: node.to_string(),
+            pool,
+            pool_bytes,
+            memory: GroupMemory {
+                backend,
+                paging: Arc::new(memgang_linux::paging::Madvise),
+                counters: Arc::new(memgang_linux::counters::ProcCounters),
+            },
+            jobs: Mutex::new(BTreeMap::new()),
+        })
+    }
+
+    pub fn with_paging(mut self, paging: Arc<dyn Paging>) -> Agent {
+        self.memory.paging = paging;
+        self
+    }
+
+    fn backend(&self) -> &dyn CgroupBackend {
+        self.memory.backend.as_ref()
+    }
+
+    fn job_group(&self, job: SlurmJob) -> GroupPath {
+        self.pool
+            .join(&format!("job-{job}"))
+            .expect("job ids name groups")
+    }
+
+    /// Answer one request from a caller with uid `uid`.
+    pub fn handle(&self, req: Request, uid: u32) -> Result<Response> {
+        if uid != 0 && !matches!(req, Request::Adopt { .. } | Request::Hello) {
+            bail!("only root may ask the memgang agent to switch jobs (you are uid {uid})");
+        }
+        match req {
+            Request::Hello => Ok(Response::Hello {
+                node: self.node.clone(),
+                pool_bytes: self.pool_bytes,
+            }),
+            Request::Adopt { pid, job } => self.adopt(pid, job, uid),
+            Request::Check { incoming } => self.check(&incoming),
+            Request::Switch { steps } => Ok(Response::Switched(self.switch(steps))),
+        }
+    }
+
+    fn adopt(&self, pid: i32, job: SlurmJob, uid: u32) -> Result<Response> {
+        // The task's process is slurmstepd forked, before exec: its
+        // /proc environ is slurmstepd's, not the job's, so the job comes
+        // from the prolog, which Slurm gives the job's environment. A user
+        // can only move processes of their own, as with any cgroup
+        // delegation, and gains nothing by naming another job.
+        let owner = std::fs::metadata(format!("/proc/{pid}"))
+            .with_context(|| format!("process {pid} to adopt is gone"))?
+            .uid();
+        if uid != 0 && uid != owner {
+            bail!("process {pid} belongs to uid {owner}, not to you (uid {uid})");
+        }
+        let group = self.job_group(job);
+        let mut jobs = self.jobs.lock().unwrap();
+        self.backend().create(&group)?;
+        for file in self.backend().procs_files(&group) {
+            std::fs::write(&file, pid.to_string())
+                .with_context(|| format!("moving process {pid} into {}", file.display()))?;
+        }
+        jobs.entry(job).or_insert_with(|| Job {
+            group,
+            records: Vec::new(),
+            ws_bytes: None,
+        });
+        tracing::info!("job {job}: adopted process {pid}");
+        Ok(Response::Adopted { job })
+    }
+
+    fn check(&self, incoming: &[(SlurmJob, u64)]) -> Result<Response> {
+        let jobs = self.jobs.lock().unwrap();
+        let need: u64 = incoming
+            .iter()
+            .map(|&(job, declared)| {
+                let (group, ws) = match jobs.get(&job) {
+                    Some(j) => (j.group.clone(), j.ws_bytes),
+                    None => (self.job_group(job), None),
+                };
+                let ws = room::working_set(ws, Some(declared));
+                self.memory
+                    .shortfall(&group, ws, &self.pool, self.pool_bytes)
+            })
+            .sum();
+        let room = self.memory.swap_room();
+        if need > room {
+            bail!(
+                "node {}: swap is nearly full ({} free beyond the reserve) but the incoming jobs \
+                 need {} paged out; switch refused. Add swap on this node",
+                self.node,
+                format_bytes(room),
+                format_bytes(need)
+            );
+        }
+        Ok(Response::Ok)
+    }
+
+    fn switch(&self, steps: Vec<Step>) -> SwitchReport {
+        let mut jobs = self.jobs.lock().unwrap();
+        let mut report = SwitchReport::default();
+        for step in steps {
+            match step {
+                Step::PageOut { job, plan } => {
+                    let Some(j) = jobs.get_mut(&job) else {
+                        continue;
+                    };
+                    let anon = self
+                        .backend()
+                        .memory_stat(&j.group)
+                        .ok()
+                        .map(|m| m.anon_bytes);
+                    let t = Instant::now();
+                    let out = self.memory.page_out(&j.group, &job.to_string(), plan);
+                    report.page_out_s += t.elapsed().as_secs_f64();
+                    report.paged_out_bytes += out.bytes;
+                    report.warnings.extend(out.warnings);
+                    if let Some(records) = out.records {
+                        j.records = records;
+                    }
+                    let recorded: u64 = j.records.iter().map(PageRecord::bytes).sum();
+                    j.ws_bytes = anon.map(|a| a.max(recorded));
+                }
+                Step::Protect { job, on } => {
+                    let group = jobs
+                        .get(&job)
+                        .map_or_else(|| self.job_group(job), |j| j.group.clone());
+                    if self.backend().exists(&group) {
+                        if let Err(e) = self.backend().protect(&group, on) {
+                            report.warnings.push(format!("protecting job {job}: {e}"));
+                        }
+                    }
+                }
+                Step::MakeRoom {
+                    job,
+                    declared,
+                    from,
+                } => {
+                    let (group, ws) = match jobs.get(&job) {
+                        Some(j) => (j.group.clone(), j.ws_bytes),
+                        None => (self.job_group(job), None),
+                    };
+                    let ws = room::working_set(ws, Some(declared));
+                    let need = self
+                        .memory
+                        .shortfall(&group, ws, &self.pool, self.pool_bytes);
+                    let victims: Vec<_> = from
+                        .iter()
+                        .filter_map(|v| jobs.get(v).map(|j| (j.group.clone(), v.to_string())))
+                        .collect();
+                    let t = Instant::now();
+                    report.paged_out_bytes += self.memory.make_room(
+                        need,
+                        &victims,
+                        &job.to_string(),
+                        &mut report.warnings,
+                    );
+                    report.page_out_s += t.elapsed().as_secs_f64();
+                }
+                Step::PageIn { job, plan } => {
+                    let Some(j) = jobs.get_mut(&job) else {
+                        continue;
+                    };
+                    if !plan.uses_records() {
+                        continue;
+                    }
+                    let records = std::mem::take(&mut j.records);
+                    let records = self.memory.fitting_records(
+                        records,
+                        &j.group,
+                        &job.to_string(),
+                        &self.pool,
+                        self.pool_bytes,
+                    );
+                    let done = memgang_runtime::page_in(self.memory.paging.as_ref(), &records);
+                    report.paged_in_bytes += done.bytes;
+                    report.page_in_s += done.took.as_secs_f64();
+                    for e in &done.errors {
+                        memgang_runtime::memory::failed(&job.to_string(), "paging in", e);
+                    }
+                }
+            }
+        }
+        report
+    }
+
+    /// Remove the groups of jobs whose processes have all ended on this
+    /// node.
+    pub fn sweep(&self) {
+        let mut jobs = self.jobs.lock().unwrap();
+        let backend = self.memory.backend.clone();
+        jobs.retain(|job, j| {
+            let alive = backend
+                .procs_recursive(&j.group)
+                .map_or(true, |p| !p.is_empty());
+            if !alive {
+                match backend.remove(&j.group) {
+                    Ok(()) => tracing::info!("job {job}: ended on this node, group removed"),
+                    Err(e) => {
+                        tracing::warn!("job {job}: removing its group: {e}");
+                        return true;
+                    }
+                }
+            }
+            alive
+        });
+    }
+
+    /// On the agent's exit: Slurm's jobs are not ours to kill, so their
+    /// processes go back to the root group, and the pool is removed.
+    pub fn release(&self) -> Result<()> {
+        let backend = self.backend();
+        let pids = backend.procs_recursive(&self.pool).unwrap_or_default();
+        for file in backend.procs_files(&self.pool) {
+            // <root>/memgang-slurm-<node>/cgroup.procs -> <root>/cgroup.procs
+            let Some(root) = file.parent().and_then(Path::parent) else {
+                continue;
+            };
+            for pid in &pids {
+                if let Err(e) = std::fs::write(root.join("cgroup.procs"), pid.to_string()) {
+                    tracing::debug!("moving {pid} out of the pool: {e}");
+                }
+            }
+        }
+        for job in backend.list_children(&self.pool).unwrap_or_default() {
+            // Protection (swappiness 1) must not outlive memgang's use.
+            let _ = backend.protect(&job, false);
+        }
+        backend.remove(&self.pool)?;
+        Ok(())
+    }
+}
+
+/// Serve `agent` on `socket` until `stop` is set, sweeping ended jobs;
+/// then release the pool.
+pub fn serve(agent: Arc<Agent>, socket: &Path, stop: Arc<AtomicBool>) -> Result<()> {
+    if let Some(dir) = socket.parent() {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    let _ = std::fs::remove_file(socket);
+    let listener =
+        UnixListener::bind(socket).with_context(|| format!("listening on {}", socket.display()))?;
+    // Tasks of every user adopt themselves; the agent checks who they are.
+    std::fs::set_permissions(socket, std::fs::Permissions::from_mode(0o666))?;
+    listener.set_nonblocking(true)?;
+    tracing::info!(
+        "agent of node {} listening on {} (pool {})",
+        agent.node,
+        socket.display(),
+        format_bytes(agent.pool_bytes)
+    );
+    let mut last_sweep = Instant::now();
+    while !stop.load(Ordering::Relaxed) {
+        match listener.accept() {
+            Ok((conn, _)) => {
+                let agent = agent.clone();
+                std::thread::spawn(move || {
+                    if let Err(e) = connection(conn, &agent) {
+                        tracing::debug!("connection: {e:#}");
+                    }
+                });
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                std::thread::sleep(Duration::from_millis(20))
+            }
+            Err(e) => return Err(e).context("accepting a connection"),
+        }
+        if last_sweep.elapsed() >= SWEEP_EVERY {
+            agent.sweep();
+            last_sweep = Instant::now();
+        }
+    }
+    let _ = std::fs::remove_file(socket);
+    agent.release()
+}
+
+fn connection(conn: UnixStream, agent: &Agent) -> Result<()> {
+    use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
+    conn.set_nonblocking(false)?;
+    let uid = getsockopt(&conn, PeerCredentials)
+        .context("SO_PEERCRED")?
+        .uid();
+    conn.set_read_timeout(Some(READ_TIMEOUT))?;
+    let mut line = String::new();
+    BufReader::new((&conn).take(MAX_REQUEST_BYTES)).read_line(&mut line)?;
+    let resp = match serde_json::from_str::<Request>(&line) {
+        Ok(req) => agent.handle(req, uid).unwrap_or_else(|e| Response::Error {
+            message: format!("{e:#}"),
+        }),
+        Err(e) => Response::Error {
+            message: format!("malformed request ({e}); expected one JSON object per line"),
+        },
+    };
+    let mut out = serde_json::to_vec(&resp)?;
+    out.push(b'\n');
+    (&conn).write_all(&out)?;
+    Ok(())
+}

@@ -1,0 +1,532 @@
+//! The controller: memgang's policy for a Slurm partition, carried out by
+//! Slurm (start, stop, continue) and the nodes' agents (memory).
+//!
+//! A switch, as the core's policy lists it: `scontrol suspend` of the
+//! outgoing jobs (every rank on every node stops); a `check` on every node
+//! the switch touches (a node whose swap cannot take the page-out refuses,
+//! and the switch is skipped before anything moved); then every node's
+//! page-out, make-room and page-in at once, one thread per node; and
+//! `scontrol resume` of a job only once every one of its nodes has paged
+//! it in. A node that fails or does not answer in time leaves its jobs
+//! stopped (not resumed half-paged), says so in the log and in the job's
+//! Slurm record, and is retried at the next poll.
+
+use crate::slurmctl::{self, JobInfo};
+use crate::wire::{self, Request, Response, SlurmJob, Step, SwitchReport};
+use anyhow::{bail, Context, Result};
+use memgang_core::{
+    Action, Cluster, Event, JobId, JobSpec, JobStatus, Node, NodeId, PolicyKind, Scheduler,
+    Switching,
+};
+use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// Where users submit: a DOWN partition, so Slurm queues and never
+    /// starts its jobs itself.
+    pub partition: String,
+    /// Where the controller moves a job to start it: UP, hidden, with
+    /// `OverSubscribe=FORCE` so jobs share nodes.
+    pub run_partition: String,
+    /// The agent of node N listens on `<agents>/agent-N.sock`.
+    pub agents: PathBuf,
+    pub policy: PolicyKind,
+    pub quantum: Duration,
+    pub switching: Switching,
+    /// How long one node's part of a switch may take before its jobs stay
+    /// stopped and the switch is reported failed.
+    pub switch_timeout: Duration,
+    /// How often Slurm's queue is read: new jobs wait at most this long.
+    pub poll: Duration,
+    /// End once every job seen has ended and none is queued (benchmarks).
+    pub exit_when_idle: bool,
+    /// Write the run's record (jobs, switches) as JSON here at the end.
+    pub json: Option<PathBuf>,
+}
+
+/// What the run did, for benchmarks: times from the controller's start.
+#[derive(Debug, Default, Serialize)]
+pub struct Record {
+    pub nodes: Vec<String>,
+    pub jobs: Vec<JobRecord>,
+    pub switches: Vec<SwitchRecord>,
+    pub makespan_s: f64,
+}
+
+#[derive(Debug, Serialize)]
+pub struct JobRecord {
+    pub slurm_id: u32,
+    pub name: String,
+    pub nodes: Vec<String>,
+    pub arrived_s: f64,
+    pub started_s: Option<f64>,
+    pub ended_s: Option<f64>,
+    pub final_state: String,
+}
+
+#[derive(Debug, Serialize)]
+pub struct SwitchRecord {
+    pub at_s: f64,
+    pub took_s: f64,
+    pub suspended: Vec<u32>,
+    pub resumed: Vec<u32>,
+    /// Per node: what its agent did, or why it failed.
+    pub nodes: BTreeMap<String, Result<SwitchReport, String>>,
+}
+
+struct Controller {
+    s: Settings,
+    nodes: Vec<String>,
+    sched: Scheduler,
+    /// Core id -> Slurm id, and back.
+    slurm: Vec<u32>,
+    core: BTreeMap<u32, JobId>,
+    /// Jobs the policy runs that Slurm keeps stopped: a node failed to page
+    /// them in.
+    held: BTreeSet<JobId>,
+    t0: Instant,
+    record: Record,
+}
+
+/// Run until `stop` is set (or, with `exit_when_idle`, until the queue is
+/// empty); on the way out every job this controller stopped is resumed,
+/// so that none is left suspended without anyone to resume it.
+pub fn run(s: Settings, stop: Arc<AtomicBool>) -> Result<Record> {
+    let nodes = slurmctl::nodes(&s.partition)?;
+    let mut cluster_nodes = Vec::new();
+    for (i, n) in nodes.iter().enumerate() {
+        let pool = match wire::call(
+            &agent_socket(&s.agents, n),
+            &Request::Hello,
+            s.switch_timeout,
+        )? {
+            Response::Hello { pool_bytes, .. } => pool_bytes,
+            r => bail!("the agent of node {n} answered {r:?} to hello"),
+        };
+        // One rank per node: Slurm places ranks inside a node, memgang
+        // decides which nodes' memory a job's turn takes.
+        cluster_nodes.push(Node {
+            id: NodeId(i as u32),
+            cpus: 1,
+            memory_bytes: pool,
+        });
+    }
+    let cluster = Cluster {
+        nodes: cluster_nodes,
+    };
+    let policy = s.policy.build(s.quantum, s.switching);
+    tracing::info!(
+        "memgang on Slurm: partition {} ({} nodes: {}), policy {} q = {} switch {}",
+        s.partition,
+        nodes.len(),
+        nodes.join(","),
+        s.policy,
+        humantime::format_duration(s.quantum),
+        s.switching
+    );
+    let mut c = Controller {
+        record: Record {
+            nodes: nodes.clone(),
+            ..Record::default()
+        },
+        s,
+        nodes,
+        sched: Scheduler::new(cluster, Vec::new(), policy),
+        slurm: Vec::new(),
+        core: BTreeMap::new(),
+        held: BTreeSet::new(),
+        t0: Instant::now(),
+    };
+    let result = c.main_loop(&stop);
+    c.let_go();
+    c.record.makespan_s = c
+        .record
+        .jobs
+        .iter()
+        .filter_map(|j| j.ended_s)
+        .fold(0.0, f64::max);
+    if let Some(path) = &c.s.json {
+        std::fs::write(path, serde_json::to_vec_pretty(&c.record)?)
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    result.map(|()| c.record)
+}
+
+pub fn agent_socket(dir: &Path, node: &str) -> PathBuf {
+    dir.join(format!("agent-{node}.sock"))
+}
+
+impl Controller {
+    fn now(&self) -> Duration {
+        self.t0.elapsed()
+    }
+
+    fn main_loop(&mut self, stop: &AtomicBool) -> Result<()> {
+        let mut seen_any = false;
+        while !stop.load(Ordering::Relaxed) {
+            let queue = slurmctl::jobs(&[&self.s.partition, &self.s.run_partition])?;
+            let mut actions = Vec::new();
+            for j in &queue {
+                if !self.core.contains_key(&j.id) && j.partition == self.s.partition && !j.is_over()
+                {
+                    actions.extend(self.arrive(j));
+                    seen_any = true;
+                }
+            }
+            for (&sid, &job) in &self.core.clone() {
+                let status = self.sched.state().job(job).status;
+                if !matches!(status, JobStatus::Running | JobStatus::Suspended) {
+                    continue;
+                }
+                let info = queue.iter().find(|j| j.id == sid);
+                if info.is_none_or(JobInfo::is_over) {
+                    let state = info.map_or("GONE".to_string(), |i| i.state.clone());
+                    actions.extend(self.finished(job, &state));
+                }
+            }
+            actions.extend(self.sched.advance(self.now()));
+            self.carry_out(actions)?;
+            self.retry_held();
+            let alive = self
+                .core
+                .values()
+                .any(|&j| !matches!(self.sched.state().job(j).status, JobStatus::Finished));
+            if self.s.exit_when_idle && seen_any && !alive {
+                return Ok(());
+            }
+            std::thread::sleep(self.s.poll);
+        }
+        Ok(())
+    }
+
+    fn arrive(&mut self, j: &JobInfo) -> Vec<Action> {
+        let nodes = j.nodes.max(1);
+        let spec = JobSpec {
+            name: j.id.to_string(),
+            ranks: nodes,
+            memory_bytes: j.mem_per_node.map(|m| m * nodes as u64),
+            arrival: self.now(),
+        };
+        let id = self.sched.submit(spec);
+        debug_assert_eq!(id.index(), self.slurm.len());
+        self.slurm.push(j.id);
+        self.core.insert(j.id, id);
+        self.record.jobs.push(JobRecord {
+            slurm_id: j.id,
+            name: j.name.clone(),
+            nodes: Vec::new(),
+            arrived_s: self.now().as_secs_f64(),
+            started_s: None,
+            ended_s: None,
+            final_state: String::new(),
+        });
+        tracing::info!("job {} ({}) queued: {} nodes", j.id, j.name, nodes);
+        Vec::new()
+    }
+
+    fn finished(&mut self, job: JobId, state: &str) -> Vec<Action> {
+        let now = self.now();
+        let r = &mut self.record.jobs[job.index()];
+        r.ended_s = Some(now.as_secs_f64());
+        r.final_state = state.to_string();
+        self.held.remove(&job);
+        tracing::info!("job {} ended: {state}", self.slurm[job.index()]);
+        self.sched.handle(now, Event::JobFinished(job))
+    }
+
+    fn node_names(&self, job: JobId) -> Vec<String> {
+        self.sched
+            .state()
+            .job(job)
+            .nodes
+            .iter()
+            .map(|n| self.nodes[n.0 as usize].clone())
+            .collect()
+    }
+
+    /// Declared memory of `job` on each of its nodes.
+    fn declared_per_node(&self, job: JobId) -> u64 {
+        let j = self.sched.state().job(job);
+        j.spec.memory_bytes.unwrap_or(0) / j.spec.ranks.max(1) as u64
+    }
+
+    fn carry_out(&mut self, actions: Vec<Action>) -> Result<()> {
+        let mut queue = actions;
+        while !queue.is_empty() {
+            let batch = std::mem::take(&mut queue);
+            let is_switch = batch.iter().any(Action::is_switch);
+            let began = Instant::now();
+            let at = self.now();
+            let mut suspended = Vec::new();
+            let mut resumed = Vec::new();
+            let mut starts = Vec::new();
+            let mut steps: BTreeMap<String, Vec<Step>> = BTreeMap::new();
+            let mut incoming: BTreeMap<String, Vec<(SlurmJob, u64)>> = BTreeMap::new();
+            for action in &batch {
+                let job = action.job();
+                let sid = self.slurm[job.index()];
+                let nodes = self.node_names(job);
+                let mut each = |step: Step| {
+                    for n in &nodes {
+                        steps.entry(n.clone()).or_default().push(step.clone());
+                    }
+                };
+                match action {
+                    Action::Start { .. } => starts.push(job),
+                    Action::Suspend { page_out, .. } => {
+                        suspended.push(sid);
+                        each(Step::PageOut {
+                            job: sid,
+                            plan: *page_out,
+                        });
+                    }
+                    Action::Resume { page_in, .. } => {
+                        resumed.push(job);
+                        each(Step::PageIn {
+                            job: sid,
+                            plan: *page_in,
+                        });
+                    }
+                    Action::Protect { on, .. } => each(Step::Protect { job: sid, on: *on }),
+                    Action::MakeRoom { from, .. } => {
+                        let declared = self.declared_per_node(job);
+                        for n in &nodes {
+                            incoming.entry(n.clone()).or_default().push((sid, declared));
+                        }
+                        let from = from.iter().map(|v| self.slurm[v.index()]).collect();
+                        each(Step::MakeRoom {
+                            job: sid,
+                            declared,
+                            from,
+                        });
+                    }
+                    // Not carried out on Slurm (yet): said once per job.
+                    Action::WriteBack { .. } | Action::PageIn { .. } | Action::Boost { .. } => {
+                        tracing::debug!("job {sid}: {action:?} is not carried out on Slurm");
+                    }
+                    Action::Defer { reason, .. } => tracing::info!("job {sid} waits: {reason}"),
+                }
+            }
+            if is_switch {
+                // Refuse before anything moves: a full swap device is said
+                // now, not found out by the OOM killer.
+                let refusals = self.per_node(incoming, |v| Request::Check { incoming: v });
+                let refused: Vec<String> = refusals
+                    .into_iter()
+                    .filter_map(|(n, r)| r.err().map(|e| format!("{n}: {e}")))
+                    .collect();
+                if !refused.is_empty() {
+                    // The outgoing jobs stop as the policy said; nothing is
+                    // paged and the incoming ones wait, stopped, until
+                    // their nodes accept (retried at every poll).
+                    let msg = format!("switch refused: {}", refused.join("; "));
+                    tracing::error!("{msg}");
+                    if let Err(e) = slurmctl::suspend(&suspended) {
+                        tracing::warn!("suspending {suspended:?}: {e:#}");
+                    }
+                    for job in &resumed {
+                        self.held.insert(*job);
+                        slurmctl::comment(self.slurm[job.index()], &msg);
+                    }
+                    for job in starts {
+                        self.held.insert(job);
+                    }
+                    let took = began.elapsed();
+                    queue.extend(self.sched.handle(self.now(), Event::SwitchDone { took }));
+                    continue;
+                }
+                if let Err(e) = slurmctl::suspend(&suspended) {
+                    tracing::warn!("suspending {suspended:?}: {e:#}");
+                }
+            }
+            let reports = self.per_node(steps, |v| Request::Switch { steps: v });
+            let failed: BTreeSet<&String> = reports
+                .iter()
+                .filter(|(_, r)| r.is_err())
+                .map(|(n, _)| n)
+                .collect();
+            let mut go = Vec::new();
+            for job in &resumed {
+                let bad: Vec<&String> = self
+                    .node_names(*job)
+                    .iter()
+                    .filter_map(|n| failed.get(n).copied())
+                    .collect();
+                let sid = self.slurm[job.index()];
+                if bad.is_empty() {
+                    go.push(*job);
+                } else {
+                    let why: Vec<String> = bad
+                        .iter()
+                        .map(|n| format!("{n}: {}", reports[*n].as_ref().err().unwrap()))
+                        .collect();
+                    let msg = format!(
+                        "switch failed on {}; job {sid} stays stopped until they page it in",
+                        why.join("; ")
+                    );
+                    tracing::error!("{msg}");
+                    slurmctl::comment(sid, &msg);
+                    self.held.insert(*job);
+                }
+            }
+            let resume_ids: Vec<u32> = go
+                .iter()
+                .filter(|j| resumed.contains(j))
+                .map(|j| self.slurm[j.index()])
+                .collect();
+            if let Err(e) = slurmctl::resume(&resume_ids) {
+                tracing::warn!("resuming {resume_ids:?}: {e:#}");
+            }
+            for job in starts {
+                let sid = self.slurm[job.index()];
+                let nodes = self.node_names(job);
+                self.record.jobs[job.index()].nodes = nodes.clone();
+                self.record.jobs[job.index()].started_s = Some(self.now().as_secs_f64());
+                if let Err(e) = slurmctl::start(sid, &self.s.run_partition, &nodes) {
+                    tracing::error!("job {sid} could not start: {e:#}");
+                    queue.extend(self.finished(job, "NOT_STARTED"));
+                } else {
+                    tracing::info!("job {sid} started on {}", nodes.join(","));
+                }
+            }
+            if is_switch {
+                let took = began.elapsed();
+                tracing::info!(
+                    "switch at {:.1}s took {:.2}s: out {suspended:?} in {:?}",
+                    at.as_secs_f64(),
+                    took.as_secs_f64(),
+                    resume_ids
+                );
+                self.record.switches.push(SwitchRecord {
+                    at_s: at.as_secs_f64(),
+                    took_s: took.as_secs_f64(),
+                    suspended,
+                    resumed: resume_ids,
+                    nodes: reports
+                        .into_iter()
+                        .map(|(n, r)| (n, r.map_err(|e| format!("{e:#}"))))
+                        .collect(),
+                });
+                queue.extend(self.sched.handle(self.now(), Event::SwitchDone { took }));
+            }
+        }
+        Ok(())
+    }
+
+    /// Send each node its request, all at once, and wait for every answer
+    /// (at most the switch timeout each).
+    fn per_node<T: Send + 'static>(
+        &self,
+        work: BTreeMap<String, Vec<T>>,
+        req: impl Fn(Vec<T>) -> Request,
+    ) -> BTreeMap<String, Result<SwitchReport, anyhow::Error>> {
+        let handles: Vec<_> = work
+            .into_iter()
+            .map(|(node, v)| {
+                let socket = agent_socket(&self.s.agents, &node);
+                let req = req(v);
+                let timeout = self.s.switch_timeout;
+                let h = std::thread::spawn(move || match wire::call(&socket, &req, timeout)? {
+                    Response::Switched(r) => Ok(r),
+                    Response::Ok => Ok(SwitchReport::default()),
+                    r => bail!("unexpected answer {r:?}"),
+                });
+                (node, h)
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|(n, h)| {
+                let r = h
+                    .join()
+                    .unwrap_or_else(|_| Err(anyhow::anyhow!("the request thread panicked")));
+                for w in r.iter().flat_map(|r| &r.warnings) {
+                    tracing::warn!("node {n}: {w}");
+                }
+                (n, r)
+            })
+            .collect()
+    }
+
+    /// Jobs the policy runs that Slurm keeps stopped (a node refused or
+    /// failed their switch): once every node accepts, page them in (or
+    /// start them) and let them go.
+    fn retry_held(&mut self) {
+        for job in self.held.clone() {
+            if self.sched.state().job(job).status != JobStatus::Running {
+                self.held.remove(&job);
+                continue;
+            }
+            let sid = self.slurm[job.index()];
+            let nodes = self.node_names(job);
+            let declared = self.declared_per_node(job);
+            let check = nodes
+                .iter()
+                .map(|n| (n.clone(), vec![(sid, declared)]))
+                .collect();
+            if self
+                .per_node(check, |v| Request::Check { incoming: v })
+                .values()
+                .any(Result::is_err)
+            {
+                continue;
+            }
+            let started = self.record.jobs[job.index()].started_s.is_some();
+            let steps = nodes
+                .iter()
+                .map(|n| {
+                    let page_in = Step::PageIn {
+                        job: sid,
+                        plan: memgang_core::PageInPlan::Recorded,
+                    };
+                    let room = Step::MakeRoom {
+                        job: sid,
+                        declared,
+                        from: Vec::new(),
+                    };
+                    (n.clone(), vec![if started { page_in } else { room }])
+                })
+                .collect();
+            let reports = self.per_node(steps, |v| Request::Switch { steps: v });
+            if !reports.values().all(Result::is_ok) {
+                continue;
+            }
+            let go = if started {
+                slurmctl::resume(&[sid])
+            } else {
+                self.record.jobs[job.index()].nodes = nodes.clone();
+                self.record.jobs[job.index()].started_s = Some(self.now().as_secs_f64());
+                slurmctl::start(sid, &self.s.run_partition, &nodes)
+            };
+            match go {
+                Ok(()) => {
+                    tracing::info!("job {sid}: its nodes took it at last, it runs");
+                    self.held.remove(&job);
+                }
+                Err(e) => tracing::warn!("letting job {sid} go: {e:#}"),
+            }
+        }
+    }
+
+    /// On the way out: no job this controller stopped stays stopped.
+    fn let_go(&mut self) {
+        let stopped: Vec<u32> = self
+            .core
+            .iter()
+            .filter(|(_, &j)| self.sched.state().job(j).status == JobStatus::Suspended)
+            .map(|(&sid, _)| sid)
+            .chain(self.held.iter().map(|j| self.slurm[j.index()]))
+            .collect();
+        if !stopped.is_empty() {
+            tracing::info!("resuming {stopped:?} on the way out");
+            if let Err(e) = slurmctl::resume(&stopped) {
+                tracing::error!("resuming {stopped:?} on the way out: {e:#}");
+            }
+        }
+    }
+}

@@ -1,0 +1,136 @@
+//! The agent's protocol: one JSON request per line, one answer, one
+//! request per connection, over a Unix socket (root only, 0600, but for
+//! `adopt`, which tasks of every user send: see [`agent`](crate::agent)).
+
+use anyhow::{bail, Context, Result};
+use memgang_core::{PageInPlan, PageOutPlan};
+use serde::{Deserialize, Serialize};
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+use std::time::Duration;
+
+/// A Slurm job id.
+pub type SlurmJob = u32;
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum Request {
+    /// The node's name and pool.
+    Hello,
+    /// Move process `pid` (a task about to exec) into the group of Slurm
+    /// job `job` in the pool. Only the process's owner (or root) may.
+    Adopt { pid: i32, job: SlurmJob },
+    /// Would the node's swap take what must leave memory for `incoming`
+    /// (job, declared bytes on this node)? Asked before a switch begins, so
+    /// that a full swap device refuses the switch rather than the kernel
+    /// killing a job.
+    Check { incoming: Vec<(SlurmJob, u64)> },
+    /// A switch's steps on this node, in order (the jobs were stopped by
+    /// Slurm before).
+    Switch { steps: Vec<Step> },
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "step", rename_all = "snake_case")]
+pub enum Step {
+    PageOut {
+        job: SlurmJob,
+        plan: PageOutPlan,
+    },
+    Protect {
+        job: SlurmJob,
+        on: bool,
+    },
+    /// Free what `job` (declared `declared` bytes on this node) still needs,
+    /// from the stopped jobs `from`, in order.
+    MakeRoom {
+        job: SlurmJob,
+        declared: u64,
+        from: Vec<SlurmJob>,
+    },
+    PageIn {
+        job: SlurmJob,
+        plan: PageInPlan,
+    },
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SwitchReport {
+    pub paged_out_bytes: u64,
+    pub paged_in_bytes: u64,
+    pub page_out_s: f64,
+    pub page_in_s: f64,
+    pub warnings: Vec<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Response {
+    Hello { node: String, pool_bytes: u64 },
+    Adopted { job: SlurmJob },
+    Ok,
+    Switched(SwitchReport),
+    Error { message: String },
+}
+
+/// One round trip to the agent at `socket`, waiting at most `timeout` for
+/// the answer. An [`Response::Error`] comes back as an `Err` with the
+/// agent's message.
+pub fn call(socket: &Path, req: &Request, timeout: Duration) -> Result<Response> {
+    let stream = UnixStream::connect(socket).with_context(|| {
+        format!(
+            "cannot reach the memgang agent at {} (is `memgang slurm agent` running on this node?)",
+            socket.display()
+        )
+    })?;
+    stream.set_read_timeout(Some(timeout))?;
+    stream.set_write_timeout(Some(timeout))?;
+    let mut line = serde_json::to_string(req).expect("requests serialize");
+    line.push('\n');
+    (&stream).write_all(line.as_bytes())?;
+    let mut answer = String::new();
+    BufReader::new(&stream)
+        .read_line(&mut answer)
+        .with_context(|| {
+            format!(
+                "no answer from the agent at {} within {}",
+                socket.display(),
+                humantime::format_duration(timeout)
+            )
+        })?;
+    if answer.is_empty() {
+        bail!(
+            "the agent at {} closed the connection without answering (see its log)",
+            socket.display()
+        );
+    }
+    match serde_json::from_str(&answer).with_context(|| {
+        format!(
+            "the agent at {} answered something unreadable",
+            socket.display()
+        )
+    })? {
+        Response::Error { message } => bail!("{message}"),
+        r => Ok(r),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_are_one_tagged_line() {
+        let r = Request::Switch {
+            steps: vec![Step::PageOut {
+                job: 7,
+                plan: PageOutPlan::Aggressive { record: true },
+            }],
+        };
+        let s = serde_json::to_string(&r).unwrap();
+        assert!(!s.contains('\n'));
+        assert!(s.starts_with("{\"op\":\"switch\""), "{s}");
+        assert_eq!(serde_json::from_str::<Request>(&s).unwrap(), r);
+    }
+}
