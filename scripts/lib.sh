@@ -40,6 +40,17 @@ ensure_tools() {
   fi
 }
 
+# Slurm, munge and Open MPI for the cluster tests (crates/cli/tests/slurm.rs),
+# from Debian's packages; scripts/slurm-cluster starts them.
+ensure_slurm() {
+  command -v slurmctld >/dev/null && command -v munged >/dev/null && command -v mpicc >/dev/null && return
+  if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
+    step "installing Slurm, munge and Open MPI (Debian packages) for the cluster tests"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slurm-wlm munge openmpi-bin libopenmpi-dev >/dev/null ||
+      { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slurm-wlm munge openmpi-bin libopenmpi-dev >/dev/null; }
+  fi
+}
+
 check_leftovers() {
   local bad=0
   for root in /sys/fs/cgroup /sys/fs/cgroup/memory /sys/fs/cgroup/freezer /sys/fs/cgroup/unified; do
@@ -53,6 +64,9 @@ check_leftovers() {
   local stopped
   stopped=$(ps -eo pid=,stat=,args= | awk '$2 ~ /^T/' | grep memgang || true)
   if [ -n "$stopped" ]; then echo "LEFTOVER stopped processes: $stopped" >&2; bad=1; fi
+  local daemons
+  daemons=$(ps -eo pid=,args= | grep -E 'memgang-slurm-test|slurmstepd' | grep -v grep || true)
+  if [ -n "$daemons" ]; then echo "LEFTOVER Slurm processes: $daemons" >&2; bad=1; fi
   if [ "$bad" -ne 0 ]; then
     echo "tests left things behind (see above)" >&2
     exit 1

@@ -1,0 +1,252 @@
+//! memgang on a real Slurm (Debian's 22.05) with munge and Open MPI, on an
+//! emulated cluster of two nodes on this machine (scripts/slurm-cluster):
+//! MPI jobs whose ranks span both nodes take turns with their memory, and
+//! a node whose agent is gone keeps its jobs stopped and says why.
+
+mod common;
+
+use common::*;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const STATE: &str = "/run/memgang-slurm-test";
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The emulated cluster, brought down (jobs cancelled, daemons stopped by
+/// pid, pools removed) when the test ends, also when it fails.
+struct Cluster {
+    _bed: Bed,
+    dir: tempfile::TempDir,
+}
+
+impl Cluster {
+    fn up(pool: &str) -> Cluster {
+        let bed = Bed::new();
+        let _ = Self::script("down", &[]);
+        let out = Self::script("up", &["--nodes", "2", "--pool", pool, "--quantum", "3"]);
+        assert!(out.status.success(), "slurm-cluster up: {}", text(&out));
+        let dir = tempfile::tempdir().unwrap();
+        let sweep = dir.path().join("mpi_sweep");
+        let cc = Command::new("mpicc")
+            .args(["-O2", "-o"])
+            .arg(&sweep)
+            .arg(repo().join("bench/slurm/mpi_sweep.c"))
+            .output()
+            .expect("mpicc (openmpi, installed by scripts/slurm-cluster)");
+        assert!(cc.status.success(), "mpicc: {}", text(&cc));
+        Cluster { _bed: bed, dir }
+    }
+
+    fn script(verb: &str, args: &[&str]) -> std::process::Output {
+        Command::new(repo().join("scripts/slurm-cluster"))
+            .arg(verb)
+            .args(args)
+            .env("STATE_DIR", STATE)
+            .env("MEMGANG", env!("CARGO_BIN_EXE_memgang"))
+            .output()
+            .unwrap()
+    }
+
+    fn slurm(&self, cmd: &str, args: &[&str]) -> String {
+        let out = Command::new(cmd)
+            .args(args)
+            .env("SLURM_CONF", format!("{STATE}/slurm.conf"))
+            .current_dir(self.dir.path())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{cmd} {args:?}: {}", text(&out));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Two jobs of two ranks (one per node), `mib` MiB each, that
+    /// synchronise every sweep.
+    fn submit_pair(&self, mib: u32, sweeps: u32) {
+        let sweep = self.dir.path().join("mpi_sweep");
+        for name in ["a", "b"] {
+            let wrap = format!(
+                "mpirun --allow-run-as-root --mca btl self,tcp {} {mib} {sweeps}",
+                sweep.display()
+            );
+            self.slurm(
+                "sbatch",
+                &[
+                    "-N2",
+                    "--ntasks-per-node=1",
+                    &format!("--mem={mib}M"),
+                    "-J",
+                    name,
+                    "-o",
+                    &format!("{}/{name}.out", self.dir.path().display()),
+                    "--wrap",
+                    &wrap,
+                ],
+            );
+        }
+    }
+
+    fn controller(&self, json: &Path) -> Child {
+        memgang()
+            .args(["slurm", "run", "--agents", STATE, "--quantum", "3s"])
+            .args(["--switch-timeout", "5s", "--exit-when-idle", "--json"])
+            .arg(json)
+            .env("SLURM_CONF", format!("{STATE}/slurm.conf"))
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    }
+
+    /// `id state` of every job Slurm knows.
+    fn states(&self) -> Vec<(String, String)> {
+        self.slurm("squeue", &["-h", "-a", "-t", "all", "-o", "%j %T"])
+            .lines()
+            .filter_map(|l| l.split_once(' '))
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect()
+    }
+
+    fn checksum(&self, job: &str) -> Option<String> {
+        let out = std::fs::read_to_string(self.dir.path().join(format!("{job}.out"))).ok()?;
+        out.lines()
+            .rev()
+            .find_map(|l| l.split("checksum ").nth(1))
+            .map(str::to_string)
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let out = Self::script("down", &[]);
+        if !out.status.success() {
+            eprintln!("slurm-cluster down: {}", text(&out));
+        }
+    }
+}
+
+fn wait(child: &mut Child, limit: Duration) -> std::process::Output {
+    let t = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if t.elapsed() > limit {
+            let _ = child.kill();
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let mut stderr = String::new();
+    use std::io::Read;
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    std::process::Output {
+        status: child.wait().unwrap(),
+        stdout: Vec::new(),
+        stderr: stderr.into_bytes(),
+    }
+}
+
+#[test]
+#[ignore = "needs root, Slurm, munge and Open MPI (scripts/test installs them and runs it as root)"]
+fn mpi_jobs_spanning_nodes_take_turns_with_their_memory() {
+    require_root("mpi_jobs_spanning_nodes_take_turns_with_their_memory");
+    // Each node's pool holds one job's rank (120 MiB), not both.
+    let c = Cluster::up("192M");
+    c.submit_pair(120, 250);
+    let json = c.dir.path().join("record.json");
+    let mut ctl = c.controller(&json);
+    let out = wait(&mut ctl, Duration::from_secs(240));
+    assert!(out.status.success(), "controller: {}", text(&out));
+    let states = c.states();
+    assert_eq!(states.len(), 2, "{states:?}");
+    assert!(
+        states.iter().all(|(_, s)| s == "COMPLETED"),
+        "{states:?}\n{}",
+        text(&out)
+    );
+    // The same sweeps give the same checksum, whatever stopped them.
+    let (a, b) = (c.checksum("a"), c.checksum("b"));
+    assert!(a.is_some() && a == b, "checksums {a:?} {b:?}");
+
+    let rec: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let switches = rec["switches"].as_array().unwrap();
+    // Both jobs ran at least twice each (q = 3 s, about 5 s of work each).
+    let resumes = switches
+        .iter()
+        .filter(|s| !s["resumed"].as_array().unwrap().is_empty())
+        .count();
+    assert!(resumes >= 2, "{switches:#?}");
+    // On every node, memory moved in bulk both ways, and no node failed.
+    for node in ["n1", "n2"] {
+        let mut out_bytes = 0;
+        let mut in_bytes = 0;
+        for s in switches {
+            let r = &s["nodes"][node];
+            assert!(r.get("Err").is_none(), "node {node}: {r}");
+            out_bytes += r["Ok"]["paged_out_bytes"].as_u64().unwrap_or(0);
+            in_bytes += r["Ok"]["paged_in_bytes"].as_u64().unwrap_or(0);
+        }
+        assert!(out_bytes > 50 << 20, "node {node} paged out {out_bytes}");
+        assert!(in_bytes > 50 << 20, "node {node} paged in {in_bytes}");
+    }
+}
+
+#[test]
+#[ignore = "needs root, Slurm, munge and Open MPI (scripts/test installs them and runs it as root)"]
+fn a_node_without_its_agent_keeps_the_incoming_job_stopped_and_says_why() {
+    require_root("a_node_without_its_agent_keeps_the_incoming_job_stopped_and_says_why");
+    let c = Cluster::up("192M");
+    c.submit_pair(120, 2000);
+    let json = c.dir.path().join("record.json");
+    let mut ctl = c.controller(&json);
+    // Both jobs have started once the first quantum is over.
+    let t = Instant::now();
+    while c.states().iter().filter(|(_, s)| s == "SUSPENDED").count() == 0 {
+        assert!(t.elapsed() < Duration::from_secs(60), "{:?}", c.states());
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let pid: i32 = std::fs::read_to_string(format!("{STATE}/agent-n2.pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    // SIGKILL: the agent does not release its pool; the ranks stay in it.
+    // SAFETY: kill(2) on a pid we read from the agent's own pid file.
+    unsafe { libc::kill(pid, libc::SIGKILL) };
+    // The next switches are refused on n2: both jobs end up stopped, and
+    // the one the policy wanted to run says why in Slurm's record.
+    let t = Instant::now();
+    loop {
+        let shown = c.slurm("scontrol", &["show", "job", "-o"]);
+        let stopped = c.states().iter().all(|(_, s)| s == "SUSPENDED");
+        if stopped && shown.contains("AdminComment=memgang:") && shown.contains("n2") {
+            break;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "no refusal seen: {:?}\n{shown}",
+            c.states()
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    // The controller's exit resumes what it stopped: nothing stays frozen.
+    // SAFETY: kill(2) on our own child.
+    unsafe { libc::kill(ctl.id() as i32, libc::SIGTERM) };
+    let out = wait(&mut ctl, Duration::from_secs(30));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        said.contains("agent-n2.sock") && said.contains("resuming"),
+        "{}",
+        text(&out)
+    );
+    let states = c.states();
+    assert!(
+        states.iter().all(|(_, s)| s != "SUSPENDED"),
+        "left suspended: {states:?}"
+    );
+    c.slurm("scancel", &["--user=root"]);
+}
