@@ -4,6 +4,7 @@
 //! `SwitchDone`), exactly as the runtime does on a real node.
 
 use crate::paging::PagingModel;
+use crate::queue::FinishQueue;
 use crate::report::{JobRecord, Report};
 use crate::workload::{TraceJob, Workload, WorkloadError};
 use memgang_core::room;
@@ -71,9 +72,6 @@ struct Job {
     /// faulting ends, or in part when it is cut short.
     stall_work: f64,
     slowdown: f64,
-    /// Bumped whenever the predicted end changes; stale end events are
-    /// recognised by an older generation.
-    generation: u32,
     last_ran: Time,
     /// Share of its resident memory that background writing made clean.
     clean: f64,
@@ -105,6 +103,10 @@ struct NodeState {
     ranks: u32,
     /// Seconds of paging this node does in the switch being carried out.
     cost: f64,
+    /// The refresh that last listed its runners: a switch touches a node
+    /// once per job leaving or coming, and sorting those touches cost more
+    /// than the refresh itself.
+    seen: u64,
 }
 
 impl NodeState {
@@ -150,17 +152,12 @@ impl NodeState {
     }
 }
 
+/// A switch's end. Jobs' ends are in the [`FinishQueue`]; the two share
+/// the sequence numbers, so that between them events go in the order they
+/// were scheduled at the same instant.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-enum Ev {
-    /// Ordered first on a tie: a job ending at a quantum's end is done
-    /// before the switch.
-    Finish {
-        job: JobId,
-        generation: u32,
-    },
-    SwitchDone {
-        took: Duration,
-    },
+struct SwitchDone {
+    took: Duration,
 }
 
 /// Totals kept as the run goes, so that finished jobs need not be.
@@ -192,7 +189,8 @@ pub struct Simulator<'a> {
     sched: Scheduler,
     jobs: IdMap<Job>,
     nodes: Vec<NodeState>,
-    heap: BinaryHeap<Reverse<(Time, u64, Ev)>>,
+    heap: BinaryHeap<Reverse<(Time, u64, SwitchDone)>>,
+    ends: FinishQueue<BuildHasherDefault<IdHasher>>,
     /// Switches under way. The runtime carries a switch out before it
     /// looks at its timer or arrivals again; so does the simulator.
     switching: u32,
@@ -202,6 +200,8 @@ pub struct Simulator<'a> {
     lookahead: Option<TraceJob>,
     t: Totals,
     touched: Vec<u32>,
+    /// Counts refreshes, to mark the nodes one has seen (`NodeState::seen`).
+    refreshes: u64,
     dirty: Vec<JobId>,
     on_job: Option<&'a mut dyn FnMut(&JobRecord)>,
     on_progress: Option<&'a mut dyn FnMut(Time, u64)>,
@@ -220,6 +220,7 @@ impl<'a> Simulator<'a> {
             jobs: IdMap::default(),
             nodes,
             heap: BinaryHeap::new(),
+            ends: FinishQueue::new(),
             switching: 0,
             seq: 0,
             now: Time::ZERO,
@@ -227,6 +228,7 @@ impl<'a> Simulator<'a> {
             lookahead: None,
             t: Totals::default(),
             touched: Vec::new(),
+            refreshes: 0,
             dirty: Vec::new(),
             on_job: None,
             on_progress: None,
@@ -249,7 +251,12 @@ impl<'a> Simulator<'a> {
         let began = Instant::now();
         self.lookahead = self.workload.next_job()?;
         loop {
-            let ev = self.heap.peek().map(|Reverse((t, _, _))| *t);
+            let switch = self.heap.peek().map(|Reverse((t, seq, _))| (*t, *seq));
+            let end = self.ends.peek().map(|(t, seq, _)| (t, seq));
+            let ev = match (switch, end) {
+                (Some(a), Some(b)) => Some(a.min(b).0),
+                (a, b) => a.or(b).map(|(t, _)| t),
+            };
             let busy = self.switching > 0;
             let arrival = self.lookahead.as_ref().map(|j| j.arrival).filter(|_| !busy);
             let timer = self.sched.next_wakeup().filter(|_| !busy);
@@ -269,23 +276,14 @@ impl<'a> Simulator<'a> {
             let now = self.now;
             match kind {
                 0 => {
-                    let Reverse((_, _, ev)) = self.heap.pop().expect("peeked");
-                    match ev {
-                        Ev::Finish { job, generation } => {
-                            if self
-                                .jobs
-                                .get(&job)
-                                .is_none_or(|j| j.generation != generation)
-                            {
-                                continue;
-                            }
-                            self.finish(job)?;
-                        }
-                        Ev::SwitchDone { took } => {
-                            self.switching -= 1;
-                            let acts = self.sched.handle(now, Event::SwitchDone { took });
-                            self.execute(acts);
-                        }
+                    if end.is_some_and(|e| switch.is_none_or(|s| e < s)) {
+                        let (_, _, job) = self.ends.pop().expect("peeked");
+                        self.finish(job)?;
+                    } else {
+                        let Reverse((_, _, SwitchDone { took })) = self.heap.pop().expect("peeked");
+                        self.switching -= 1;
+                        let acts = self.sched.handle(now, Event::SwitchDone { took });
+                        self.execute(acts);
                     }
                 }
                 1 => {
@@ -345,7 +343,6 @@ impl<'a> Simulator<'a> {
                 stall_from: Time::ZERO,
                 stall_work: 0.0,
                 slowdown: 1.0,
-                generation: 0,
                 last_ran: Time::ZERO,
                 clean: 0.0,
                 bg_from: None,
@@ -402,7 +399,7 @@ impl<'a> Simulator<'a> {
         self.touched.push(node);
     }
 
-    fn schedule(&mut self, at: Time, ev: Ev) {
+    fn schedule_switch_done(&mut self, at: Time, ev: SwitchDone) {
         self.seq += 1;
         self.heap.push(Reverse((at, self.seq, ev)));
     }
@@ -523,7 +520,7 @@ impl<'a> Simulator<'a> {
                     j.running = false;
                     j.active_from = now;
                     j.last_ran = now;
-                    j.generation += 1;
+                    self.ends.remove(*job);
                     let (want, ranks) = (j.mem, j.ranks_per_node);
                     let mem = want.min(m);
                     if let Some(from) = j.bg_from.take() {
@@ -643,7 +640,7 @@ impl<'a> Simulator<'a> {
             self.t.switches += 1;
             self.t.switch_s += took.as_secs_f64();
             self.switching += 1;
-            self.schedule(now + took, Ev::SwitchDone { took });
+            self.schedule_switch_done(now + took, SwitchDone { took });
         }
         self.refresh();
     }
@@ -656,15 +653,14 @@ impl<'a> Simulator<'a> {
     /// set changed, and when they will end.
     fn refresh(&mut self) {
         let now = self.now;
-        let mut touched = std::mem::take(&mut self.touched);
-        touched.sort_unstable();
-        touched.dedup();
-        for n in &touched {
-            self.dirty
-                .extend_from_slice(&self.nodes[*n as usize].runners);
+        self.refreshes += 1;
+        for n in self.touched.drain(..) {
+            let node = &mut self.nodes[n as usize];
+            if node.seen != self.refreshes {
+                node.seen = self.refreshes;
+                self.dirty.extend_from_slice(&node.runners);
+            }
         }
-        touched.clear();
-        self.touched = touched;
         let mut dirty = std::mem::take(&mut self.dirty);
         dirty.sort_unstable();
         dirty.dedup();
@@ -690,7 +686,6 @@ impl<'a> Simulator<'a> {
             let j = self.jobs.get_mut(id).expect("live");
             Self::settle(j, now);
             j.slowdown = slowdown;
-            j.generation += 1;
             let at = if j.remaining_s < j.stall_work {
                 // Done while still faulting: its sweep touches the pages
                 // at an even pace over the page-in.
@@ -701,14 +696,8 @@ impl<'a> Simulator<'a> {
                 j.active_from.max(now)
                     + Duration::from_secs_f64((j.remaining_s - j.stall_work) * slowdown)
             };
-            let generation = j.generation;
-            self.schedule(
-                at,
-                Ev::Finish {
-                    job: *id,
-                    generation,
-                },
-            );
+            self.seq += 1;
+            self.ends.set(*id, at, self.seq);
         }
         dirty.clear();
         self.dirty = dirty;
