@@ -108,6 +108,13 @@ pub struct Set {
     /// that k sets can hold the jobs only if the sum is at most k times
     /// the cluster's capacity (see [`Set::clamped`]).
     clamped: u64,
+    /// A max tree over the nodes of the room each has for one more job
+    /// (`u64::MAX` on a node holding none of the set's jobs), leaves from
+    /// `free.len() / 2` on: a set that cannot take a job is told so by
+    /// counting the nodes with room up to `need`, pruning full subtrees,
+    /// rather than by a scan of every node at every level. With many sets,
+    /// an arrival tries most of them.
+    free: Vec<u64>,
 }
 
 impl Set {
@@ -117,13 +124,67 @@ impl Set {
         if !nodes.is_multiple_of(64) {
             *all.last_mut().expect("nodes > 0") = (1u64 << (nodes % 64)) - 1;
         }
+        let leaves = nodes.next_power_of_two();
+        let mut free = vec![0; 2 * leaves];
+        free[leaves..leaves + nodes].fill(u64::MAX);
+        for k in (1..leaves).rev() {
+            free[k] = free[2 * k].max(free[2 * k + 1]);
+        }
         Set {
             jobs: Vec::new(),
             used: vec![0; nodes],
             count: vec![0; nodes],
             levels: vec![all],
             clamped: 0,
+            free,
         }
+    }
+
+    /// Node `n`'s room changed: update its leaf and the maxima above it.
+    fn refree(&mut self, n: usize, cap: u64) {
+        let mut k = self.free.len() / 2 + n;
+        self.free[k] = if self.count[n] == 0 {
+            u64::MAX
+        } else {
+            cap.saturating_sub(self.used[n])
+        };
+        while k > 1 {
+            k /= 2;
+            let m = self.free[2 * k].max(self.free[2 * k + 1]);
+            if self.free[k] == m {
+                break;
+            }
+            self.free[k] = m;
+        }
+    }
+
+    /// Whether at least `need` nodes may have room for `bytes` more: never
+    /// false when they do ([`Set::room`] then decides).
+    fn enough_room(&self, bytes: u64, need: usize) -> bool {
+        let mut found = 0;
+        // Depth first, left child on top: at most one pending right child
+        // per level, so 64 levels is more than any cluster's tree.
+        let mut stack = [0usize; 65];
+        let (mut top, leaves) = (1, self.free.len() / 2);
+        stack[0] = 1;
+        while top > 0 {
+            top -= 1;
+            let k = stack[top];
+            if self.free[k] < bytes {
+                continue;
+            }
+            if k >= leaves {
+                found += 1;
+                if found >= need {
+                    return true;
+                }
+            } else {
+                stack[top] = 2 * k + 1;
+                stack[top + 1] = 2 * k;
+                top += 2;
+            }
+        }
+        false
     }
 
     /// Move node `n` from its level to the next one up or down.
@@ -180,6 +241,9 @@ impl Set {
                 .then(|| nodes.clone());
         }
         let need = item.need.max(1);
+        if !self.enough_room(bytes, need) {
+            return None;
+        }
         let mut nodes = Vec::with_capacity(need);
         for level in &self.levels {
             for (w, word) in level.iter().enumerate() {
@@ -207,6 +271,7 @@ impl Set {
             self.used[n] += per_node;
             self.relevel(n, true);
             self.clamped += per_node.min(caps[n]);
+            self.refree(n, caps[n]);
         }
         self.jobs.push(Placed {
             job,
@@ -231,6 +296,7 @@ impl Set {
             self.used[n] -= p.per_node;
             self.relevel(n, false);
             self.clamped -= p.per_node.min(caps[n]);
+            self.refree(n, caps[n]);
         }
         Some(p)
     }
@@ -238,24 +304,20 @@ impl Set {
     /// Change what `job` holds per node (its estimate changed); returns
     /// whether one of its nodes now holds more than fits (with partners).
     pub fn resize(&mut self, job: JobId, per_node: u64, caps: &[u64]) -> bool {
-        let Set {
-            jobs,
-            used,
-            count,
-            clamped,
-            ..
-        } = self;
-        let Some(p) = jobs.iter_mut().find(|p| p.job == job) else {
+        let Some(k) = self.jobs.iter().position(|p| p.job == job) else {
             return false;
         };
-        let old = std::mem::replace(&mut p.per_node, per_node);
+        let old = std::mem::replace(&mut self.jobs[k].per_node, per_node);
+        let nodes = std::mem::take(&mut self.jobs[k].nodes);
         let mut over = false;
-        for n in &p.nodes {
+        for n in &nodes {
             let n = n.0 as usize;
-            used[n] = used[n] - old + per_node;
-            *clamped = *clamped - old.min(caps[n]) + per_node.min(caps[n]);
-            over |= count[n] > 1 && used[n] > caps[n];
+            self.used[n] = self.used[n] - old + per_node;
+            self.clamped = self.clamped - old.min(caps[n]) + per_node.min(caps[n]);
+            over |= self.count[n] > 1 && self.used[n] > caps[n];
+            self.refree(n, caps[n]);
         }
+        self.jobs[k].nodes = nodes;
         over
     }
 }
@@ -459,6 +521,46 @@ mod tests {
         let s = &sets[0];
         assert_eq!(s.used(NodeId(0)), 2000 * MIB);
         assert_eq!(s.used(NodeId(1)), 20 * MIB);
+    }
+
+    #[test]
+    fn the_room_index_never_turns_away_a_job_that_fits() {
+        // Random sets over 37 nodes of varied capacity; the index's answer
+        // against a count of the nodes where the job fits.
+        let caps: Vec<u64> = (0..37).map(|n| (500 + 37 * n as u64 % 700) * MIB).collect();
+        let mut x: u64 = 7;
+        let mut next = |m: u64| {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (x >> 33) % m
+        };
+        for round in 0..200 {
+            let mut set = Set::new(caps.len());
+            for j in 0..next(40) {
+                let item = Item {
+                    job: JobId(j as u32),
+                    bytes: (1 + next(600)) * MIB,
+                    need: 1 + next(6) as usize,
+                    pinned: None,
+                };
+                set.place(&item, &caps);
+                if next(3) == 0 && j > 0 {
+                    set.remove(JobId(next(j) as u32), &caps);
+                }
+            }
+            let bytes = (1 + next(900)) * MIB;
+            let fitting = (0..caps.len())
+                .filter(|n| set.fits_on(*n, bytes, &caps))
+                .count();
+            for need in 1..=caps.len() {
+                assert!(
+                    set.enough_room(bytes, need) || fitting < need,
+                    "round {round}: {fitting} nodes fit, need {need}"
+                );
+                assert_eq!(set.enough_room(bytes, need), fitting >= need);
+            }
+        }
     }
 
     #[test]
