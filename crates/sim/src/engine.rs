@@ -110,9 +110,10 @@ struct NodeState {
 }
 
 impl NodeState {
-    /// The job's slot, made empty if it has none (it was paged out whole).
-    fn slot(&mut self, job: JobId) -> &mut Slot {
-        let k = match self.slots.iter().position(|s| s.job == job) {
+    /// Where the job's slot is, made empty if it has none (it was paged
+    /// out whole).
+    fn slot_index(&mut self, job: JobId) -> usize {
+        match self.slots.iter().position(|s| s.job == job) {
             Some(k) => k,
             None => {
                 self.slots.push(Slot {
@@ -122,18 +123,6 @@ impl NodeState {
                 });
                 self.slots.len() - 1
             }
-        };
-        &mut self.slots[k]
-    }
-
-    /// Forget the job's slot if nothing of it is here any more.
-    fn drop_if_empty(&mut self, job: JobId) {
-        if let Some(k) = self
-            .slots
-            .iter()
-            .position(|s| s.job == job && s.resident == 0 && s.pending_in == 0)
-        {
-            self.slots.swap_remove(k);
         }
     }
 
@@ -476,7 +465,10 @@ impl<'a> Simulator<'a> {
         let is_switch = actions.iter().any(Action::is_switch);
         // Jobs set to run, with their own demand-paging stall.
         let mut to_run: Vec<(JobId, f64, f64)> = Vec::new();
-        let mut switch_nodes: Vec<u32> = Vec::new();
+        // Nodes that page in this decision: those touched (a job leaving
+        // or coming; before the first action, only the nodes of a job that
+        // ended, which page nothing), and those `MakeRoom` takes from.
+        let mut room_nodes: Vec<u32> = Vec::new();
         for action in &actions {
             match action {
                 Action::Start { job, nodes } => {
@@ -485,7 +477,12 @@ impl<'a> Simulator<'a> {
                     let mut stall: f64 = 0.0;
                     for n in nodes {
                         let free = m.saturating_sub(self.nodes[n.0 as usize].used);
-                        let out = self.evict(n.0, *job, room::shortfall(mem, 0, free, 0), None);
+                        let short = room::shortfall(mem, 0, free, 0);
+                        let out = if short > 0 {
+                            self.evict(n.0, *job, short, None)
+                        } else {
+                            0
+                        };
                         let node = &mut self.nodes[n.0 as usize];
                         node.slots.push(Slot {
                             job: *job,
@@ -496,7 +493,6 @@ impl<'a> Simulator<'a> {
                         node.run(*job, want, ranks);
                         stall = stall.max(out as f64 / dev.write_bps);
                         self.touched.push(n.0);
-                        switch_nodes.push(n.0);
                     }
                     let j = self.jobs.get_mut(job).expect("live");
                     j.nodes = nodes.clone();
@@ -530,11 +526,25 @@ impl<'a> Simulator<'a> {
                     }
                     let clean = j.clean;
                     let aggressive = matches!(page_out, PageOutPlan::Aggressive { .. });
-                    for n in j.nodes.clone() {
+                    // A job holds the same on most of its nodes: the bytes
+                    // written and the seconds they take, for the last
+                    // amount paged out, are reused rather than converted
+                    // and divided again on every node (same values).
+                    let mut last: Option<(u64, u64, f64)> = None;
+                    for n in &j.nodes {
                         let node = &mut self.nodes[n.0 as usize];
                         node.stop(*job, want, ranks);
-                        let s = node.slot(*job);
-                        let back = (s.pending_in as f64 * undone) as u64;
+                        self.touched.push(n.0);
+                        // No slot: nothing of it here to bring back or page out.
+                        let Some(k) = node.slots.iter().position(|s| s.job == *job) else {
+                            continue;
+                        };
+                        let s = &mut node.slots[k];
+                        let back = if s.pending_in == 0 {
+                            0
+                        } else {
+                            (s.pending_in as f64 * undone) as u64
+                        };
                         s.resident -= back;
                         s.pending_in = 0;
                         // Never faulted in after all.
@@ -544,14 +554,21 @@ impl<'a> Simulator<'a> {
                             let out = s.resident;
                             s.resident = 0;
                             used += out;
-                            let written = (out as f64 * (1.0 - clean)) as u64;
-                            node.cost += written as f64 / dev.write_bps;
+                            let (written, secs) = match last {
+                                Some((o, w, t)) if o == out => (w, t),
+                                _ => {
+                                    let w = (out as f64 * (1.0 - clean)) as u64;
+                                    (w, w as f64 / dev.write_bps)
+                                }
+                            };
+                            last = Some((out, written, secs));
+                            node.cost += secs;
                             self.t.paged_out += written;
                         }
                         node.used -= used;
-                        node.drop_if_empty(*job);
-                        self.touched.push(n.0);
-                        switch_nodes.push(n.0);
+                        if s.resident == 0 {
+                            node.slots.swap_remove(k);
+                        }
                     }
                 }
                 Action::MakeRoom { job, from } => {
@@ -568,41 +585,59 @@ impl<'a> Simulator<'a> {
                         let short = room::shortfall(mem, have, m.saturating_sub(node.used), 0);
                         let out = self.evict(n, *job, short, Some(from));
                         self.nodes[n as usize].cost += out as f64 / dev.write_bps;
-                        switch_nodes.push(n);
+                        room_nodes.push(n);
                     }
                 }
                 Action::Resume { job, page_in } => {
                     let (want, ranks) = (self.jobs[job].mem, self.jobs[job].ranks_per_node);
                     let mem = want.min(m);
                     let (mut stall, mut faulted): (f64, u64) = (0.0, 0);
-                    for n in self.jobs[job].nodes.clone() {
-                        let have = self.nodes[n.0 as usize].slot(*job).resident;
-                        let missing = mem.saturating_sub(have);
-                        let free = m.saturating_sub(self.nodes[n.0 as usize].used);
-                        let out = self.evict(n.0, *job, room::shortfall(mem, have, free, 0), None);
+                    // As for a suspension: the seconds for the last (written,
+                    // read) pair, reused while the next node pages the same.
+                    let mut last: Option<(u64, u64, f64)> = None;
+                    let nodes = std::mem::take(&mut self.jobs.get_mut(job).expect("live").nodes);
+                    for n in &nodes {
                         let node = &mut self.nodes[n.0 as usize];
-                        let s = node.slot(*job);
-                        s.resident = mem;
+                        let mut k = node.slot_index(*job);
+                        let have = node.slots[k].resident;
+                        let missing = mem.saturating_sub(have);
+                        let free = m.saturating_sub(node.used);
+                        let short = room::shortfall(mem, have, free, 0);
+                        let out = if short > 0 {
+                            let out = self.evict(n.0, *job, short, None);
+                            // Evicted slots were swapped out of their places.
+                            k = self.nodes[n.0 as usize].slot_index(*job);
+                            out
+                        } else {
+                            0
+                        };
+                        let node = &mut self.nodes[n.0 as usize];
+                        node.slots[k].resident = mem;
                         node.used += missing;
                         node.run(*job, want, ranks);
                         self.t.paged_in += missing;
-                        let w = out as f64 / dev.write_bps;
                         match page_in {
                             // Overlapped is charged as Recorded: the model
                             // does not track the pool's free memory at the
                             // switch's start (docs/sim.md says so).
                             PageInPlan::Recorded | PageInPlan::Overlapped => {
-                                node.cost += w + missing as f64 / dev.read_bps;
+                                let secs = match last {
+                                    Some((o, mi, t)) if o == out && mi == missing => t,
+                                    _ => out as f64 / dev.write_bps + missing as f64 / dev.read_bps,
+                                };
+                                last = Some((out, missing, secs));
+                                node.cost += secs;
                             }
                             PageInPlan::Demand => {
-                                node.slot(*job).pending_in = missing;
+                                let w = out as f64 / dev.write_bps;
+                                node.slots[k].pending_in = missing;
                                 faulted = faulted.max(missing);
                                 stall = stall.max(w + missing as f64 / dev.demand_read_bps());
                             }
                         }
                         self.touched.push(n.0);
-                        switch_nodes.push(n.0);
                     }
+                    self.jobs.get_mut(job).expect("live").nodes = nodes;
                     let j = self.jobs.get_mut(job).expect("live");
                     j.running = true;
                     j.clean = 0.0;
@@ -622,7 +657,7 @@ impl<'a> Simulator<'a> {
         }
         // Nodes page in parallel; the switch lasts as long as the slowest.
         let mut took: f64 = 0.0;
-        for n in &switch_nodes {
+        for n in self.touched.iter().chain(&room_nodes) {
             let node = &mut self.nodes[*n as usize];
             took = took.max(node.cost);
             node.cost = 0.0;
@@ -658,7 +693,13 @@ impl<'a> Simulator<'a> {
             let node = &mut self.nodes[n as usize];
             if node.seen != self.refreshes {
                 node.seen = self.refreshes;
-                self.dirty.extend_from_slice(&node.runners);
+                // Nodes come a job at a time: most repeats are next to each
+                // other, and dropping them here leaves less to sort.
+                for r in &node.runners {
+                    if self.dirty.last() != Some(r) {
+                        self.dirty.push(*r);
+                    }
+                }
             }
         }
         let mut dirty = std::mem::take(&mut self.dirty);
@@ -674,14 +715,27 @@ impl<'a> Simulator<'a> {
             // Ranks sharing a node share its CPUs (cosched: more ranks
             // than CPUs slow each other); memory short on a node makes it
             // fault.
-            let mut share: f64 = 1.0;
-            let nodes = &self.nodes;
-            let c = j.nodes.iter().map(|n| {
-                let node = &nodes[n.0 as usize];
-                share = share.max(f64::from(node.ranks) / cpus);
-                (m / node.want.max(1) as f64).min(1.0)
-            });
-            let paging = self.cfg.paging.slowdown(j.mem, c);
+            // A node where the running jobs want no more than it has adds
+            // no faults: the paging model is asked only when one is short
+            // (its answer is 1 otherwise), and the CPU share is the most
+            // ranks on a node over the CPUs (one division, same value).
+            let (mut ranks, mut short) = (0u32, false);
+            for n in &j.nodes {
+                let node = &self.nodes[n.0 as usize];
+                ranks = ranks.max(node.ranks);
+                short |= node.want > self.cfg.node_memory;
+            }
+            let share = (f64::from(ranks) / cpus).max(1.0);
+            let paging = if short {
+                let nodes = &self.nodes;
+                let c = j
+                    .nodes
+                    .iter()
+                    .map(|n| (m / nodes[n.0 as usize].want.max(1) as f64).min(1.0));
+                self.cfg.paging.slowdown(j.mem, c)
+            } else {
+                1.0
+            };
             let slowdown = share * paging;
             let j = self.jobs.get_mut(id).expect("live");
             Self::settle(j, now);
