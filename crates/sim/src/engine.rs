@@ -13,7 +13,7 @@ use memgang_core::{
     Scheduler, Switching, Time,
 };
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::{BinaryHeap, HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::time::{Duration, Instant};
 
@@ -192,6 +192,10 @@ pub struct Simulator<'a> {
     /// Counts refreshes, to mark the nodes one has seen (`NodeState::seen`).
     refreshes: u64,
     dirty: Vec<JobId>,
+    /// The jobs in `dirty`, while a refresh lists them: a set switch lists
+    /// each incoming job once per node, and sorting those repeats cost more
+    /// than looking them up.
+    listed: HashSet<JobId, BuildHasherDefault<IdHasher>>,
     on_job: Option<&'a mut dyn FnMut(&JobRecord)>,
     on_progress: Option<&'a mut dyn FnMut(Time, u64)>,
 }
@@ -219,6 +223,7 @@ impl<'a> Simulator<'a> {
             touched: Vec::new(),
             refreshes: 0,
             dirty: Vec::new(),
+            listed: HashSet::default(),
             on_job: None,
             on_progress: None,
         }
@@ -689,19 +694,21 @@ impl<'a> Simulator<'a> {
     fn refresh(&mut self) {
         let now = self.now;
         self.refreshes += 1;
+        self.listed.extend(self.dirty.iter().copied());
         for n in self.touched.drain(..) {
             let node = &mut self.nodes[n as usize];
             if node.seen != self.refreshes {
                 node.seen = self.refreshes;
                 // Nodes come a job at a time: most repeats are next to each
-                // other, and dropping them here leaves less to sort.
+                // other and are dropped without a lookup.
                 for r in &node.runners {
-                    if self.dirty.last() != Some(r) {
+                    if self.dirty.last() != Some(r) && self.listed.insert(*r) {
                         self.dirty.push(*r);
                     }
                 }
             }
         }
+        self.listed.clear();
         let mut dirty = std::mem::take(&mut self.dirty);
         dirty.sort_unstable();
         dirty.dedup();
