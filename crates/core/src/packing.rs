@@ -39,6 +39,7 @@
 //!   filling; on one node it is a set of its own.
 
 use crate::model::{JobId, NodeId};
+use std::cell::RefCell;
 
 /// Share of the pool kept free as a safety margin: 1/16.
 pub const MARGIN_DIVISOR: u64 = 16;
@@ -108,14 +109,30 @@ pub struct Set {
     /// that k sets can hold the jobs only if the sum is at most k times
     /// the cluster's capacity (see [`Set::clamped`]).
     clamped: u64,
-    /// A max tree over the nodes of the room each has for one more job
-    /// (`u64::MAX` on a node holding none of the set's jobs), leaves from
-    /// `free.len() / 2` on: a set that cannot take a job is told so by
-    /// counting the nodes with room up to `need`, pruning full subtrees,
-    /// rather than by a scan of every node at every level. With many sets,
-    /// an arrival tries most of them.
-    free: Vec<u64>,
+    /// Built when the set turns a job away, dropped when it changes (see
+    /// [`RoomIndex`]).
+    free: RoomIndex,
 }
+
+/// A max tree over a set's nodes of the room each has for one more job
+/// (`u64::MAX` on a node holding none of the set's jobs), leaves from
+/// `len / 2` on: a set that cannot take a job is told so by counting the
+/// nodes with room up to `need`, pruning full subtrees, rather than by a
+/// scan of every node at every level. With many sets (an overloaded
+/// cluster) an arrival tries most of them, and most have not changed since
+/// they last turned one away. Built only then, after a scan that failed
+/// (it costs about that scan): a set that keeps taking jobs never pays for
+/// it. Not part of a set's value: sets are equal whatever their caches.
+#[derive(Clone, Debug, Default)]
+struct RoomIndex(RefCell<Option<Vec<u64>>>);
+
+impl PartialEq for RoomIndex {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for RoomIndex {}
 
 impl Set {
     /// An empty set over `nodes` nodes.
@@ -124,59 +141,56 @@ impl Set {
         if !nodes.is_multiple_of(64) {
             *all.last_mut().expect("nodes > 0") = (1u64 << (nodes % 64)) - 1;
         }
-        let leaves = nodes.next_power_of_two();
-        let mut free = vec![0; 2 * leaves];
-        free[leaves..leaves + nodes].fill(u64::MAX);
-        for k in (1..leaves).rev() {
-            free[k] = free[2 * k].max(free[2 * k + 1]);
-        }
         Set {
             jobs: Vec::new(),
             used: vec![0; nodes],
             count: vec![0; nodes],
             levels: vec![all],
             clamped: 0,
-            free,
+            free: RoomIndex::default(),
         }
     }
 
-    /// Node `n`'s room changed: update its leaf and the maxima above it.
-    fn refree(&mut self, n: usize, cap: u64) {
-        let mut k = self.free.len() / 2 + n;
-        self.free[k] = if self.count[n] == 0 {
-            u64::MAX
-        } else {
-            cap.saturating_sub(self.used[n])
-        };
-        while k > 1 {
-            k /= 2;
-            let m = self.free[2 * k].max(self.free[2 * k + 1]);
-            if self.free[k] == m {
-                break;
-            }
-            self.free[k] = m;
+    /// The room index of the set as it is now.
+    fn build_index(&self, caps: &[u64]) {
+        let nodes = self.used.len();
+        let leaves = nodes.next_power_of_two();
+        let mut free = vec![0; 2 * leaves];
+        for n in 0..nodes {
+            free[leaves + n] = if self.count[n] == 0 {
+                u64::MAX
+            } else {
+                caps[n].saturating_sub(self.used[n])
+            };
         }
+        for k in (1..leaves).rev() {
+            free[k] = free[2 * k].max(free[2 * k + 1]);
+        }
+        *self.free.0.borrow_mut() = Some(free);
     }
 
-    /// Whether at least `need` nodes may have room for `bytes` more: never
-    /// false when they do ([`Set::room`] then decides).
-    fn enough_room(&self, bytes: u64, need: usize) -> bool {
+    /// Whether at least `need` nodes may have room for `bytes` more, by the
+    /// index if there is one (`None` if not): never false when they do
+    /// ([`Set::room`] then decides).
+    fn enough_room(&self, bytes: u64, need: usize) -> Option<bool> {
+        let index = self.free.0.borrow();
+        let free = index.as_ref()?;
         let mut found = 0;
         // Depth first, left child on top: at most one pending right child
         // per level, so 64 levels is more than any cluster's tree.
         let mut stack = [0usize; 65];
-        let (mut top, leaves) = (1, self.free.len() / 2);
+        let (mut top, leaves) = (1, free.len() / 2);
         stack[0] = 1;
         while top > 0 {
             top -= 1;
             let k = stack[top];
-            if self.free[k] < bytes {
+            if free[k] < bytes {
                 continue;
             }
             if k >= leaves {
                 found += 1;
                 if found >= need {
-                    return true;
+                    return Some(true);
                 }
             } else {
                 stack[top] = 2 * k + 1;
@@ -184,7 +198,7 @@ impl Set {
                 top += 2;
             }
         }
-        false
+        Some(false)
     }
 
     /// Move node `n` from its level to the next one up or down.
@@ -241,7 +255,7 @@ impl Set {
                 .then(|| nodes.clone());
         }
         let need = item.need.max(1);
-        if !self.enough_room(bytes, need) {
+        if self.enough_room(bytes, need) == Some(false) {
             return None;
         }
         let mut nodes = Vec::with_capacity(need);
@@ -261,17 +275,20 @@ impl Set {
                 }
             }
         }
+        if self.free.0.borrow().is_none() {
+            self.build_index(caps);
+        }
         None
     }
 
     /// Put `job` on `nodes`, holding `per_node` bytes on each.
     pub fn add(&mut self, job: JobId, nodes: Vec<NodeId>, per_node: u64, caps: &[u64]) {
+        *self.free.0.get_mut() = None;
         for n in &nodes {
             let n = n.0 as usize;
             self.used[n] += per_node;
             self.relevel(n, true);
             self.clamped += per_node.min(caps[n]);
-            self.refree(n, caps[n]);
         }
         self.jobs.push(Placed {
             job,
@@ -291,12 +308,12 @@ impl Set {
     pub fn remove(&mut self, job: JobId, caps: &[u64]) -> Option<Placed> {
         let k = self.jobs.iter().position(|p| p.job == job)?;
         let p = self.jobs.remove(k);
+        *self.free.0.get_mut() = None;
         for n in &p.nodes {
             let n = n.0 as usize;
             self.used[n] -= p.per_node;
             self.relevel(n, false);
             self.clamped -= p.per_node.min(caps[n]);
-            self.refree(n, caps[n]);
         }
         Some(p)
     }
@@ -308,6 +325,7 @@ impl Set {
             return false;
         };
         let old = std::mem::replace(&mut self.jobs[k].per_node, per_node);
+        *self.free.0.get_mut() = None;
         let nodes = std::mem::take(&mut self.jobs[k].nodes);
         let mut over = false;
         for n in &nodes {
@@ -315,7 +333,6 @@ impl Set {
             self.used[n] = self.used[n] - old + per_node;
             self.clamped = self.clamped - old.min(caps[n]) + per_node.min(caps[n]);
             over |= self.count[n] > 1 && self.used[n] > caps[n];
-            self.refree(n, caps[n]);
         }
         self.jobs[k].nodes = nodes;
         over
@@ -553,12 +570,34 @@ mod tests {
             let fitting = (0..caps.len())
                 .filter(|n| set.fits_on(*n, bytes, &caps))
                 .count();
+            assert_eq!(
+                set.enough_room(bytes, 1),
+                None,
+                "no index before a job is turned away"
+            );
+            set.build_index(&caps);
             for need in 1..=caps.len() {
-                assert!(
-                    set.enough_room(bytes, need) || fitting < need,
+                assert_eq!(
+                    set.enough_room(bytes, need),
+                    Some(fitting >= need),
                     "round {round}: {fitting} nodes fit, need {need}"
                 );
-                assert_eq!(set.enough_room(bytes, need), fitting >= need);
+            }
+            // A job turned away builds it; a change drops it.
+            let mut set = set.clone();
+            *set.free.0.get_mut() = None;
+            let wide = Item {
+                job: JobId(1000),
+                bytes: u64::MAX / 2,
+                need: caps.len(),
+                pinned: None,
+            };
+            if set.room(&wide, &caps).is_none() {
+                assert!(set.enough_room(1, 1).is_some());
+                if let Some(p) = set.jobs().first().cloned() {
+                    set.remove(p.job, &caps);
+                    assert_eq!(set.enough_room(1, 1), None);
+                }
             }
         }
     }
