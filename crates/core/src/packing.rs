@@ -39,6 +39,7 @@
 //!   filling; on one node it is a set of its own.
 
 use crate::model::{JobId, NodeId};
+use std::cell::RefCell;
 
 /// Share of the pool kept free as a safety margin: 1/16.
 pub const MARGIN_DIVISOR: u64 = 16;
@@ -108,7 +109,30 @@ pub struct Set {
     /// that k sets can hold the jobs only if the sum is at most k times
     /// the cluster's capacity (see [`Set::clamped`]).
     clamped: u64,
+    /// Built when the set turns a job away, dropped when it changes (see
+    /// [`RoomIndex`]).
+    free: RoomIndex,
 }
+
+/// A max tree over a set's nodes of the room each has for one more job
+/// (`u64::MAX` on a node holding none of the set's jobs), leaves from
+/// `len / 2` on: a set that cannot take a job is told so by counting the
+/// nodes with room up to `need`, pruning full subtrees, rather than by a
+/// scan of every node at every level. With many sets (an overloaded
+/// cluster) an arrival tries most of them, and most have not changed since
+/// they last turned one away. Built only then, after a scan that failed
+/// (it costs about that scan): a set that keeps taking jobs never pays for
+/// it. Not part of a set's value: sets are equal whatever their caches.
+#[derive(Clone, Debug, Default)]
+struct RoomIndex(RefCell<Option<Vec<u64>>>);
+
+impl PartialEq for RoomIndex {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for RoomIndex {}
 
 impl Set {
     /// An empty set over `nodes` nodes.
@@ -123,7 +147,58 @@ impl Set {
             count: vec![0; nodes],
             levels: vec![all],
             clamped: 0,
+            free: RoomIndex::default(),
         }
+    }
+
+    /// The room index of the set as it is now.
+    fn build_index(&self, caps: &[u64]) {
+        let nodes = self.used.len();
+        let leaves = nodes.next_power_of_two();
+        let mut free = vec![0; 2 * leaves];
+        for n in 0..nodes {
+            free[leaves + n] = if self.count[n] == 0 {
+                u64::MAX
+            } else {
+                caps[n].saturating_sub(self.used[n])
+            };
+        }
+        for k in (1..leaves).rev() {
+            free[k] = free[2 * k].max(free[2 * k + 1]);
+        }
+        *self.free.0.borrow_mut() = Some(free);
+    }
+
+    /// Whether at least `need` nodes may have room for `bytes` more, by the
+    /// index if there is one (`None` if not): never false when they do
+    /// ([`Set::room`] then decides).
+    fn enough_room(&self, bytes: u64, need: usize) -> Option<bool> {
+        let index = self.free.0.borrow();
+        let free = index.as_ref()?;
+        let mut found = 0;
+        // Depth first, left child on top: at most one pending right child
+        // per level, so 64 levels is more than any cluster's tree.
+        let mut stack = [0usize; 65];
+        let (mut top, leaves) = (1, free.len() / 2);
+        stack[0] = 1;
+        while top > 0 {
+            top -= 1;
+            let k = stack[top];
+            if free[k] < bytes {
+                continue;
+            }
+            if k >= leaves {
+                found += 1;
+                if found >= need {
+                    return Some(true);
+                }
+            } else {
+                stack[top] = 2 * k + 1;
+                stack[top + 1] = 2 * k;
+                top += 2;
+            }
+        }
+        Some(false)
     }
 
     /// Move node `n` from its level to the next one up or down.
@@ -180,6 +255,9 @@ impl Set {
                 .then(|| nodes.clone());
         }
         let need = item.need.max(1);
+        if self.enough_room(bytes, need) == Some(false) {
+            return None;
+        }
         let mut nodes = Vec::with_capacity(need);
         for level in &self.levels {
             for (w, word) in level.iter().enumerate() {
@@ -197,11 +275,15 @@ impl Set {
                 }
             }
         }
+        if self.free.0.borrow().is_none() {
+            self.build_index(caps);
+        }
         None
     }
 
     /// Put `job` on `nodes`, holding `per_node` bytes on each.
     pub fn add(&mut self, job: JobId, nodes: Vec<NodeId>, per_node: u64, caps: &[u64]) {
+        *self.free.0.get_mut() = None;
         for n in &nodes {
             let n = n.0 as usize;
             self.used[n] += per_node;
@@ -226,6 +308,7 @@ impl Set {
     pub fn remove(&mut self, job: JobId, caps: &[u64]) -> Option<Placed> {
         let k = self.jobs.iter().position(|p| p.job == job)?;
         let p = self.jobs.remove(k);
+        *self.free.0.get_mut() = None;
         for n in &p.nodes {
             let n = n.0 as usize;
             self.used[n] -= p.per_node;
@@ -238,24 +321,20 @@ impl Set {
     /// Change what `job` holds per node (its estimate changed); returns
     /// whether one of its nodes now holds more than fits (with partners).
     pub fn resize(&mut self, job: JobId, per_node: u64, caps: &[u64]) -> bool {
-        let Set {
-            jobs,
-            used,
-            count,
-            clamped,
-            ..
-        } = self;
-        let Some(p) = jobs.iter_mut().find(|p| p.job == job) else {
+        let Some(k) = self.jobs.iter().position(|p| p.job == job) else {
             return false;
         };
-        let old = std::mem::replace(&mut p.per_node, per_node);
+        let old = std::mem::replace(&mut self.jobs[k].per_node, per_node);
+        *self.free.0.get_mut() = None;
+        let nodes = std::mem::take(&mut self.jobs[k].nodes);
         let mut over = false;
-        for n in &p.nodes {
+        for n in &nodes {
             let n = n.0 as usize;
-            used[n] = used[n] - old + per_node;
-            *clamped = *clamped - old.min(caps[n]) + per_node.min(caps[n]);
-            over |= count[n] > 1 && used[n] > caps[n];
+            self.used[n] = self.used[n] - old + per_node;
+            self.clamped = self.clamped - old.min(caps[n]) + per_node.min(caps[n]);
+            over |= self.count[n] > 1 && self.used[n] > caps[n];
         }
+        self.jobs[k].nodes = nodes;
         over
     }
 }
@@ -459,6 +538,68 @@ mod tests {
         let s = &sets[0];
         assert_eq!(s.used(NodeId(0)), 2000 * MIB);
         assert_eq!(s.used(NodeId(1)), 20 * MIB);
+    }
+
+    #[test]
+    fn the_room_index_never_turns_away_a_job_that_fits() {
+        // Random sets over 37 nodes of varied capacity; the index's answer
+        // against a count of the nodes where the job fits.
+        let caps: Vec<u64> = (0..37).map(|n| (500 + 37 * n as u64 % 700) * MIB).collect();
+        let mut x: u64 = 7;
+        let mut next = |m: u64| {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (x >> 33) % m
+        };
+        for round in 0..200 {
+            let mut set = Set::new(caps.len());
+            for j in 0..next(40) {
+                let item = Item {
+                    job: JobId(j as u32),
+                    bytes: (1 + next(600)) * MIB,
+                    need: 1 + next(6) as usize,
+                    pinned: None,
+                };
+                set.place(&item, &caps);
+                if next(3) == 0 && j > 0 {
+                    set.remove(JobId(next(j) as u32), &caps);
+                }
+            }
+            let bytes = (1 + next(900)) * MIB;
+            let fitting = (0..caps.len())
+                .filter(|n| set.fits_on(*n, bytes, &caps))
+                .count();
+            assert_eq!(
+                set.enough_room(bytes, 1),
+                None,
+                "no index before a job is turned away"
+            );
+            set.build_index(&caps);
+            for need in 1..=caps.len() {
+                assert_eq!(
+                    set.enough_room(bytes, need),
+                    Some(fitting >= need),
+                    "round {round}: {fitting} nodes fit, need {need}"
+                );
+            }
+            // A job turned away builds it; a change drops it.
+            let mut set = set.clone();
+            *set.free.0.get_mut() = None;
+            let wide = Item {
+                job: JobId(1000),
+                bytes: u64::MAX / 2,
+                need: caps.len(),
+                pinned: None,
+            };
+            if set.room(&wide, &caps).is_none() {
+                assert!(set.enough_room(1, 1).is_some());
+                if let Some(p) = set.jobs().first().cloned() {
+                    set.remove(p.job, &caps);
+                    assert_eq!(set.enough_room(1, 1), None);
+                }
+            }
+        }
     }
 
     #[test]

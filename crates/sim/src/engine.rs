@@ -4,6 +4,7 @@
 //! `SwitchDone`), exactly as the runtime does on a real node.
 
 use crate::paging::PagingModel;
+use crate::queue::FinishQueue;
 use crate::report::{JobRecord, Report};
 use crate::workload::{TraceJob, Workload, WorkloadError};
 use memgang_core::room;
@@ -12,7 +13,7 @@ use memgang_core::{
     Scheduler, Switching, Time,
 };
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::{BinaryHeap, HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::time::{Duration, Instant};
 
@@ -71,9 +72,6 @@ struct Job {
     /// faulting ends, or in part when it is cut short.
     stall_work: f64,
     slowdown: f64,
-    /// Bumped whenever the predicted end changes; stale end events are
-    /// recognised by an older generation.
-    generation: u32,
     last_ran: Time,
     /// Share of its resident memory that background writing made clean.
     clean: f64,
@@ -105,12 +103,17 @@ struct NodeState {
     ranks: u32,
     /// Seconds of paging this node does in the switch being carried out.
     cost: f64,
+    /// The refresh that last listed its runners: a switch touches a node
+    /// once per job leaving or coming, and sorting those touches cost more
+    /// than the refresh itself.
+    seen: u64,
 }
 
 impl NodeState {
-    /// The job's slot, made empty if it has none (it was paged out whole).
-    fn slot(&mut self, job: JobId) -> &mut Slot {
-        let k = match self.slots.iter().position(|s| s.job == job) {
+    /// Where the job's slot is, made empty if it has none (it was paged
+    /// out whole).
+    fn slot_index(&mut self, job: JobId) -> usize {
+        match self.slots.iter().position(|s| s.job == job) {
             Some(k) => k,
             None => {
                 self.slots.push(Slot {
@@ -120,18 +123,6 @@ impl NodeState {
                 });
                 self.slots.len() - 1
             }
-        };
-        &mut self.slots[k]
-    }
-
-    /// Forget the job's slot if nothing of it is here any more.
-    fn drop_if_empty(&mut self, job: JobId) {
-        if let Some(k) = self
-            .slots
-            .iter()
-            .position(|s| s.job == job && s.resident == 0 && s.pending_in == 0)
-        {
-            self.slots.swap_remove(k);
         }
     }
 
@@ -150,17 +141,12 @@ impl NodeState {
     }
 }
 
+/// A switch's end. Jobs' ends are in the [`FinishQueue`]; the two share
+/// the sequence numbers, so that between them events go in the order they
+/// were scheduled at the same instant.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-enum Ev {
-    /// Ordered first on a tie: a job ending at a quantum's end is done
-    /// before the switch.
-    Finish {
-        job: JobId,
-        generation: u32,
-    },
-    SwitchDone {
-        took: Duration,
-    },
+struct SwitchDone {
+    took: Duration,
 }
 
 /// Totals kept as the run goes, so that finished jobs need not be.
@@ -192,7 +178,8 @@ pub struct Simulator<'a> {
     sched: Scheduler,
     jobs: IdMap<Job>,
     nodes: Vec<NodeState>,
-    heap: BinaryHeap<Reverse<(Time, u64, Ev)>>,
+    heap: BinaryHeap<Reverse<(Time, u64, SwitchDone)>>,
+    ends: FinishQueue<BuildHasherDefault<IdHasher>>,
     /// Switches under way. The runtime carries a switch out before it
     /// looks at its timer or arrivals again; so does the simulator.
     switching: u32,
@@ -202,7 +189,13 @@ pub struct Simulator<'a> {
     lookahead: Option<TraceJob>,
     t: Totals,
     touched: Vec<u32>,
+    /// Counts refreshes, to mark the nodes one has seen (`NodeState::seen`).
+    refreshes: u64,
     dirty: Vec<JobId>,
+    /// The jobs in `dirty`, while a refresh lists them: a set switch lists
+    /// each incoming job once per node, and sorting those repeats cost more
+    /// than looking them up.
+    listed: HashSet<JobId, BuildHasherDefault<IdHasher>>,
     on_job: Option<&'a mut dyn FnMut(&JobRecord)>,
     on_progress: Option<&'a mut dyn FnMut(Time, u64)>,
 }
@@ -220,6 +213,7 @@ impl<'a> Simulator<'a> {
             jobs: IdMap::default(),
             nodes,
             heap: BinaryHeap::new(),
+            ends: FinishQueue::new(),
             switching: 0,
             seq: 0,
             now: Time::ZERO,
@@ -227,7 +221,9 @@ impl<'a> Simulator<'a> {
             lookahead: None,
             t: Totals::default(),
             touched: Vec::new(),
+            refreshes: 0,
             dirty: Vec::new(),
+            listed: HashSet::default(),
             on_job: None,
             on_progress: None,
         }
@@ -249,7 +245,12 @@ impl<'a> Simulator<'a> {
         let began = Instant::now();
         self.lookahead = self.workload.next_job()?;
         loop {
-            let ev = self.heap.peek().map(|Reverse((t, _, _))| *t);
+            let switch = self.heap.peek().map(|Reverse((t, seq, _))| (*t, *seq));
+            let end = self.ends.peek().map(|(t, seq, _)| (t, seq));
+            let ev = match (switch, end) {
+                (Some(a), Some(b)) => Some(a.min(b).0),
+                (a, b) => a.or(b).map(|(t, _)| t),
+            };
             let busy = self.switching > 0;
             let arrival = self.lookahead.as_ref().map(|j| j.arrival).filter(|_| !busy);
             let timer = self.sched.next_wakeup().filter(|_| !busy);
@@ -269,23 +270,14 @@ impl<'a> Simulator<'a> {
             let now = self.now;
             match kind {
                 0 => {
-                    let Reverse((_, _, ev)) = self.heap.pop().expect("peeked");
-                    match ev {
-                        Ev::Finish { job, generation } => {
-                            if self
-                                .jobs
-                                .get(&job)
-                                .is_none_or(|j| j.generation != generation)
-                            {
-                                continue;
-                            }
-                            self.finish(job)?;
-                        }
-                        Ev::SwitchDone { took } => {
-                            self.switching -= 1;
-                            let acts = self.sched.handle(now, Event::SwitchDone { took });
-                            self.execute(acts);
-                        }
+                    if end.is_some_and(|e| switch.is_none_or(|s| e < s)) {
+                        let (_, _, job) = self.ends.pop().expect("peeked");
+                        self.finish(job)?;
+                    } else {
+                        let Reverse((_, _, SwitchDone { took })) = self.heap.pop().expect("peeked");
+                        self.switching -= 1;
+                        let acts = self.sched.handle(now, Event::SwitchDone { took });
+                        self.execute(acts);
                     }
                 }
                 1 => {
@@ -345,7 +337,6 @@ impl<'a> Simulator<'a> {
                 stall_from: Time::ZERO,
                 stall_work: 0.0,
                 slowdown: 1.0,
-                generation: 0,
                 last_ran: Time::ZERO,
                 clean: 0.0,
                 bg_from: None,
@@ -402,7 +393,7 @@ impl<'a> Simulator<'a> {
         self.touched.push(node);
     }
 
-    fn schedule(&mut self, at: Time, ev: Ev) {
+    fn schedule_switch_done(&mut self, at: Time, ev: SwitchDone) {
         self.seq += 1;
         self.heap.push(Reverse((at, self.seq, ev)));
     }
@@ -479,7 +470,10 @@ impl<'a> Simulator<'a> {
         let is_switch = actions.iter().any(Action::is_switch);
         // Jobs set to run, with their own demand-paging stall.
         let mut to_run: Vec<(JobId, f64, f64)> = Vec::new();
-        let mut switch_nodes: Vec<u32> = Vec::new();
+        // Nodes that page in this decision: those touched (a job leaving
+        // or coming; before the first action, only the nodes of a job that
+        // ended, which page nothing), and those `MakeRoom` takes from.
+        let mut room_nodes: Vec<u32> = Vec::new();
         for action in &actions {
             match action {
                 Action::Start { job, nodes } => {
@@ -488,7 +482,12 @@ impl<'a> Simulator<'a> {
                     let mut stall: f64 = 0.0;
                     for n in nodes {
                         let free = m.saturating_sub(self.nodes[n.0 as usize].used);
-                        let out = self.evict(n.0, *job, room::shortfall(mem, 0, free, 0), None);
+                        let short = room::shortfall(mem, 0, free, 0);
+                        let out = if short > 0 {
+                            self.evict(n.0, *job, short, None)
+                        } else {
+                            0
+                        };
                         let node = &mut self.nodes[n.0 as usize];
                         node.slots.push(Slot {
                             job: *job,
@@ -499,7 +498,6 @@ impl<'a> Simulator<'a> {
                         node.run(*job, want, ranks);
                         stall = stall.max(out as f64 / dev.write_bps);
                         self.touched.push(n.0);
-                        switch_nodes.push(n.0);
                     }
                     let j = self.jobs.get_mut(job).expect("live");
                     j.nodes = nodes.clone();
@@ -523,7 +521,7 @@ impl<'a> Simulator<'a> {
                     j.running = false;
                     j.active_from = now;
                     j.last_ran = now;
-                    j.generation += 1;
+                    self.ends.remove(*job);
                     let (want, ranks) = (j.mem, j.ranks_per_node);
                     let mem = want.min(m);
                     if let Some(from) = j.bg_from.take() {
@@ -533,11 +531,25 @@ impl<'a> Simulator<'a> {
                     }
                     let clean = j.clean;
                     let aggressive = matches!(page_out, PageOutPlan::Aggressive { .. });
-                    for n in j.nodes.clone() {
+                    // A job holds the same on most of its nodes: the bytes
+                    // written and the seconds they take, for the last
+                    // amount paged out, are reused rather than converted
+                    // and divided again on every node (same values).
+                    let mut last: Option<(u64, u64, f64)> = None;
+                    for n in &j.nodes {
                         let node = &mut self.nodes[n.0 as usize];
                         node.stop(*job, want, ranks);
-                        let s = node.slot(*job);
-                        let back = (s.pending_in as f64 * undone) as u64;
+                        self.touched.push(n.0);
+                        // No slot: nothing of it here to bring back or page out.
+                        let Some(k) = node.slots.iter().position(|s| s.job == *job) else {
+                            continue;
+                        };
+                        let s = &mut node.slots[k];
+                        let back = if s.pending_in == 0 {
+                            0
+                        } else {
+                            (s.pending_in as f64 * undone) as u64
+                        };
                         s.resident -= back;
                         s.pending_in = 0;
                         // Never faulted in after all.
@@ -547,14 +559,21 @@ impl<'a> Simulator<'a> {
                             let out = s.resident;
                             s.resident = 0;
                             used += out;
-                            let written = (out as f64 * (1.0 - clean)) as u64;
-                            node.cost += written as f64 / dev.write_bps;
+                            let (written, secs) = match last {
+                                Some((o, w, t)) if o == out => (w, t),
+                                _ => {
+                                    let w = (out as f64 * (1.0 - clean)) as u64;
+                                    (w, w as f64 / dev.write_bps)
+                                }
+                            };
+                            last = Some((out, written, secs));
+                            node.cost += secs;
                             self.t.paged_out += written;
                         }
                         node.used -= used;
-                        node.drop_if_empty(*job);
-                        self.touched.push(n.0);
-                        switch_nodes.push(n.0);
+                        if s.resident == 0 {
+                            node.slots.swap_remove(k);
+                        }
                     }
                 }
                 Action::MakeRoom { job, from } => {
@@ -571,41 +590,59 @@ impl<'a> Simulator<'a> {
                         let short = room::shortfall(mem, have, m.saturating_sub(node.used), 0);
                         let out = self.evict(n, *job, short, Some(from));
                         self.nodes[n as usize].cost += out as f64 / dev.write_bps;
-                        switch_nodes.push(n);
+                        room_nodes.push(n);
                     }
                 }
                 Action::Resume { job, page_in } => {
                     let (want, ranks) = (self.jobs[job].mem, self.jobs[job].ranks_per_node);
                     let mem = want.min(m);
                     let (mut stall, mut faulted): (f64, u64) = (0.0, 0);
-                    for n in self.jobs[job].nodes.clone() {
-                        let have = self.nodes[n.0 as usize].slot(*job).resident;
-                        let missing = mem.saturating_sub(have);
-                        let free = m.saturating_sub(self.nodes[n.0 as usize].used);
-                        let out = self.evict(n.0, *job, room::shortfall(mem, have, free, 0), None);
+                    // As for a suspension: the seconds for the last (written,
+                    // read) pair, reused while the next node pages the same.
+                    let mut last: Option<(u64, u64, f64)> = None;
+                    let nodes = std::mem::take(&mut self.jobs.get_mut(job).expect("live").nodes);
+                    for n in &nodes {
                         let node = &mut self.nodes[n.0 as usize];
-                        let s = node.slot(*job);
-                        s.resident = mem;
+                        let mut k = node.slot_index(*job);
+                        let have = node.slots[k].resident;
+                        let missing = mem.saturating_sub(have);
+                        let free = m.saturating_sub(node.used);
+                        let short = room::shortfall(mem, have, free, 0);
+                        let out = if short > 0 {
+                            let out = self.evict(n.0, *job, short, None);
+                            // Evicted slots were swapped out of their places.
+                            k = self.nodes[n.0 as usize].slot_index(*job);
+                            out
+                        } else {
+                            0
+                        };
+                        let node = &mut self.nodes[n.0 as usize];
+                        node.slots[k].resident = mem;
                         node.used += missing;
                         node.run(*job, want, ranks);
                         self.t.paged_in += missing;
-                        let w = out as f64 / dev.write_bps;
                         match page_in {
                             // Overlapped is charged as Recorded: the model
                             // does not track the pool's free memory at the
                             // switch's start (docs/sim.md says so).
                             PageInPlan::Recorded | PageInPlan::Overlapped => {
-                                node.cost += w + missing as f64 / dev.read_bps;
+                                let secs = match last {
+                                    Some((o, mi, t)) if o == out && mi == missing => t,
+                                    _ => out as f64 / dev.write_bps + missing as f64 / dev.read_bps,
+                                };
+                                last = Some((out, missing, secs));
+                                node.cost += secs;
                             }
                             PageInPlan::Demand => {
-                                node.slot(*job).pending_in = missing;
+                                let w = out as f64 / dev.write_bps;
+                                node.slots[k].pending_in = missing;
                                 faulted = faulted.max(missing);
                                 stall = stall.max(w + missing as f64 / dev.demand_read_bps());
                             }
                         }
                         self.touched.push(n.0);
-                        switch_nodes.push(n.0);
                     }
+                    self.jobs.get_mut(job).expect("live").nodes = nodes;
                     let j = self.jobs.get_mut(job).expect("live");
                     j.running = true;
                     j.clean = 0.0;
@@ -625,7 +662,7 @@ impl<'a> Simulator<'a> {
         }
         // Nodes page in parallel; the switch lasts as long as the slowest.
         let mut took: f64 = 0.0;
-        for n in &switch_nodes {
+        for n in self.touched.iter().chain(&room_nodes) {
             let node = &mut self.nodes[*n as usize];
             took = took.max(node.cost);
             node.cost = 0.0;
@@ -643,7 +680,7 @@ impl<'a> Simulator<'a> {
             self.t.switches += 1;
             self.t.switch_s += took.as_secs_f64();
             self.switching += 1;
-            self.schedule(now + took, Ev::SwitchDone { took });
+            self.schedule_switch_done(now + took, SwitchDone { took });
         }
         self.refresh();
     }
@@ -656,15 +693,22 @@ impl<'a> Simulator<'a> {
     /// set changed, and when they will end.
     fn refresh(&mut self) {
         let now = self.now;
-        let mut touched = std::mem::take(&mut self.touched);
-        touched.sort_unstable();
-        touched.dedup();
-        for n in &touched {
-            self.dirty
-                .extend_from_slice(&self.nodes[*n as usize].runners);
+        self.refreshes += 1;
+        self.listed.extend(self.dirty.iter().copied());
+        for n in self.touched.drain(..) {
+            let node = &mut self.nodes[n as usize];
+            if node.seen != self.refreshes {
+                node.seen = self.refreshes;
+                // Nodes come a job at a time: most repeats are next to each
+                // other and are dropped without a lookup.
+                for r in &node.runners {
+                    if self.dirty.last() != Some(r) && self.listed.insert(*r) {
+                        self.dirty.push(*r);
+                    }
+                }
+            }
         }
-        touched.clear();
-        self.touched = touched;
+        self.listed.clear();
         let mut dirty = std::mem::take(&mut self.dirty);
         dirty.sort_unstable();
         dirty.dedup();
@@ -678,19 +722,31 @@ impl<'a> Simulator<'a> {
             // Ranks sharing a node share its CPUs (cosched: more ranks
             // than CPUs slow each other); memory short on a node makes it
             // fault.
-            let mut share: f64 = 1.0;
-            let nodes = &self.nodes;
-            let c = j.nodes.iter().map(|n| {
-                let node = &nodes[n.0 as usize];
-                share = share.max(f64::from(node.ranks) / cpus);
-                (m / node.want.max(1) as f64).min(1.0)
-            });
-            let paging = self.cfg.paging.slowdown(j.mem, c);
+            // A node where the running jobs want no more than it has adds
+            // no faults: the paging model is asked only when one is short
+            // (its answer is 1 otherwise), and the CPU share is the most
+            // ranks on a node over the CPUs (one division, same value).
+            let (mut ranks, mut short) = (0u32, false);
+            for n in &j.nodes {
+                let node = &self.nodes[n.0 as usize];
+                ranks = ranks.max(node.ranks);
+                short |= node.want > self.cfg.node_memory;
+            }
+            let share = (f64::from(ranks) / cpus).max(1.0);
+            let paging = if short {
+                let nodes = &self.nodes;
+                let c = j
+                    .nodes
+                    .iter()
+                    .map(|n| (m / nodes[n.0 as usize].want.max(1) as f64).min(1.0));
+                self.cfg.paging.slowdown(j.mem, c)
+            } else {
+                1.0
+            };
             let slowdown = share * paging;
             let j = self.jobs.get_mut(id).expect("live");
             Self::settle(j, now);
             j.slowdown = slowdown;
-            j.generation += 1;
             let at = if j.remaining_s < j.stall_work {
                 // Done while still faulting: its sweep touches the pages
                 // at an even pace over the page-in.
@@ -701,14 +757,8 @@ impl<'a> Simulator<'a> {
                 j.active_from.max(now)
                     + Duration::from_secs_f64((j.remaining_s - j.stall_work) * slowdown)
             };
-            let generation = j.generation;
-            self.schedule(
-                at,
-                Ev::Finish {
-                    job: *id,
-                    generation,
-                },
-            );
+            self.seq += 1;
+            self.ends.set(*id, at, self.seq);
         }
         dirty.clear();
         self.dirty = dirty;

@@ -16,6 +16,7 @@
 
 pub mod engine;
 pub mod paging;
+mod queue;
 pub mod report;
 mod rng;
 pub mod workload;

@@ -70,11 +70,70 @@ impl Row {
     }
 }
 
+/// The rows' free columns as a max tree over their positions, so that an
+/// arrival finds the first row with room in a descent, not a scan of every
+/// row: an overloaded cluster has thousands. Leaves hold free + 1 (0 past
+/// the last row), from `tree.len() / 2` on.
+#[derive(Debug, Default)]
+struct FreeIndex {
+    tree: Vec<u32>,
+}
+
+impl FreeIndex {
+    fn leaves(&self) -> usize {
+        self.tree.len() / 2
+    }
+
+    /// Rebuild over the rows as they are (after one went: the others moved).
+    fn rebuild(&mut self, rows: &[Row]) {
+        let leaves = rows.len().next_power_of_two().max(1);
+        self.tree.clear();
+        self.tree.resize(2 * leaves, 0);
+        for (k, row) in rows.iter().enumerate() {
+            self.tree[leaves + k] = row.free_count as u32 + 1;
+        }
+        for k in (1..leaves).rev() {
+            self.tree[k] = self.tree[2 * k].max(self.tree[2 * k + 1]);
+        }
+    }
+
+    /// Row `r` has `free` columns free now.
+    fn set(&mut self, r: usize, free: usize, rows: &[Row]) {
+        if r >= self.leaves() {
+            return self.rebuild(rows);
+        }
+        let mut k = self.leaves() + r;
+        self.tree[k] = free as u32 + 1;
+        while k > 1 {
+            k /= 2;
+            self.tree[k] = self.tree[2 * k].max(self.tree[2 * k + 1]);
+        }
+    }
+
+    /// The first row with at least `need` columns free.
+    fn first(&self, need: usize) -> Option<usize> {
+        let bound = need as u32 + 1;
+        if self.tree.get(1).is_none_or(|m| *m < bound) {
+            return None;
+        }
+        let mut k = 1;
+        while k < self.leaves() {
+            k = if self.tree[2 * k] >= bound {
+                2 * k
+            } else {
+                2 * k + 1
+            };
+        }
+        Some(k - self.leaves())
+    }
+}
+
 #[derive(Debug)]
 pub struct Gang {
     quantum: Duration,
     switching: Switching,
     rows: Vec<Row>,
+    free: FreeIndex,
     /// The row of each job in the matrix, by row id: a job's end finds its
     /// row among the rows, not among all the jobs.
     row_of: HashMap<JobId, u64>,
@@ -95,6 +154,7 @@ impl Gang {
             quantum,
             switching,
             rows: Vec::new(),
+            free: FreeIndex::default(),
             row_of: HashMap::new(),
             next_row: 0,
             current: None,
@@ -107,7 +167,7 @@ impl Gang {
         let all = state.cluster().nodes.len();
         // A job wider than the cluster gets all of it, in a row of its own.
         let need = (state.cluster().nodes_needed(state.job(job).spec.ranks) as usize).min(all);
-        let r = match self.rows.iter().position(|row| row.free_count >= need) {
+        let r = match self.free.first(need) {
             Some(r) => r,
             None => {
                 self.rows.push(Row::new(self.next_row, all));
@@ -118,6 +178,7 @@ impl Gang {
         self.row_of.insert(job, self.rows[r].id);
         let nodes = self.rows[r].take(need);
         self.rows[r].jobs.push((job, nodes));
+        self.free.set(r, self.rows[r].free_count, &self.rows);
         r
     }
 
@@ -130,8 +191,10 @@ impl Gang {
         let n = self.rows.len();
         // Rows in the order they will next run, after this one; reversed,
         // the job needed last comes first. Only `so/ao` asks for them.
-        let victims: Vec<JobId> = (1..n)
-            .filter(|_| self.switching.makes_room())
+        // Without `so/ao` no rows are listed: a switch then costs the two
+        // rows it swaps, not a pass over every row of the matrix.
+        let rounds = if self.switching.makes_room() { n } else { 1 };
+        let victims: Vec<JobId> = (1..rounds)
             .rev()
             .flat_map(|k| self.rows[(row + k) % n].jobs.iter().map(|(j, _)| *j))
             // Jobs never started hold no memory; the running ones are being
@@ -259,7 +322,8 @@ impl Policy for Gang {
             }
             Event::JobFinished(job) => {
                 let found = self.row_of.remove(job).and_then(|id| {
-                    let r = self.rows.iter().position(|row| row.id == id)?;
+                    // Ids grow along the rows: a row's place is a search.
+                    let r = self.rows.binary_search_by_key(&id, |row| row.id).ok()?;
                     let k = self.rows[r].jobs.iter().position(|(j, _)| j == job)?;
                     Some((r, k))
                 });
@@ -269,9 +333,11 @@ impl Policy for Gang {
                 let (_, nodes) = self.rows[r].jobs.remove(k);
                 self.rows[r].give_back(&nodes);
                 if !self.rows[r].jobs.is_empty() {
+                    self.free.set(r, self.rows[r].free_count, &self.rows);
                     Timer::Keep
                 } else {
                     self.rows.remove(r);
+                    self.free.rebuild(&self.rows);
                     match self.current {
                         // The running slot emptied: the next one gets a
                         // fresh quantum now rather than waiting out the rest.
@@ -328,5 +394,46 @@ impl Policy for Gang {
             | Event::JobTraffic { .. } => Timer::Keep,
         };
         Decision { actions, timer }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_free_index_finds_the_first_row_with_room() {
+        let mut rows: Vec<Row> = Vec::new();
+        let mut index = FreeIndex::default();
+        let mut x: u64 = 3;
+        let mut next = |m: u64| {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (x >> 33) % m
+        };
+        for step in 0..3000 {
+            match next(4) {
+                0 if !rows.is_empty() => {
+                    rows.remove(next(rows.len() as u64) as usize);
+                    index.rebuild(&rows);
+                }
+                1 | 2 if !rows.is_empty() => {
+                    let r = next(rows.len() as u64) as usize;
+                    let need = next(rows[r].free_count as u64 + 1) as usize;
+                    rows[r].take(need);
+                    index.set(r, rows[r].free_count, &rows);
+                }
+                _ => {
+                    rows.push(Row::new(step, 100));
+                    let r = rows.len() - 1;
+                    index.set(r, rows[r].free_count, &rows);
+                }
+            }
+            for need in [0, 1, 7, 50, 100, 101] {
+                let scan = rows.iter().position(|row| row.free_count >= need);
+                assert_eq!(index.first(need), scan, "step {step}, need {need}");
+            }
+        }
     }
 }

@@ -36,7 +36,7 @@ use crate::model::{JobId, Time};
 use crate::packing::{self, Item, Set};
 use crate::state::{JobStatus, State};
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
@@ -113,8 +113,16 @@ pub struct Hybrid {
     auto: bool,
     /// The sets, in the order they take turns.
     sets: Vec<Set>,
-    /// Which set each job alive is in.
-    set_of: HashMap<JobId, usize>,
+    /// Each set's id, increasing along `sets`: ids do not move when a set
+    /// before them goes, so that a set's end costs a search of the ids,
+    /// not a re-index of every job alive.
+    ids: Vec<u64>,
+    next_id: u64,
+    /// Which set each job alive is in, by id.
+    set_of: HashMap<JobId, u64>,
+    /// The jobs running now, as this policy's own actions left them: a
+    /// switch suspends these, not a scan of every set for them.
+    running: BTreeSet<JobId>,
     /// Each node's capacity (the cluster's, read at the first event).
     caps: Vec<u64>,
     /// The set running now, if any.
@@ -139,7 +147,10 @@ impl Hybrid {
             overlap,
             auto: false,
             sets: Vec::new(),
+            ids: Vec::new(),
+            next_id: 0,
             set_of: HashMap::new(),
+            running: BTreeSet::new(),
             caps: Vec::new(),
             current: None,
             peaks: BTreeMap::new(),
@@ -189,13 +200,22 @@ impl Hybrid {
         }
     }
 
-    /// Re-index `set_of` from set `from` on (after sets moved).
-    fn reindex(&mut self, from: usize) {
-        for (s, set) in self.sets.iter().enumerate().skip(from) {
-            for p in set.jobs() {
-                self.set_of.insert(p.job, s);
-            }
-        }
+    /// The set `job` is in, by position.
+    fn set_index(&self, job: JobId) -> Option<usize> {
+        let id = self.set_of.get(&job)?;
+        self.ids.binary_search(id).ok()
+    }
+
+    /// A set opened after all the others.
+    fn push_set(&mut self, set: Set) {
+        self.sets.push(set);
+        self.ids.push(self.next_id);
+        self.next_id += 1;
+    }
+
+    fn remove_set(&mut self, s: usize) {
+        self.sets.remove(s);
+        self.ids.remove(s);
     }
 
     /// Put an arrived job into the first set it can be placed in, the
@@ -208,15 +228,15 @@ impl Hybrid {
             .chain((0..self.sets.len()).filter(|s| Some(*s) != self.current));
         for s in order.collect::<Vec<_>>() {
             if self.sets[s].place(&item, &self.caps).is_some() {
-                self.set_of.insert(job, s);
+                self.set_of.insert(job, self.ids[s]);
                 return s;
             }
         }
         let mut set = Set::new(self.caps.len());
         set.place(&item, &self.caps)
             .expect("an empty set takes any job");
-        self.sets.push(set);
-        self.set_of.insert(job, self.sets.len() - 1);
+        self.push_set(set);
+        self.set_of.insert(job, self.next_id - 1);
         self.sets.len() - 1
     }
 
@@ -280,27 +300,38 @@ impl Hybrid {
                 }
             }
         }
-        self.sets.remove(small);
-        let sets = std::mem::take(&mut self.sets);
-        Some(self.adopt(sets, state))
+        for (job, to) in moved {
+            self.set_of.insert(job, self.ids[to]);
+        }
+        self.remove_set(small);
+        Some(self.most_running(state))
     }
 
-    /// Take `sets` as the new packing; returns the set to run: the one
-    /// with most of the running jobs' memory, so that the fewest pages move.
+    /// Take `sets` as the new packing; returns the set to run (see
+    /// [`Hybrid::most_running`]).
     fn adopt(&mut self, sets: Vec<Set>, state: &State) -> usize {
         self.sets = sets;
+        self.ids = (self.next_id..self.next_id + self.sets.len() as u64).collect();
+        self.next_id += self.sets.len() as u64;
         self.set_of.clear();
-        self.reindex(0);
-        let running = |s: &Set| -> u64 {
-            s.jobs()
-                .iter()
-                .filter(|p| state.job(p.job).status == JobStatus::Running)
-                .map(|p| self.estimate(state, p.job))
-                .sum()
-        };
+        for (set, id) in self.sets.iter().zip(&self.ids) {
+            for p in set.jobs() {
+                self.set_of.insert(p.job, *id);
+            }
+        }
+        self.most_running(state)
+    }
+
+    /// The set with most of the running jobs' memory (the first of those),
+    /// so that the fewest pages move.
+    fn most_running(&self, state: &State) -> usize {
+        let mut held = vec![0u64; self.sets.len()];
+        for job in &self.running {
+            let s = self.set_index(*job).expect("a running job is in a set");
+            held[s] += self.estimate(state, *job);
+        }
         let mut best = (0, 0);
-        for (i, s) in self.sets.iter().enumerate() {
-            let r = running(s);
+        for (i, r) in held.into_iter().enumerate() {
             if r > best.1 {
                 best = (i, r);
             }
@@ -313,18 +344,16 @@ impl Hybrid {
     /// this is a set switch (something was suspended or resumed).
     fn switch_to(&mut self, target: usize, state: &State, actions: &mut Vec<Action>) -> bool {
         self.current = Some(target);
-        let mut outgoing: Vec<JobId> = self
-            .sets
+        let target_id = self.ids[target];
+        let outgoing: Vec<JobId> = self
+            .running
             .iter()
-            .enumerate()
-            .filter(|(s, _)| *s != target)
-            .flat_map(|(_, set)| set.jobs())
-            .map(|p| p.job)
-            .filter(|j| state.job(*j).status == JobStatus::Running)
+            .copied()
+            .filter(|j| self.set_of.get(j) != Some(&target_id))
             .collect();
-        outgoing.sort_unstable();
         let mut switched = !outgoing.is_empty();
         for job in outgoing {
+            self.running.remove(&job);
             actions.push(Action::Suspend {
                 job,
                 // Paper 001: the outgoing set leaves memory completely,
@@ -334,11 +363,15 @@ impl Hybrid {
         }
         for p in self.sets[target].jobs() {
             match state.job(p.job).status {
-                JobStatus::Queued => actions.push(Action::Start {
-                    job: p.job,
-                    nodes: p.nodes.clone(),
-                }),
+                JobStatus::Queued => {
+                    self.running.insert(p.job);
+                    actions.push(Action::Start {
+                        job: p.job,
+                        nodes: p.nodes.clone(),
+                    })
+                }
                 JobStatus::Suspended => {
+                    self.running.insert(p.job);
                     actions.push(Action::Resume {
                         job: p.job,
                         page_in: self.overlap.page_in(),
@@ -420,6 +453,7 @@ impl Policy for Hybrid {
                             .last()
                             .map(|p| p.nodes.clone())
                             .unwrap_or_default();
+                        self.running.insert(*job);
                         actions.push(Action::Start { job: *job, nodes });
                         self.settle(now, false)
                     }
@@ -427,13 +461,14 @@ impl Policy for Hybrid {
                 }
             }
             Event::JobFinished(job) => {
-                let Some(r) = self.set_of.remove(job) else {
+                self.running.remove(job);
+                let Some(r) = self.set_index(*job) else {
                     return Decision::default();
                 };
+                self.set_of.remove(job);
                 self.sets[r].remove(*job, &self.caps);
                 if self.sets[r].is_empty() {
-                    self.sets.remove(r);
-                    self.reindex(r);
+                    self.remove_set(r);
                     self.current = match self.current {
                         Some(c) if c == r => None,
                         Some(c) if c > r => Some(c - 1),
@@ -457,7 +492,7 @@ impl Policy for Hybrid {
             } => {
                 let peak = self.peaks.entry(*job).or_default();
                 *peak = (*peak).max(*peak_bytes);
-                let Some(&r) = self.set_of.get(job) else {
+                let Some(r) = self.set_index(*job) else {
                     return Decision::default();
                 };
                 let per_node = self.item(state, *job).per_node();
