@@ -84,36 +84,7 @@ for nodes in $NODE_COUNTS; do
   done
 done
 
-python3 - "$out" "$NODE_COUNTS" "$RANK_MIB" "$NODE_POOL" "$SWEEPS" <<'PY' | tee "$out/table.md"
-import glob, os, re, sys
-out, counts, mib, pool, iters = sys.argv[1:]
-print(f"Two MPI jobs (mpi_sweep, one rank per node, {mib} MiB a rank, {iters} sweeps), "
-      f"pool {pool} per node, quantum 10 s\n")
-print("| nodes | scheduler | makespan (s) | overhead vs batch | jobs killed or failed | checksum as batch |")
-print("|---|---|---|---|---|---|")
-names = {"batch": "memgang batch", "slurm-gang": "Slurm gang", "slurm-gang-noswap": "Slurm gang, no swap",
-         "memgang": "Slurm + memgang gang so/ao/ai"}
-for n in counts.split():
-    base, want = None, None
-    for row in ["batch", "slurm-gang", "slurm-gang-noswap", "memgang"]:
-        d = f"{out}/n{n}-{row}"
-        if not os.path.isdir(d):
-            continue
-        mk = float(open(f"{d}/makespan").read().strip() or 0)
-        if row == "batch":
-            base = mk
-        states = [l.split()[2] for l in open(f"{d}/states.txt") if l.strip()]
-        bad = sum(1 for s in states if s != "COMPLETED")
-        sums = []
-        for j in "ab":
-            m = re.findall(r"checksum ([0-9a-f]+)", open(f"{d}/{j}.out").read()) if os.path.exists(f"{d}/{j}.out") else []
-            sums.append(m[-1] if m else None)
-        if row == "batch":
-            want = sums[0]
-        agree = f"{sum(1 for x in sums if x and x == want)} of 2"
-        ov = f"{(mk / base - 1) * 100:.1f}%" if base else "-"
-        print(f"| {n} | {names[row]} | {mk:.1f} | {ov} | {bad} of {len(states)} | {agree} |")
-PY
+python3 bench/slurm_table.py "$out" "$NODE_COUNTS" "$RANK_MIB" "$NODE_POOL" "$SWEEPS" | tee "$out/table.md"
 printf 'machine: %s CPUs, Linux %s, Slurm %s\n' "$(nproc)" "$(uname -r)" "$(slurmd -V | awk '{print $2}')" >> "$out/table.md"
 rm -rf "$out/work"
 echo "results in $out"

@@ -13,6 +13,7 @@ use anyhow::{bail, Context, Result};
 use memgang_core::room;
 use memgang_core::units::format_bytes;
 use memgang_linux::cgroup::{CgroupBackend, GroupPath};
+use memgang_linux::counters::NodeCounters;
 use memgang_linux::paging::{PageRecord, Paging};
 use memgang_runtime::memory::GroupMemory;
 use std::collections::BTreeMap;
@@ -78,6 +79,11 @@ impl Agent {
 
     pub fn with_paging(mut self, paging: Arc<dyn Paging>) -> Agent {
         self.memory.paging = paging;
+        self
+    }
+
+    pub fn with_counters(mut self, counters: Arc<dyn NodeCounters>) -> Agent {
+        self.memory.counters = counters;
         self
     }
 
@@ -361,4 +367,107 @@ fn connection(conn: UnixStream, agent: &Agent) -> Result<()> {
     out.push(b'\n');
     (&conn).write_all(&out)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use memgang_linux::cgroup::v1::V1;
+    use memgang_linux::counters::{Psi, SwapStatus, VmStat};
+
+    /// A node whose swap has `total` bytes, none used.
+    #[derive(Debug)]
+    struct Swap(u64);
+
+    impl NodeCounters for Swap {
+        fn vmstat(&self) -> memgang_linux::Result<VmStat> {
+            Ok(VmStat::default())
+        }
+        fn memory_pressure(&self) -> Option<Psi> {
+            None
+        }
+        fn swap(&self) -> memgang_linux::Result<SwapStatus> {
+            Ok(SwapStatus {
+                total_bytes: self.0,
+                used_bytes: 0,
+            })
+        }
+    }
+
+    /// An agent over a v1 tree in a temporary directory (the kernel plays
+    /// no part): pool of 256 MiB, `used` of it in use.
+    fn agent(dir: &Path, used: u64, swap: u64) -> Agent {
+        // The kernel makes a group's files; here the test does.
+        let pool = dir.join("memgang-slurm-n1");
+        std::fs::create_dir_all(&pool).unwrap();
+        std::fs::write(pool.join("memory.limit_in_bytes"), "").unwrap();
+        let backend = Arc::new(V1::new(dir, None));
+        let a = Agent::new("n1", 256 << 20, backend)
+            .unwrap()
+            .with_counters(Arc::new(Swap(swap)));
+        std::fs::write(pool.join("memory.usage_in_bytes"), used.to_string()).unwrap();
+        let stat = format!("total_rss {used}\ntotal_cache 0\ntotal_pgmajfault 0\n");
+        std::fs::write(pool.join("memory.stat"), stat).unwrap();
+        a
+    }
+
+    #[test]
+    fn the_pool_gets_the_node_memory_as_its_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        agent(dir.path(), 0, 1 << 30);
+        let limit =
+            std::fs::read_to_string(dir.path().join("memgang-slurm-n1/memory.limit_in_bytes"));
+        assert_eq!(limit.unwrap().trim(), (256u64 << 20).to_string());
+    }
+
+    #[test]
+    fn a_switch_the_swap_cannot_take_is_refused_before_it_starts() {
+        let dir = tempfile::tempdir().unwrap();
+        // A full pool and 100 MiB of swap (36 MiB beyond the reserve): an
+        // incoming job of 200 MiB needs about 200 MiB paged out.
+        let a = agent(dir.path(), 250 << 20, 100 << 20);
+        let err = a
+            .handle(
+                Request::Check {
+                    incoming: vec![(7, 200 << 20)],
+                },
+                0,
+            )
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("node n1") && err.contains("switch refused"),
+            "{err}"
+        );
+        // With room in swap the same switch goes ahead.
+        let a = agent(dir.path(), 250 << 20, 4 << 30);
+        assert_eq!(
+            a.handle(
+                Request::Check {
+                    incoming: vec![(7, 200 << 20)]
+                },
+                0
+            )
+            .unwrap(),
+            Response::Ok
+        );
+    }
+
+    #[test]
+    fn only_root_switches_and_users_adopt_only_their_own_processes() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = agent(dir.path(), 0, 1 << 30);
+        let err = a
+            .handle(Request::Switch { steps: Vec::new() }, 1000)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("only root"), "{err}");
+        // pid 1 belongs to root, not to uid 1000.
+        let err = a
+            .handle(Request::Adopt { pid: 1, job: 3 }, 1000)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("belongs to uid 0"), "{err}");
+        assert!(!dir.path().join("memgang-slurm-n1/job-3").exists());
+    }
 }
