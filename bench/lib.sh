@@ -1,6 +1,14 @@
 # Shared by the benchmarks: setup and the two-jobs experiment. Sourced.
 source scripts/lib.sh
 
+# Commands to run when the benchmark exits, last registered first (a bench
+# adds its own to bench_setup's: one trap, not one that replaces another).
+_on_exit=()
+on_exit() {
+  _on_exit=("$1" "${_on_exit[@]}")
+  trap 'for _c in "${_on_exit[@]}"; do eval "$_c"; done' EXIT
+}
+
 # Build, check root, make sure there is swap (8G, removed at exit if this
 # script added it). Sets $bin and $out (from $1 or a dated default).
 bench_setup() {
@@ -15,7 +23,7 @@ bench_setup() {
   out=${dir:-bench/results/$name-$(date -u +%Y%m%dT%H%M%SZ)}
   mkdir -p "$out"
   if [ -z "$(swapon --noheadings --show=NAME)" ]; then
-    trap '"$bin" testbed down >/dev/null' EXIT
+    on_exit '"$bin" testbed down >/dev/null' 
     "$bin" testbed up --swap 8G | tee "$out/testbed.txt"
   fi
 }

@@ -22,7 +22,7 @@ NODE_COUNTS=${NODE_COUNTS:-2 4} RANK_MIB=${RANK_MIB:-180} NODE_POOL=${NODE_POOL:
 SLICE=${SLICE:-10}  # seconds: Slurm's SchedulerTimeSlice and memgang's quantum
 export STATE_DIR=${STATE_DIR:-/run/memgang-slurm-bench}
 export SLURM_CONF=$STATE_DIR/slurm.conf
-trap 'scripts/slurm-cluster down >/dev/null 2>&1 || true' EXIT
+on_exit 'scripts/slurm-cluster down >/dev/null 2>&1 || true'
 scripts/slurm-cluster down >/dev/null
 command -v mpicc >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -q openmpi-bin libopenmpi-dev >/dev/null
 mkdir -p "$out/work"

@@ -79,7 +79,7 @@ check_leftovers() {
 # memadapt tests find it there), so that the system's Python is untouched.
 ensure_python_env() {
   local venv=.venv
-  if [ -x "$venv/bin/python" ] && "$venv/bin/python" -c 'import numpy, pytest' 2>/dev/null; then
+  if [ -x "$venv/bin/python" ] && "$venv/bin/python" -c 'import numpy, pytest, scipy' 2>/dev/null; then
     return
   fi
   local py
@@ -94,7 +94,7 @@ ensure_python_env() {
       exit 1
     fi
   fi
-  step "creating $venv (numpy, pytest for memadapt's Python tests)"
+  step "creating $venv (numpy, pytest for memadapt's Python tests; scipy for the real-application tests)"
   if ! "$py" -m venv "$venv" 2>/dev/null; then
     if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
       apt-get update -qq && apt-get install -y -qq python3-venv
@@ -105,7 +105,7 @@ ensure_python_env() {
       exit 1
     fi
   fi
-  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check numpy pytest
+  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check numpy pytest scipy
 }
 
 # memadapt's wheel as a user installs it: `pip install crates/memadapt/python`

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Issue 12: switching on real applications, not only memgang-workload.
+# Pairs of the same program from PyPI's SciPy and NumPy (bench/apps/):
+#   cg       SciPy CG on the 3-D Poisson matrix (CSR sweep; its build's
+#            peak is about twice its steady working set)
+#   stencil  NumPy 3-D Jacobi (structured sweep)
+#   gather   NumPy random gather/scatter (every page, random order)
+# each pair in a pool that holds one job, not two: batch, gang lru and gang
+# so/ao/ai at q = 10 s. Prints bench/adaptive_table.py's table (overhead,
+# cut against lru, switch time against the disk's limit) and
+# bench/realapps_table.py's (per switch: page-out, page-in, faults left
+# after the page-in; each job's own check against the batch run).
+#   sudo bench/realapps.sh [OUT_DIR]        APPS="cg stencil gather" SWITCHES="lru so/ao/ai"
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source bench/lib.sh
+bench_setup realapps "${1:-}"
+out=$(cd "$out" && pwd)
+ensure_python_env
+.venv/bin/python -c 'import scipy' 2>/dev/null || .venv/bin/python -m pip install --quiet scipy
+py=$PWD/.venv/bin/python
+# Per app: arguments (about 30 s alone on this machine, 2 CPUs), the
+# declared memory (its steady working set) and the pool (holds one job).
+declare -A APP_ARGS=([cg]="140 ${CG_ITERS:-900}" [stencil]="280 ${STENCIL_ITERS:-120}" [gather]="350 ${GATHER_ITERS:-130}")
+declare -A APP_MEM=([cg]=370M [stencil]=370M [gather]=440M)
+APP_POOL=${APP_POOL:-512M}
+"$bin" testbed bandwidth --json > "$out/bandwidth-start.json"
+for app in ${APPS:-cg stencil gather}; do
+  exp=$out/$app.toml
+  {
+    echo "name = \"$app\""
+    echo "pool_memory = \"$APP_POOL\""
+    echo "quantum = \"10s\""
+    for j in a b; do
+      echo "[[job]]"
+      echo "name = \"$j\""
+      printf 'command = ["%s", "%s"' "$py" "$PWD/bench/apps/$app.py"
+      for a in ${APP_ARGS[$app]}; do printf ', "%s"' "$a"; done
+      echo "]"
+      echo "memory = \"${APP_MEM[$app]}\""
+    done
+  } > "$exp"
+  step "$app / batch"
+  "$bin" run "$exp" --policy batch --json "$out/$app-batch.json" --logs "$out/logs/$app-batch" | tail -n 1
+  for sw in ${SWITCHES:-lru so/ao/ai}; do
+    run=$app-q10s-${sw//\//-}
+    step "$app / gang q=10s $sw"
+    "$bin" run "$exp" --policy gang --quantum 10s --switch "$sw" --baseline "$out/$app-batch.json" \
+      --json "$out/$run.json" --logs "$out/logs/$run" | tail -n 1
+  done
+done
+"$bin" testbed bandwidth --json > "$out/bandwidth-end.json"
+{
+  step "real applications: pool $APP_POOL, pairs of one program ($(uname -r), $(nproc) CPUs)" 2>&1
+  python3 bench/adaptive_table.py "$out"
+  echo
+  python3 bench/realapps_table.py "$out"
+} | tee "$out/table.txt"
+for app in ${APPS:-cg stencil gather}; do
+  if [ -f "$out/$app-q10s-lru.json" ] && [ -f "$out/$app-q10s-so-ao-ai.json" ]; then
+    "$bin" plot trace "$out/$app-q10s-lru.json" "$out/$app-q10s-so-ao-ai.json" -o "$out/trace-$app.svg"
+  fi
+done
+echo "results in $out"

@@ -1,0 +1,83 @@
+"""bench/realapps.sh's second table: where a switch's time goes on real
+applications, and whether each job's own result survived the switches.
+
+Per gang run (results JSON in DIR, `<app>-q<q>-<switch>.json`, and the
+batch run `<app>-batch.json`):
+- page-out and page-in seconds per switch (the executor times each part),
+  and the switch's bytes against the disk's limit (bandwidth-*.json, the
+  slower of the two measurements, as in adaptive_table.py);
+- faults left after the page-in: a resumed job's major faults in its
+  quantum (cgroup counter, from the samples) against the pages the switch
+  brought back for it; the issue's target is at most 1%;
+- each job's check (the last line of its stdout: residual or checksum)
+  against the same job's in the batch run.
+"""
+import glob
+import json
+import os
+import sys
+
+d = sys.argv[1]
+PAGE = os.sysconf("SC_PAGE_SIZE")
+bws = [json.load(open(os.path.join(d, f))) for f in ("bandwidth-start.json", "bandwidth-end.json")
+       if os.path.exists(os.path.join(d, f))]
+read_bw = min(b["read_bytes_per_s"] for b in bws) if bws else None
+write_bw = min(b["write_bytes_per_s"] for b in bws) if bws else None
+
+
+def check(job):
+    try:
+        lines = open(os.path.join(job["log_dir"], "stdout")).read().strip().splitlines()
+        return lines[-1] if lines else None
+    except (OSError, KeyError, TypeError):
+        return None
+
+
+def faults_after_resume(run, switch, job, next_at):
+    """The job's major faults from the end of `switch` to `next_at`."""
+    start = switch["at_s"] + switch["took_s"]
+    series = [(s["t_s"], j["major_faults"]) for s in run["samples"] if not s.get("in_switch")
+              for j in s["jobs"] if j["job"] == job]
+    before = [f for t, f in series if t <= start]
+    during = [f for t, f in series if start < t <= next_at]
+    if not during:
+        return None
+    return during[-1] - (before[-1] if before else during[0])
+
+
+print("| app | switch | switches | page-out s / switch | page-in s / switch | switch / disk limit "
+      "| faults after page-in / pages paged in | checks as batch |")
+print("|---|---|---|---|---|---|---|---|")
+for f in sorted(glob.glob(os.path.join(d, "*-q*.json"))):
+    run = json.load(open(f))
+    app = os.path.basename(f).split("-q")[0]
+    batch_f = os.path.join(d, f"{app}-batch.json")
+    batch = json.load(open(batch_f)) if os.path.exists(batch_f) else None
+    sw = run["switches"]
+    n = len(sw) or 1
+    po = sum(s["page_out_s"] for s in sw) / n
+    pi = sum(s["page_in_s"] for s in sw) / n
+    ratio = "-"
+    if read_bw and write_bw:
+        limits = [s["swap_out_pages"] * PAGE / write_bw + s["swap_in_pages"] * PAGE / read_bw for s in sw]
+        took = sum(s["took_s"] for s in sw)
+        if sum(limits) > 0:
+            ratio = f"{took / sum(limits):.2f}"
+    faults, pages = 0, 0
+    for k, s in enumerate(sw):
+        if not s["resumed"] or not s["paged_in_bytes"]:
+            continue
+        next_at = sw[k + 1]["at_s"] if k + 1 < len(sw) else run["makespan_s"]
+        for job in s["resumed"]:
+            got = faults_after_resume(run, s, job, next_at)
+            if got is not None:
+                faults += got
+        pages += s["paged_in_bytes"] // PAGE
+    frac = f"{faults} / {pages} ({faults / pages * 100:.1f}%)" if pages else f"{faults} / 0"
+    same = "-"
+    if batch:
+        want = {j["name"]: check(j) for j in batch["jobs"]}
+        got = [check(j) for j in run["jobs"]]
+        ok = sum(1 for j, g in zip(run["jobs"], got) if g and g == want.get(j["name"]))
+        same = f"{ok} of {len(run['jobs'])}"
+    print(f"| {app} | {run['switch']} | {len(sw)} | {po:.2f} | {pi:.2f} | {ratio} | {frac} | {same} |")
