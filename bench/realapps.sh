@@ -6,10 +6,10 @@
 #   stencil  NumPy 3-D Jacobi (structured sweep)
 #   gather   NumPy random gather/scatter (every page, random order)
 # each pair in a pool that holds one job, not two: batch, gang lru and gang
-# so/ao/ai at q = 10 s. Prints bench/adaptive_table.py's table (overhead,
-# cut against lru, switch time against the disk's limit) and
-# bench/realapps_table.py's (per switch: page-out, page-in, faults left
-# after the page-in; each job's own check against the batch run).
+# so/ao/ai at q = 10 s. Prints bench/realapps_table.py's table: overhead,
+# cut against lru, per switch page-out and page-in and the switch against
+# the disk's limit, faults left after the page-in, each job's own check
+# against the batch run. bench/realapps_fit.sh is its control (no paging).
 #   sudo bench/realapps.sh [OUT_DIR]        APPS="cg stencil gather" SWITCHES="lru so/ao/ai"
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -52,8 +52,6 @@ done
 "$bin" testbed bandwidth --json > "$out/bandwidth-end.json"
 {
   step "real applications: pool $APP_POOL, pairs of one program ($(uname -r), $(nproc) CPUs)" 2>&1
-  python3 bench/adaptive_table.py "$out"
-  echo
   python3 bench/realapps_table.py "$out"
 } | tee "$out/table.txt"
 for app in ${APPS:-cg stencil gather}; do

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# The control for bench/realapps.sh: the stencil pair in a pool that holds
+# both (2G), so that no switch has anything to page. Any overhead left is
+# the cost of taking turns itself, per mechanism.
+#   sudo bench/realapps_fit.sh [OUT_DIR]      SWITCHES="lru so so/ao so/ao/ai"
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source bench/lib.sh
+bench_setup realapps-fit "${1:-}"
+out=$(cd "$out" && pwd)
+ensure_python_env
+py=$PWD/.venv/bin/python
+cat > "$out/stencil-fit.toml" <<TOML
+name = "stencil-fit"
+pool_memory = "2G"
+quantum = "10s"
+[[job]]
+name = "a"
+command = ["$py", "$PWD/bench/apps/stencil.py", "280", "${STENCIL_ITERS:-120}"]
+memory = "370M"
+[[job]]
+name = "b"
+command = ["$py", "$PWD/bench/apps/stencil.py", "280", "${STENCIL_ITERS:-120}"]
+memory = "370M"
+TOML
+"$bin" run "$out/stencil-fit.toml" --policy batch --baseline none --json "$out/batch.json" --logs "$out/logs/batch" | tail -n 1
+runs=("$out/batch.json")
+for sw in ${SWITCHES:-lru so so/ao so/ao/ai}; do
+  f=$out/gang-${sw//\//-}.json
+  "$bin" run "$out/stencil-fit.toml" --policy gang --quantum 10s --switch "$sw" --baseline "$out/batch.json" \
+    --json "$f" --logs "$out/logs/${sw//\//-}" | tail -n 1
+  runs+=("$f")
+done
+"$bin" report "${runs[@]}" | tee "$out/table.txt"
+# Transparent huge pages: NumPy asks for them; swap-out splits them. Does a
+# program compute slower on 4 KiB pages? Each app alone, both ways.
+thp() {
+  echo "alone, seconds, with NumPy's huge pages and without (NUMPY_MADVISE_HUGEPAGE=0):"
+  for app in "stencil.py 280 40" "cg.py 140 300" "gather.py 350 20"; do
+    for hp in 1 0; do
+      s=$( { /usr/bin/time -f %e env NUMPY_MADVISE_HUGEPAGE=$hp "$py" bench/apps/$app >/dev/null; } 2>&1 )
+      printf '%s huge=%s %s\n' "${app%% *}" "$hp" "$s"
+    done
+  done
+}
+thp | tee "$out/thp.txt"
+python3 - "${runs[@]}" <<'PY' | tee -a "$out/table.txt"
+import json, sys
+from collections import defaultdict
+print("\nrunning time per job (s): the sum of its quanta")
+for f in sys.argv[1:]:
+    r = json.load(open(f))
+    t = defaultdict(float)
+    for i in r["timeline"]:
+        t[i["job"]] += i["end_s"] - i["start_s"]
+    sw = '-' if r['policy'] == 'batch' else r.get('switch') or '-'
+    print(f"{r['policy']:>6} {sw:>9}: " + ", ".join(f"{k} {v:.1f}" for k, v in sorted(t.items())))
+PY
