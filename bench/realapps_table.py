@@ -1,8 +1,10 @@
-"""bench/realapps.sh's second table: where a switch's time goes on real
-applications, and whether each job's own result survived the switches.
+"""bench/realapps.sh's table: what switching costs on real applications,
+where a switch's time goes, and whether each job's own result survived.
 
 Per gang run (results JSON in DIR, `<app>-q<q>-<switch>.json`, and the
 batch run `<app>-batch.json`):
+- makespan, overhead against batch, and the cut of lru's overhead
+  (1 - (T - Tbatch) / (Tlru - Tbatch), paper 000 Fig. 7c);
 - page-out and page-in seconds per switch (the executor times each part),
   and the switch's bytes against the disk's limit (bandwidth-*.json, the
   slower of the two measurements, as in adaptive_table.py);
@@ -45,20 +47,34 @@ def faults_after_resume(run, switch, job, next_at):
     return during[-1] - (before[-1] if before else during[0])
 
 
-print("| app | switch | switches | page-out s / switch | page-in s / switch | switch / disk limit "
-      "| faults after page-in / pages paged in | checks as batch |")
-print("|---|---|---|---|---|---|---|---|")
-for f in sorted(glob.glob(os.path.join(d, "*-q*.json"))):
+print("| app | run | makespan (s) | overhead | cut vs lru | switches | page-out s / switch "
+      "| page-in s / switch | switch / disk limit | faults after page-in / pages paged in "
+      "| checks as batch |")
+print("|---|---|---|---|---|---|---|---|---|---|---|")
+ORDER = {"lru": 0, "so-ao-ai-nohuge": 1, "so-ao-ai": 2}
+files = glob.glob(os.path.join(d, "*-q*.json"))
+files.sort(key=lambda f: (os.path.basename(f).split("-q")[0],
+                          ORDER.get(os.path.basename(f)[:-5].split("-", 2)[-1], 9)))
+for f in files:
     run = json.load(open(f))
     app = os.path.basename(f).split("-q")[0]
+    label = os.path.basename(f)[:-5].split("-", 2)[-1].replace("-", "/").replace("/nohuge", ", no huge-page restore")
     batch_f = os.path.join(d, f"{app}-batch.json")
     batch = json.load(open(batch_f)) if os.path.exists(batch_f) else None
+    lru_f = os.path.join(d, f"{app}-q10s-lru.json")
+    lru = json.load(open(lru_f)) if os.path.exists(lru_f) else None
+    tb = batch["makespan_s"] if batch else None
+    ov = run["makespan_s"] / tb - 1 if tb else None
+    cut = "-"
+    if lru and tb and run is not lru and lru["makespan_s"] > tb and "lru" not in f:
+        cut = f"{(1 - (run['makespan_s'] - tb) / (lru['makespan_s'] - tb)) * 100:.0f}%"
+    ovs = "-" if ov is None else f"{ov * 100:.1f}%"
     sw = run["switches"]
     n = len(sw) or 1
     po = sum(s["page_out_s"] for s in sw) / n
     pi = sum(s["page_in_s"] for s in sw) / n
     ratio = "-"
-    if read_bw and write_bw:
+    if read_bw and write_bw and any(x["paged_in_bytes"] or x["paged_out_bytes"] for x in sw):
         limits = [s["swap_out_pages"] * PAGE / write_bw + s["swap_in_pages"] * PAGE / read_bw for s in sw]
         took = sum(s["took_s"] for s in sw)
         if sum(limits) > 0:
@@ -80,4 +96,5 @@ for f in sorted(glob.glob(os.path.join(d, "*-q*.json"))):
         got = [check(j) for j in run["jobs"]]
         ok = sum(1 for j, g in zip(run["jobs"], got) if g and g == want.get(j["name"]))
         same = f"{ok} of {len(run['jobs'])}"
-    print(f"| {app} | {run['switch']} | {len(sw)} | {po:.2f} | {pi:.2f} | {ratio} | {frac} | {same} |")
+    print(f"| {app} | {label} | {run['makespan_s']:.1f} | {ovs} | {cut} | {len(sw)} | {po:.2f} | {pi:.2f} "
+          f"| {ratio} | {frac} | {same} |")

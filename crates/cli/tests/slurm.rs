@@ -203,11 +203,19 @@ fn a_node_without_its_agent_keeps_the_incoming_job_stopped_and_says_why() {
     c.submit_pair(120, 2000);
     let json = c.dir.path().join("record.json");
     let mut ctl = c.controller(&json);
-    // Both jobs have started once the first quantum is over.
+    // Wait until each job has been suspended once: then both have started
+    // and their ranks sit in their pools. (Killing the agent before the
+    // second job's first start makes that start fail, not a switch.)
     let t = Instant::now();
-    while c.states().iter().filter(|(_, s)| s == "SUSPENDED").count() == 0 {
-        assert!(t.elapsed() < Duration::from_secs(60), "{:?}", c.states());
-        std::thread::sleep(Duration::from_millis(300));
+    let mut seen = std::collections::BTreeSet::new();
+    while seen.len() < 2 {
+        for (name, s) in c.states() {
+            if s == "SUSPENDED" {
+                seen.insert(name);
+            }
+        }
+        assert!(t.elapsed() < Duration::from_secs(90), "{:?}", c.states());
+        std::thread::sleep(Duration::from_millis(200));
     }
     let pid: i32 = std::fs::read_to_string(format!("{STATE}/agent-n2.pid"))
         .unwrap()

@@ -11,7 +11,7 @@ use crate::error::{Error, Result};
 use crate::proc;
 use procfs::process::{Stat, Status};
 use procfs::{Meminfo, MemoryPressure, PressureRecord};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 const VMSTAT: &str = "/proc/vmstat";
 const MEMINFO: &str = "/proc/meminfo";
@@ -187,9 +187,7 @@ pub fn process_state(pid: i32) -> Result<char> {
     Ok(stat.state)
 }
 
-fn proc_pid_file(pid: i32, name: &str) -> PathBuf {
-    PathBuf::from(format!("/proc/{pid}/{name}"))
-}
+use crate::sysfs::proc_pid_file;
 
 #[cfg(test)]
 mod tests {

@@ -39,6 +39,7 @@
 
 use crate::error::{Error, Result};
 use crate::pidfd::PidFd;
+use crate::sysfs::proc_pid_file as proc_file;
 use procfs::process::{MMPermissions, MMapPath, MemoryMap, MemoryMaps};
 use std::fs::File;
 use std::io;
@@ -809,14 +810,6 @@ fn read_through(fd: &PidFd, spans: &[(u64, u64)], skipped: &mut [bool]) -> Resul
 }
 
 // --- errors and /proc ---------------------------------------------------------
-
-fn proc_file(pid: i32, name: &str) -> PathBuf {
-    if name.is_empty() {
-        PathBuf::from(format!("/proc/{pid}"))
-    } else {
-        PathBuf::from(format!("/proc/{pid}/{name}"))
-    }
-}
 
 fn gone(pid: i32, action: &'static str) -> Error {
     Error::io(

@@ -20,7 +20,7 @@ pub struct PidFd {
 }
 
 fn proc_path(pid: i32) -> PathBuf {
-    PathBuf::from(format!("/proc/{pid}"))
+    crate::sysfs::proc_pid_file(pid, "")
 }
 
 fn no_pidfds(syscall: &str) -> Error {

@@ -450,15 +450,7 @@ impl Drop for TestSwap {
 
 // ---------------------------------------------------------------------------
 
-fn page_size() -> u64 {
-    // SAFETY: sysconf has no preconditions.
-    let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    if p > 0 {
-        p as u64
-    } else {
-        4096
-    }
-}
+use crate::sysfs::page_size;
 
 fn require_root(action: &str, path: &Path) -> Result<()> {
     // SAFETY: geteuid has no preconditions and cannot fail.

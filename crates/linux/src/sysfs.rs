@@ -38,6 +38,16 @@ pub(crate) fn errno(e: &Error) -> Option<i32> {
     }
 }
 
+/// `/proc/<pid>/<name>`, or `/proc/<pid>` for an empty name: the one place
+/// that spells a process's proc path.
+pub(crate) fn proc_pid_file(pid: i32, name: &str) -> PathBuf {
+    if name.is_empty() {
+        PathBuf::from(format!("/proc/{pid}"))
+    } else {
+        PathBuf::from(format!("/proc/{pid}/{name}"))
+    }
+}
+
 pub(crate) fn read_file(path: &Path) -> Result<String> {
     std::fs::read_to_string(path).map_err(|e| io_error("reading", path, e))
 }

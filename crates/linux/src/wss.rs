@@ -12,7 +12,6 @@
 
 use crate::error::{Error, Result};
 use procfs::process::SmapsRollup;
-use std::path::PathBuf;
 
 /// What a process tree holds and touched, bytes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -33,9 +32,7 @@ impl Usage {
     }
 }
 
-fn proc_path(pid: i32, name: &str) -> PathBuf {
-    PathBuf::from(format!("/proc/{pid}/{name}"))
-}
+use crate::sysfs::proc_pid_file as proc_path;
 
 /// `pid` and all its descendants that are still alive (children of every
 /// thread), parents first.

@@ -19,6 +19,16 @@ fn write(path: &Path, text: &str) {
     fs::write(path, text).unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
 }
 
+/// Replace the file's contents in one step, as the kernel does for the
+/// files it owns: a reader polling it never sees it empty half-written
+/// (`fs::write` truncates first, and a poll in that moment read no
+/// "frozen" key and failed the test now and then).
+fn write_atomic(path: &Path, text: &str) {
+    let tmp = path.with_extension("tmp");
+    write(&tmp, text);
+    fs::rename(&tmp, path).unwrap_or_else(|e| panic!("renaming onto {}: {e}", path.display()));
+}
+
 fn read(path: &Path) -> String {
     fs::read_to_string(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()))
 }
@@ -251,7 +261,7 @@ fn v2_freeze_writes_cgroup_freeze_and_waits_for_events() {
     let events = dir.join("cgroup.events");
     let kernel = std::thread::spawn(move || {
         std::thread::sleep(Duration::from_millis(50));
-        write(&events, "populated 1\nfrozen 1\n");
+        write_atomic(&events, "populated 1\nfrozen 1\n");
     });
     v2.set_frozen(&job, true).unwrap();
     kernel.join().unwrap();
