@@ -10,8 +10,9 @@
 #   bench/sim_validate.sh [DIR ...]     default: adaptive-fix, hybrid-long
 #                                       and hybrid-full, hybrid-full-2rank (if there)
 #   CALIBRATION=device.json bench/sim_validate.sh   random read rate and
-#       switch efficiency from `memgang calibrate` (else the simulator's
-#       defaults: 20,000 reads/s, efficiency 1)
+#       switch efficiency from `memgang calibrate` (else the random read
+#       rate of the newest bench/results/calibrate-*/device.json, with
+#       efficiency 1; with none, the simulator's 20,000 reads/s)
 #
 # How each simulated experiment is built, and the table's columns:
 # bench/sim_validate.py.
@@ -27,6 +28,15 @@ if [ ${#dirs[@]} -eq 0 ]; then
     [ ! -d "$d" ] || dirs+=("$d")
   done
 fi
+# The random read rate is the device's, measured by `memgang calibrate` on
+# this machine (the runs measured only the sequential bandwidths); the
+# calibration's switch efficiency is used only when asked for: it was
+# measured under load against other sequential bandwidths (docs/sim.md).
 cal=()
-[ -z "${CALIBRATION:-}" ] || cal=(--calibration "$CALIBRATION")
+if [ -n "${CALIBRATION:-}" ]; then
+  cal=(--calibration "$CALIBRATION")
+else
+  newest=$(ls -d bench/results/calibrate-*/device.json 2>/dev/null | sort | tail -n 1)
+  [ -z "$newest" ] || cal=(--random-reads "$newest")
+fi
 python3 bench/sim_validate.py target/debug/memgang "${cal[@]}" "${dirs[@]}"

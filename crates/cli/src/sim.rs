@@ -56,6 +56,11 @@ pub struct SimArgs {
     /// other nodes (0..1).
     #[arg(long, default_value_t = 0.5)]
     f_pf: f64,
+    /// Share of its memory a job touches per second of computing (paper
+    /// 004's applications: all of it every 0.03 to 2 s); sets how often a
+    /// job faults while memory is short.
+    #[arg(long, default_value_t = 0.5)]
+    touch_per_s: f64,
     /// The swap device as JSON {"write_bps", "read_bps",
     /// "random_read_iops", optional "switch_efficiency"}, as `memgang
     /// calibrate` writes it; default: a SATA SSD (400 MB/s write, 500 MB/s
@@ -183,7 +188,22 @@ pub fn run(a: SimArgs) -> Result<()> {
     if !(0.0..=1.0).contains(&a.f_pf) {
         bail!("--f-pf is {}: it is a share, between 0 and 1", a.f_pf);
     }
-    let device = read_device(a.device.as_deref())?;
+    if !(a.touch_per_s.is_finite() && a.touch_per_s > 0.0 && a.touch_per_s <= 1e6) {
+        bail!(
+            "--touch-per-s is {}: give a positive share of the memory per second",
+            a.touch_per_s
+        );
+    }
+    let paging = read_paging(
+        a.device.as_deref(),
+        PagingModel {
+            f_pf: a.f_pf,
+            fault_policy: a.fault_policy,
+            touch_per_s: a.touch_per_s,
+            ..PagingModel::default()
+        },
+    )?;
+    let (device, model) = (paging.device, paging);
     let cfg = Config {
         nodes,
         cpus_per_node,
@@ -192,12 +212,7 @@ pub fn run(a: SimArgs) -> Result<()> {
         quantum: a.quantum,
         switching: a.switch,
         overlap: a.overlap,
-        paging: PagingModel {
-            device,
-            f_pf: a.f_pf,
-            fault_policy: a.fault_policy,
-            ..PagingModel::default()
-        },
+        paging,
     };
     let mut generator;
     let (workload, total): (&mut dyn Workload, Option<u64>) = match (&mut swf, a.generate) {
@@ -277,6 +292,9 @@ pub fn run(a: SimArgs) -> Result<()> {
                 "write_bps": device.write_bps,
                 "read_bps": device.read_bps,
                 "random_read_iops": device.random_read_iops,
+                "readahead_pages": model.readahead_pages,
+                "reclaim_cpu_s_per_page": model.reclaim_cpu_s,
+                "touch_per_s": model.touch_per_s,
             },
             "trace": a.swf.as_ref().map(|path| serde_json::json!({
                 "path": path,
@@ -303,6 +321,11 @@ pub fn run(a: SimArgs) -> Result<()> {
 /// The swap device of `--device FILE` (as `memgang calibrate` writes it),
 /// else the default one.
 pub fn read_device(path: Option<&std::path::Path>) -> Result<Device> {
+    Ok(read_paging(path, PagingModel::default())?.device)
+}
+
+/// `base` with the device, readahead and reclaim cost of `--device FILE`.
+pub fn read_paging(path: Option<&std::path::Path>, base: PagingModel) -> Result<PagingModel> {
     Ok(match path {
         Some(p) => {
             let text =
@@ -311,15 +334,16 @@ pub fn read_device(path: Option<&std::path::Path>) -> Result<Device> {
                 .with_context(|| {
                     format!(
                         "{}: expected {{\"write_bps\": ..., \"read_bps\": ..., \"random_read_iops\": ..., \
-                         optional \"switch_efficiency\": ..., \"calibration\": {{...}}}} \
+                         optional \"switch_efficiency\", \"readahead_pages\", \
+                         \"reclaim_cpu_s_per_page\", \"calibration\": {{...}}}} \
                          (`memgang calibrate` writes one)",
                         p.display()
                     )
                 })?
-                .device()
+                .model(base)
                 .map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?
         }
-        None => Device::default(),
+        None => base,
     })
 }
 

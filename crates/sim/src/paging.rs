@@ -64,9 +64,39 @@ pub struct DeviceFile {
     /// from them over the time measured); default 1.
     #[serde(default = "one")]
     pub switch_efficiency: f64,
+    /// Pages one demand fault brings in (the kernel's swap readahead);
+    /// default [`READAHEAD_PAGES`].
+    #[serde(default = "readahead")]
+    pub readahead_pages: f64,
+    /// CPU seconds the kernel spends per page it moves in or out under
+    /// memory pressure; default [`RECLAIM_CPU_S`].
+    #[serde(default = "reclaim_cpu")]
+    pub reclaim_cpu_s_per_page: f64,
     /// Provenance (machine, date, device, sizes); not used by the model.
     #[serde(default)]
     pub calibration: Option<serde::de::IgnoredAny>,
+}
+
+/// Linux reads swap ahead in clusters of `2^vm.page-cluster` pages, and
+/// the default `page-cluster` is 3: 8 pages. Measured on this project's
+/// machine (Linux 6.18), the swept workloads read 4.1 to 7.6 pages per
+/// major fault (thrashing `cosched` and `lru`), the random one 1.0; the
+/// kernel's own number is kept as the default, an upper bound.
+pub const READAHEAD_PAGES: f64 = 8.0;
+
+/// Kernel CPU per page moved (fault handling, reclaim scanning, swap I/O
+/// submission), charged to the jobs: the stored measured runs' extra CPU
+/// time over their batch runs, divided by the pages swapped in and out,
+/// was 8 to 18 µs (`lru` 8.1 to 18, thrashing `cosched` 11.8 to 17.7;
+/// docs/sim.md); 12 µs is the middle.
+pub const RECLAIM_CPU_S: f64 = 12e-6;
+
+fn readahead() -> f64 {
+    READAHEAD_PAGES
+}
+
+fn reclaim_cpu() -> f64 {
+    RECLAIM_CPU_S
 }
 
 fn one() -> f64 {
@@ -86,6 +116,15 @@ impl DeviceFile {
             ("read_bps", self.read_bps, 1e5, 1e12),
             ("random_read_iops", self.random_read_iops, 1.0, 1e9),
             ("switch_efficiency", self.switch_efficiency, 1e-3, 1e3),
+            // A readahead cluster is at most a few hundred pages (Linux caps
+            // page-cluster far below 2^10); a page costs at most a second.
+            ("readahead_pages", self.readahead_pages, 1.0, 1024.0),
+            (
+                "reclaim_cpu_s_per_page",
+                self.reclaim_cpu_s_per_page,
+                0.0,
+                1.0,
+            ),
         ] {
             if !(v.is_finite() && (min..=max).contains(&v)) {
                 return Err(format!(
@@ -109,6 +148,29 @@ impl DeviceFile {
             random_read_iops: self.random_read_iops,
         })
     }
+
+    /// The paging model the file describes: [`DeviceFile::device`] and
+    /// the kernel's readahead and reclaim cost, the rest as in `base`.
+    pub fn model(&self, base: PagingModel) -> Result<PagingModel, String> {
+        Ok(PagingModel {
+            device: self.device()?,
+            readahead_pages: self.readahead_pages,
+            reclaim_cpu_s: self.reclaim_cpu_s_per_page,
+            ..base
+        })
+    }
+}
+
+/// What a job sees on one of its nodes while it runs there.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct NodeLoad {
+    /// Paper 004's memory fraction: the node's memory over what its
+    /// running jobs want, at most 1.
+    pub c: f64,
+    /// Bytes the node's running jobs want, together.
+    pub want: u64,
+    /// Ranks running on the node over its CPUs, at least 1.
+    pub cpu_share: f64,
 }
 
 /// What a node does when a rank of a parallel job faults (paper 004 §3).
@@ -167,6 +229,10 @@ pub struct PagingModel {
     pub fault_policy: FaultPolicy,
     /// A parallel context switch, s (PCS); the CM-5 took 4 to 10 ms.
     pub t_pcs: f64,
+    /// Pages a fault reads at once while a job thrashes (swap readahead).
+    pub readahead_pages: f64,
+    /// Kernel CPU seconds per page moved in or out while memory is short.
+    pub reclaim_cpu_s: f64,
 }
 
 impl Default for PagingModel {
@@ -177,38 +243,83 @@ impl Default for PagingModel {
             f_pf: 0.5,
             fault_policy: FaultPolicy::Spin,
             t_pcs: 0.01,
+            readahead_pages: READAHEAD_PAGES,
+            reclaim_cpu_s: RECLAIM_CPU_S,
         }
     }
 }
 
 impl PagingModel {
+    /// The device's time per page a thrashing job faults in: a random read
+    /// brings `readahead_pages` pages, and each page read evicts one,
+    /// written out.
+    pub fn page_s(&self) -> f64 {
+        1.0 / (self.device.random_read_iops * self.readahead_pages.max(1.0))
+            + PAGE / self.device.write_bps
+    }
+
+    /// Pages a job of `mem` bytes on a node faults in per second of its
+    /// computing at memory fraction `c`: every touch of a page not
+    /// resident faults, as under LRU with the sweeping access of paper
+    /// 004's applications.
+    pub fn faults_per_s(&self, mem: u64, c: f64) -> f64 {
+        (1.0 - c.min(1.0)).max(0.0) * self.touch_per_s * mem as f64 / PAGE
+    }
+
     /// How many times longer a job computes while memory is short: `c[i]`
     /// is the share of its working set on its i-th node that fits there
     /// (paper 004's memory fraction, at most 1), `mem` its bytes per node.
-    ///
-    /// A node short of memory faults `(1 - c)·touch·mem/PAGE` times per
-    /// second of computing (every touch of a page not resident faults, as
-    /// under LRU with the sweeping access of paper 004's applications).
-    /// Under SPIN each fault delays the job by `F·T_pf`, with
-    /// `F = max(F_pf, 1/P)` (a job on one node waits for all of it);
-    /// under PCS by `T_pcs` (paper 004 eq. 1 and 2).
+    /// A job alone on its nodes: see [`PagingModel::slowdown_on`].
     pub fn slowdown(&self, mem: u64, c: impl Iterator<Item = f64>) -> f64 {
-        let mut faults = 0.0;
-        let mut nodes = 0usize;
-        for c in c {
-            nodes += 1;
-            faults += (1.0 - c.min(1.0)).max(0.0) * self.touch_per_s * mem as f64 / PAGE;
+        self.slowdown_on(
+            mem,
+            c.map(|c| NodeLoad {
+                c,
+                want: mem,
+                cpu_share: 1.0,
+            }),
+        )
+    }
+
+    /// How many times longer a job computes than alone, given each of its
+    /// nodes' load: the slowest of three limits.
+    ///
+    /// - Its own waits (paper 004 eq. 1 and 2): each fault delays it by
+    ///   `F·T_pf` under SPIN, with `F = max(F_pf, 1/P)` (a job on one node
+    ///   waits for all of it), plus a local context switch under LUG;
+    ///   `T_pcs` under PCS. Plus the kernel's CPU for its own faults
+    ///   (reclaim runs in the faulting task).
+    /// - The node's CPUs: its ranks share them (`cpu_share`), and the
+    ///   kernel's work for every page moved in and out takes from them too.
+    /// - The node's device: every running job's faults queue at the one
+    ///   swap device, so the node pages no faster than the device serves
+    ///   them, however the jobs share the CPUs.
+    pub fn slowdown_on(&self, mem: u64, nodes: impl Iterator<Item = NodeLoad>) -> f64 {
+        let (mut faults, mut own_cpu, mut cpu, mut device) = (0.0, 0.0f64, 1.0f64, 0.0f64);
+        let mut count = 0usize;
+        for n in nodes {
+            count += 1;
+            let f = self.faults_per_s(mem, n.c);
+            faults += f;
+            // In and out: a page read evicts one.
+            let kernel = 2.0 * f * self.reclaim_cpu_s;
+            own_cpu = own_cpu.max(kernel);
+            cpu = cpu.max(n.cpu_share.max(1.0) * (1.0 + kernel));
+            device = device.max(self.faults_per_s(n.want, n.c) * self.page_s());
         }
         if faults == 0.0 {
-            return 1.0;
+            return cpu;
         }
-        let f = self.f_pf.max(1.0 / nodes as f64).min(1.0);
-        let per_fault = match self.fault_policy {
-            FaultPolicy::Spin => f * self.device.fault_s(),
-            FaultPolicy::Lug => f * self.device.fault_s() + LUG_SWITCH_S,
-            FaultPolicy::Pcs => self.t_pcs,
+        let f = self.f_pf.max(1.0 / count.max(1) as f64).min(1.0);
+        // Counted in pages: a fault brings `readahead_pages` of them, and
+        // LUG's and PCS's context switches happen once per fault.
+        let cluster = self.readahead_pages.max(1.0);
+        let per_page = match self.fault_policy {
+            FaultPolicy::Spin => f * self.page_s(),
+            FaultPolicy::Lug => f * self.page_s() + LUG_SWITCH_S / cluster,
+            FaultPolicy::Pcs => self.t_pcs / cluster,
         };
-        1.0 + faults * per_fault
+        (1.0 + faults * per_page + own_cpu).max(cpu).max(device)
     }
 }
 
@@ -252,7 +363,13 @@ mod tests {
     /// fraction c drops below 1; Fig. 8's: a faster paging device cuts it.
     #[test]
     fn slowdown_grows_as_memory_shrinks_and_falls_with_a_faster_device() {
-        let m = PagingModel::default();
+        // Paper 004's machine: a fault fetches one page, and its kernel
+        // overhead is in the service time.
+        let m = PagingModel {
+            readahead_pages: 1.0,
+            reclaim_cpu_s: 0.0,
+            ..PagingModel::default()
+        };
         let mem = 256 << 20;
         let at = |m: &PagingModel, c: f64| m.slowdown(mem, std::iter::repeat_n(c, 32));
         assert_eq!(at(&m, 1.0), 1.0);
@@ -282,7 +399,7 @@ mod tests {
     #[test]
     fn pcs_beats_spin_only_when_the_context_switch_is_cheap() {
         let spin = PagingModel::default();
-        let t_pf = spin.device.fault_s();
+        let t_pf = spin.page_s() * spin.readahead_pages;
         let pcs = |t_pcs| PagingModel {
             fault_policy: FaultPolicy::Pcs,
             t_pcs,
@@ -297,5 +414,53 @@ mod tests {
             ..spin
         };
         assert!(run(&lug) > run(&spin));
+    }
+
+    /// Jobs that thrash on one node queue at its one device: more of them
+    /// (the same memory fraction) page no faster, so each slows down more,
+    /// even with CPUs to spare.
+    #[test]
+    fn faulting_jobs_on_a_node_queue_at_its_device() {
+        let m = PagingModel {
+            touch_per_s: 5.0,
+            reclaim_cpu_s: 0.0,
+            ..PagingModel::default()
+        };
+        let mem = 200 << 20;
+        let on = |jobs: u64| {
+            m.slowdown_on(
+                mem,
+                std::iter::once(NodeLoad {
+                    c: 0.8,
+                    want: jobs * mem,
+                    cpu_share: 1.0,
+                }),
+            )
+        };
+        let dev = |jobs: u64| m.faults_per_s(jobs * mem, 0.8) * m.page_s();
+        assert!(on(1) > 1.0);
+        assert!((on(64) - dev(64)).abs() < 1e-9, "{} {}", on(64), dev(64));
+        assert!(on(64) > on(8) && on(8) >= on(1));
+    }
+
+    /// The kernel's work for each page moved takes CPU from the jobs that
+    /// share the node's CPUs: with three ranks per CPU the job computes at
+    /// a third of its speed, and slower still by the kernel's share.
+    #[test]
+    fn reclaim_takes_cpu_from_jobs_sharing_the_node() {
+        let m = PagingModel::default();
+        let mem = 200 << 20;
+        let load = |c| NodeLoad {
+            c,
+            want: mem,
+            cpu_share: 3.0,
+        };
+        assert_eq!(m.slowdown_on(mem, std::iter::once(load(1.0))), 3.0);
+        let f = m.faults_per_s(mem, 0.9);
+        let s = m.slowdown_on(mem, std::iter::once(load(0.9)));
+        assert!(
+            (s - 3.0 * (1.0 + 2.0 * f * m.reclaim_cpu_s)).abs() < 1e-9,
+            "{s}"
+        );
     }
 }

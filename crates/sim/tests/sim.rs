@@ -72,29 +72,30 @@ fn batch_runs_the_two_jobs_back_to_back() {
 /// 176 MiB: out at 100 MiB/s (1.76 s) and, for a resumed job, back in by
 /// demand faults at 50 MiB/s (3.52 s) at the start of its quantum, while
 /// it computes the 176/600/0.5 = 0.5867 s its sweep needs to touch them.
+/// The eviction's writes overlap the faults' reads (the device queues
+/// both; reclaim writes asynchronously), so a resume stalls 3.52 s.
 ///   0      a runs 0..10                          a: 15 left
 ///  10      b starts, evicting 176 MiB of a: 1.76 b runs 11.76..20, 6.76 left
-///  20      a resumes: 1.76 + 3.52 = 5.28 s       a: 15 - 4.72 - 0.5867 = 9.6933
-///  30      b resumes, the same                   b: 6.76 - 5.3067 = 1.4533
-///  40      a resumes                             a: 4.3867
-///  50      b resumes; ends 55.28 + 0.8667        b ends at 56.1467
-///  56.1467 a resumes alone: 176 MiB in, nothing out: 3.52 s, 0.5867 of
-///          work, then 3.8 s: a ends at 63.4667
+///  20      a resumes: max(1.76, 3.52) = 3.52 s   a: 15 - 6.48 - 0.5867 = 7.9333
+///  30      b resumes, the same; b needs 6.76 - 0.5867 after its page-in:
+///          b ends at 33.52 + 6.1733 = 39.6933
+///  39.6933 a resumes alone: 176 MiB in, nothing out: 3.52 s, 0.5867 of
+///          work, then 7.3467 s: a ends at 50.56
 #[test]
 fn gang_lru_two_jobs_on_one_node_by_hand() {
     let r = two_jobs(one_node(PolicyKind::Gang, "lru"));
     let w = 176.0 / 600.0 / 0.5;
-    let b_end = 55.28 + (6.76 - (4.72 + w) - w);
-    let a_end = b_end + 3.52 + (15.0 - 2.0 * (4.72 + w) - w);
-    close(b_end, 56.1467);
-    close(a_end, 63.4667);
+    let b_end = 33.52 + (6.76 - w);
+    let a_end = b_end + 3.52 + (15.0 - 6.48 - w - w);
+    close(b_end, 39.6933);
+    close(a_end, 50.56);
     close(r.makespan_s, a_end);
-    assert_eq!(r.switches, 6, "at 10, 20, 30, 40, 50 and when b ends");
-    assert_eq!(r.paged_out_bytes, 5 * 176 * MIB);
-    assert_eq!(r.paged_in_bytes, 5 * 176 * MIB);
+    assert_eq!(r.switches, 4, "at 10, 20, 30 and when b ends");
+    assert_eq!(r.paged_out_bytes, 3 * 176 * MIB);
+    assert_eq!(r.paged_in_bytes, 3 * 176 * MIB);
     close(r.mean_response_s, (b_end + a_end) / 2.0);
-    // Stalls: 1.76 + 4 × 5.28 + 3.52.
-    close(r.paging_node_s, 1.76 + 4.0 * 5.28 + 3.52);
+    // Stalls: 1.76 + 3 × 3.52.
+    close(r.paging_node_s, 1.76 + 3.0 * 3.52);
 }
 
 /// Gang, ao/ai: a switch writes the outgoing job's 600 MiB (6 s) and reads
