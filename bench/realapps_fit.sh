@@ -2,7 +2,7 @@
 # The control for bench/realapps.sh: the stencil pair in a pool that holds
 # both (2G), so that no switch has anything to page. Any overhead left is
 # the cost of taking turns itself, per mechanism.
-#   sudo bench/realapps_fit.sh [OUT_DIR]      SWITCHES="lru so so/ao so/ao/ai"
+#   sudo bench/realapps_fit.sh [OUT_DIR]      SWITCHES="lru so so/ao so/ao/ai" THP=1
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source bench/lib.sh
@@ -43,7 +43,7 @@ thp() {
     done
   done
 }
-thp | tee "$out/thp.txt"
+[ "${THP:-1}" = 0 ] || thp | tee "$out/thp.txt"
 python3 - "${runs[@]}" <<'PY' | tee -a "$out/table.txt"
 import json, sys
 from collections import defaultdict

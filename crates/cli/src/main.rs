@@ -17,6 +17,7 @@ use std::time::Duration;
 mod calibrate;
 mod cleanup;
 mod client;
+mod figures;
 mod plot;
 mod report;
 mod sim;
@@ -62,6 +63,12 @@ enum Command {
     /// Simulate a cluster running a trace (or generated jobs) under a
     /// policy, with a model of paging; see docs/sim.md.
     Sim(Box<sim::SimArgs>),
+    /// The papers' figures the simulator's model recomputes, as tables
+    /// (paper 004's Fig. 3, 4 and 8).
+    Figures {
+        #[command(subcommand)]
+        figure: figures::Figures,
+    },
     /// Measure this node's paging parameters (swap device bandwidths,
     /// random reads, real switches) into a device file for `sim --device`.
     Calibrate(Box<calibrate::CalibrateArgs>),
@@ -231,6 +238,10 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Testbed { action } => testbed(action),
+        Command::Figures { figure } => {
+            figures::run(figure)?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Sim(args) => {
             sim::run(*args)?;
             Ok(ExitCode::SUCCESS)

@@ -245,3 +245,31 @@ fn sim_refuses_a_device_file_with_a_bad_value_and_names_it() {
     assert!(!out.status.success(), "{}", text(&out));
     assert!(text(&out).contains("random_read_iops"), "{}", text(&out));
 }
+
+/// `memgang figures paper004`: the tables of Fig. 3, 4 and 8 and the same
+/// rows as JSON, one per application of the paper, slowdown growing as the
+/// memory fraction falls and smaller on the fast device.
+#[test]
+fn paper004_figures_print_as_tables_and_json() {
+    let out = memgang().args(["figures", "paper004"]).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let s = String::from_utf8_lossy(&out.stdout);
+    for fig in ["Fig. 3", "Fig. 4", "Fig. 8", "Barnes", "What the paper states"] {
+        assert!(s.contains(fig), "{fig} missing:\n{s}");
+    }
+    let out = memgang()
+        .args(["figures", "paper004", "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let apps = v["apps"].as_array().unwrap();
+    assert_eq!(apps.len(), 7);
+    for a in apps {
+        let disk: Vec<f64> = serde_json::from_value(a["fig3_slowdown"].clone()).unwrap();
+        let fast: Vec<f64> = serde_json::from_value(a["fig8_slowdown"].clone()).unwrap();
+        assert_eq!(disk[0], 1.0, "{a}");
+        assert!(disk.windows(2).all(|w| w[1] > w[0]), "{a}");
+        assert!(fast[5] < disk[5], "{a}");
+    }
+}

@@ -677,7 +677,9 @@ fn fragmented_memory_takes_many_batches_and_scans() {
     let (swapped, _) = paging::swapped_runs(pid, &ranges).unwrap();
     let odd_starts: std::collections::HashSet<u64> = odd.iter().map(|r| r.start).collect();
     assert!(
-        swapped.iter().all(|r| r.pages == 1 && odd_starts.contains(&r.start)),
+        swapped
+            .iter()
+            .all(|r| r.pages == 1 && odd_starts.contains(&r.start)),
         "a swapped run that was not paged out"
     );
     assert!(

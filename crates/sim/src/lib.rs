@@ -16,6 +16,7 @@
 
 pub mod engine;
 pub mod paging;
+pub mod paper004;
 mod queue;
 pub mod report;
 mod rng;
