@@ -254,7 +254,13 @@ fn paper004_figures_print_as_tables_and_json() {
     let out = memgang().args(["figures", "paper004"]).output().unwrap();
     assert!(out.status.success(), "{}", text(&out));
     let s = String::from_utf8_lossy(&out.stdout);
-    for fig in ["Fig. 3", "Fig. 4", "Fig. 8", "Barnes", "What the paper states"] {
+    for fig in [
+        "Fig. 3",
+        "Fig. 4",
+        "Fig. 8",
+        "Barnes",
+        "What the paper states",
+    ] {
         assert!(s.contains(fig), "{fig} missing:\n{s}");
     }
     let out = memgang()

@@ -397,16 +397,14 @@ pub fn page_out<S: Span>(pid: i32, spans: &[S]) -> Result<PageOutReport> {
     // The probe makes a dead process or missing rights an error even when
     // there is nothing to page out.
     probe(&fd, libc::MADV_PAGEOUT, "MADV_PAGEOUT")?;
-    let pieces = runs::cut(&spans, PAGE_IN_WINDOW);
-    let cuts: Vec<(u64, u64)> = pieces.iter().map(|&(s, l, _)| (s, l)).collect();
-    let mut cut_skipped = vec![false; cuts.len()];
-    let (bytes, calls) = in_parallel(&cuts, &mut cut_skipped, |part, skipped| {
-        advise(&fd, part, libc::MADV_PAGEOUT, "MADV_PAGEOUT", skipped)
-    })?;
     let mut skipped = vec![false; spans.len()];
-    for (p, s) in pieces.iter().zip(&cut_skipped) {
-        skipped[p.2] |= *s;
-    }
+    let (bytes, calls) = advise(
+        &fd,
+        &spans,
+        libc::MADV_PAGEOUT,
+        "MADV_PAGEOUT",
+        &mut skipped,
+    )?;
     Ok(PageOutReport {
         bytes_advised: bytes,
         calls: calls + 1,
@@ -447,11 +445,10 @@ pub fn page_in(pid: i32, record: &PageRecord, fault_in: bool) -> Result<PageInRe
         runs: swapped,
     };
     let record = &record;
-    // Runs cut to windows; `owner[k]` is the run that piece k came from.
-    // Each thread keeps two windows in flight: together, as many bytes as
-    // one thread with PAGE_IN_WINDOW.
-    let window = (PAGE_IN_WINDOW / paging_threads() as u64).max(page_size());
-    let pieces = runs::cut(&record.runs, window);
+    // Runs cut to windows of at most PAGE_IN_WINDOW; `owner[k]` is the run
+    // that piece k came from.
+    let pieces = runs::cut(&record.runs, PAGE_IN_WINDOW);
+    let windows = runs::batches(&pieces, PAGE_IN_WINDOW);
     let spans: Vec<(u64, u64)> = pieces.iter().map(|&(s, l, _)| (s, l)).collect();
     let owner: Vec<usize> = pieces.iter().map(|p| p.2).collect();
     probe(&fd, libc::MADV_WILLNEED, "MADV_WILLNEED")?;
@@ -466,10 +463,46 @@ pub fn page_in(pid: i32, record: &PageRecord, fault_in: bool) -> Result<PageInRe
             method = PageInMethod::ProcessVmReadv;
         }
     }
-    let (bytes, faulted_bytes, c) = in_parallel3(&spans, &mut skipped, |part, skipped| {
-        page_in_part(&fd, part, skipped, window, method, fault_in)
-    })?;
-    calls += c;
+    let (mut bytes, mut faulted_bytes) = (0, 0);
+    // The reads of window k+1 are started before window k is faulted in,
+    // so the disk always has a window's worth of work queued while the
+    // pool holds at most two windows of pages being read.
+    let willneed = |w: &std::ops::Range<usize>, skipped: &mut [bool]| {
+        advise(
+            &fd,
+            &spans[w.clone()],
+            libc::MADV_WILLNEED,
+            "MADV_WILLNEED",
+            &mut skipped[w.clone()],
+        )
+    };
+    if let Some(w) = windows.first() {
+        let (b, c) = willneed(w, &mut skipped)?;
+        bytes += b;
+        calls += c;
+    }
+    for (k, w) in windows.iter().enumerate() {
+        if let Some(next) = windows.get(k + 1) {
+            let (b, c) = willneed(next, &mut skipped)?;
+            bytes += b;
+            calls += c;
+        }
+        if !fault_in {
+            continue;
+        }
+        let (b, c) = match method {
+            PageInMethod::PopulateRead => advise(
+                &fd,
+                &spans[w.clone()],
+                MADV_POPULATE_READ,
+                "MADV_POPULATE_READ",
+                &mut skipped[w.clone()],
+            )?,
+            _ => read_through(&fd, &spans[w.clone()], &mut skipped[w.clone()])?,
+        };
+        faulted_bytes += b;
+        calls += c;
+    }
     let mut stale: Vec<usize> = owner
         .iter()
         .zip(&skipped)
@@ -485,162 +518,6 @@ pub fn page_in(pid: i32, record: &PageRecord, fault_in: bool) -> Result<PageInRe
         skipped_runs: stale.len() as u64,
         resident_bytes,
     })
-}
-
-/// One thread's share of a page-in: `MADV_WILLNEED` over `spans` a window
-/// at a time, each window faulted in (with `fault_in`) while the next is
-/// being read, so the disk always has a window's worth of work queued while
-/// the pool holds at most two windows of pages being read.
-fn page_in_part(
-    fd: &PidFd,
-    spans: &[(u64, u64)],
-    skipped: &mut [bool],
-    window: u64,
-    method: PageInMethod,
-    fault_in: bool,
-) -> Result<(u64, u64, u64)> {
-    let pieces: Vec<(u64, u64, usize)> = spans
-        .iter()
-        .enumerate()
-        .map(|(i, &(s, l))| (s, l, i))
-        .collect();
-    let windows = runs::batches(&pieces, window);
-    let (mut bytes, mut faulted_bytes, mut calls) = (0, 0, 0);
-    let willneed = |w: &std::ops::Range<usize>, skipped: &mut [bool]| {
-        advise(
-            fd,
-            &spans[w.clone()],
-            libc::MADV_WILLNEED,
-            "MADV_WILLNEED",
-            &mut skipped[w.clone()],
-        )
-    };
-    if let Some(w) = windows.first() {
-        let (b, c) = willneed(w, skipped)?;
-        bytes += b;
-        calls += c;
-    }
-    for (k, w) in windows.iter().enumerate() {
-        if let Some(next) = windows.get(k + 1) {
-            let (b, c) = willneed(next, skipped)?;
-            bytes += b;
-            calls += c;
-        }
-        if !fault_in {
-            continue;
-        }
-        let (b, c) = match method {
-            PageInMethod::PopulateRead => advise(
-                fd,
-                &spans[w.clone()],
-                MADV_POPULATE_READ,
-                "MADV_POPULATE_READ",
-                &mut skipped[w.clone()],
-            )?,
-            _ => read_through(fd, &spans[w.clone()], &mut skipped[w.clone()])?,
-        };
-        faulted_bytes += b;
-        calls += c;
-    }
-    Ok((bytes, faulted_bytes, calls))
-}
-
-/// Threads a page-out or page-in spreads its work over: the CPUs, at most
-/// [`MAX_PAGING_THREADS`]; `MEMGANG_PAGING_THREADS` overrides it (to
-/// compare, in benchmarks). During a switch the jobs are frozen and the
-/// CPUs idle, and the kernel's side of both (unmapping, swap slots, bio
-/// submission; swap-in faults) runs on the calling CPU: one thread paged
-/// out at about half this machine's disk write rate (docs/realapps.md).
-pub fn paging_threads() -> usize {
-    static THREADS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *THREADS.get_or_init(|| {
-        std::env::var("MEMGANG_PAGING_THREADS")
-            .ok()
-            .and_then(|v| v.parse::<usize>().ok())
-            .filter(|&n| n >= 1)
-            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
-            .min(MAX_PAGING_THREADS)
-    })
-}
-
-/// Beyond a few threads the disk, not the CPUs, is the limit.
-const MAX_PAGING_THREADS: usize = 4;
-
-/// Work below this is done on the calling thread: a thread's start costs
-/// more than paging a few MiB.
-const PARALLEL_MIN_BYTES: u64 = 16 << 20;
-
-/// `spans` cut into up to `threads` consecutive parts of about equal bytes
-/// (whole spans; callers cut them first): the index each part starts at.
-fn parts(spans: &[(u64, u64)], threads: usize) -> Vec<usize> {
-    let total: u64 = spans.iter().map(|s| s.1).sum();
-    let mut starts = vec![0];
-    let mut acc = 0;
-    for (i, s) in spans.iter().enumerate() {
-        if starts.len() == threads {
-            break;
-        }
-        acc += s.1;
-        if i + 1 < spans.len() && acc * threads as u64 >= total * starts.len() as u64 {
-            starts.push(i + 1);
-        }
-    }
-    starts
-}
-
-/// Runs `f` over [`parts`] of `spans` (and the matching parts of
-/// `skipped`) on [`paging_threads`] threads; sums what they return. The
-/// first error wins.
-fn in_parallel<F>(spans: &[(u64, u64)], skipped: &mut [bool], f: F) -> Result<(u64, u64)>
-where
-    F: Fn(&[(u64, u64)], &mut [bool]) -> Result<(u64, u64)> + Sync,
-{
-    in_parallel3(spans, skipped, |p, s| f(p, s).map(|(a, b)| (a, b, 0))).map(|(a, b, _)| (a, b))
-}
-
-fn in_parallel3<F>(spans: &[(u64, u64)], skipped: &mut [bool], f: F) -> Result<(u64, u64, u64)>
-where
-    F: Fn(&[(u64, u64)], &mut [bool]) -> Result<(u64, u64, u64)> + Sync,
-{
-    let total: u64 = spans.iter().map(|s| s.1).sum();
-    let threads = if total < PARALLEL_MIN_BYTES {
-        1
-    } else {
-        paging_threads()
-    };
-    let starts = parts(spans, threads);
-    if starts.len() <= 1 {
-        return f(spans, skipped);
-    }
-    let mut results = Vec::new();
-    std::thread::scope(|scope| {
-        let mut handles = Vec::new();
-        let (mut spans, mut skipped) = (spans, skipped);
-        let mut at = 0;
-        for w in starts
-            .windows(2)
-            .map(|w| w[1])
-            .chain(std::iter::once(usize::MAX))
-        {
-            let n = w.min(at + spans.len()) - at;
-            let (sp, rest) = spans.split_at(n);
-            let (sk, rest_sk) = std::mem::take(&mut skipped).split_at_mut(n);
-            spans = rest;
-            skipped = rest_sk;
-            at += n;
-            let f = &f;
-            handles.push(scope.spawn(move || f(sp, sk)));
-        }
-        for h in handles {
-            results.push(h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)));
-        }
-    });
-    let mut sum = (0, 0, 0);
-    for r in results {
-        let (a, b, c) = r?;
-        sum = (sum.0 + a, sum.1 + b, sum.2 + c);
-    }
-    Ok(sum)
 }
 
 // --- scanning ---------------------------------------------------------------
