@@ -261,6 +261,11 @@ pub trait Paging: Send + Sync + std::fmt::Debug {
     /// Bring `record` back into its process and make it resident (see
     /// [`page_in`] with `fault_in`); returns the bytes made resident.
     fn page_in(&self, record: &PageRecord) -> Result<u64>;
+    /// The part of `record` that is on swap now (see [`swapped_runs`]):
+    /// what a page-in of it needs memory for. By default all of it.
+    fn swapped(&self, record: &PageRecord) -> Result<PageRecord> {
+        Ok(record.clone())
+    }
 }
 
 /// [`Paging`] by this module's functions: `PAGEMAP_SCAN`,
@@ -279,6 +284,15 @@ impl Paging for Madvise {
 
     fn page_in(&self, record: &PageRecord) -> Result<u64> {
         page_in(record.pid, record, true).map(|r| r.faulted_bytes)
+    }
+
+    fn swapped(&self, record: &PageRecord) -> Result<PageRecord> {
+        let ranges: Vec<Range<u64>> = record.runs.iter().map(|r| r.start..r.end()).collect();
+        let (runs, _) = swapped_runs(record.pid, &ranges)?;
+        Ok(PageRecord {
+            pid: record.pid,
+            runs,
+        })
     }
 }
 

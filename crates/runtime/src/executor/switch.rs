@@ -3,6 +3,7 @@
 //! timed as one and recorded as a [`Switch`].
 
 use super::node::Node;
+use crate::mechanisms::PageInDone;
 use crate::mechanisms::{self, BgWriter, SwitchSampler};
 use crate::memory::GroupMemory;
 use crate::results::Switch;
@@ -13,7 +14,41 @@ use memgang_linux::counters::VmStat;
 use memgang_linux::paging::PageRecord;
 use memgang_linux::runs;
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+/// A streamed page-in waits until this much is free: one page-in window
+/// (linux's `PAGE_IN_WINDOW`), so that each call keeps the disk's queue as
+/// full as a bulk page-in does.
+const STREAM_CHUNK: u64 = 32 << 20;
+/// How often a streamed page-in looks at the pool while it waits: at the
+/// page-out's 0.8 GB/s (docs/realapps.md), 2 ms is 1.6 MB, small beside a
+/// chunk.
+const STREAM_POLL: Duration = Duration::from_millis(2);
+
+/// The first `bytes` of `records` (in their order) and the rest.
+fn split_records(records: Vec<PageRecord>, bytes: u64) -> (Vec<PageRecord>, Vec<PageRecord>) {
+    let mut budget = bytes;
+    let (mut head, mut tail) = (Vec::new(), Vec::new());
+    for rec in records {
+        let (h, t) = runs::split_at(&rec.runs, budget);
+        budget = budget.saturating_sub(runs::bytes(&h));
+        if !h.is_empty() {
+            head.push(PageRecord {
+                pid: rec.pid,
+                runs: h,
+            });
+        }
+        if !t.is_empty() {
+            tail.push(PageRecord {
+                pid: rec.pid,
+                runs: t,
+            });
+        }
+    }
+    (head, tail)
+}
 
 impl Node {
     /// Carry out actions in order. Actions that stop or restart jobs form a
@@ -49,6 +84,15 @@ impl Node {
             // beside the page-outs below, in the memory free right now.
             // Prefetches (PageIn) share the same budget.
             let mut budget = self.free_for_page_in();
+            // Jobs this batch brings back from their records: the page-out
+            // that makes their room streams their page-in (`MakeRoom`).
+            let paged_in_jobs: Vec<JobId> = batch
+                .iter()
+                .filter_map(|a| match a {
+                    Action::Resume { job, page_in } if page_in.uses_records() => Some(*job),
+                    _ => None,
+                })
+                .collect();
             for action in &batch {
                 if let Action::Resume {
                     job,
@@ -106,21 +150,35 @@ impl Node {
                     }
                     Action::Protect { on, .. } => self.protect(job, on),
                     Action::MakeRoom { from, .. } => {
+                        let need = self.shortfall(job);
+                        let freed = paged_in_jobs
+                            .contains(&job)
+                            .then(|| self.start_streamed_page_in(job));
                         let t = Instant::now();
-                        paged_out += self.make_room(job, &from, &mut warnings);
+                        paged_out += self.make_room(job, need, &from, &mut warnings);
                         out_time += t.elapsed();
+                        if let Some(done) = freed {
+                            done.store(true, Ordering::Release);
+                        }
                     }
                     Action::Resume { page_in, .. } => {
                         // Bring its memory back while it is still frozen, so
                         // that it resumes without faulting.
                         // Not overlapped with the page-out that made its room:
                         // see `fitting_records`.
-                        let early = self.jobs[i].early.take().map(|h| h.join());
+                        let early = match self.jobs[i].early.take().map(|h| h.join()) {
+                            // What a streamed page-in did not get to did
+                            // not fit once the page-out was over: it is
+                            // faulted in on demand, as under `lru`.
+                            Some(Ok((done, _left))) => Some(done),
+                            Some(Err(p)) => std::panic::resume_unwind(p),
+                            None => None,
+                        };
                         let done = page_in.uses_records().then(|| {
                             let records = self.fitting_records(job);
                             mechanisms::page_in(self.env.paging.as_ref(), &records)
                         });
-                        for done in early.into_iter().flatten().chain(done) {
+                        for done in early.into_iter().chain(done) {
                             paged_in += done.bytes;
                             in_time += done.took;
                             for e in &done.errors {
@@ -250,29 +308,69 @@ impl Node {
         if j.early.is_some() || j.records.is_empty() || *budget == 0 {
             return;
         }
-        let mut head = Vec::new();
-        let mut tail = Vec::new();
-        for rec in std::mem::take(&mut j.records) {
-            let (h, t) = runs::split_at(&rec.runs, *budget);
-            *budget = budget.saturating_sub(runs::bytes(&h));
-            if !h.is_empty() {
-                head.push(PageRecord {
-                    pid: rec.pid,
-                    runs: h,
-                });
-            }
-            if !t.is_empty() {
-                tail.push(PageRecord {
-                    pid: rec.pid,
-                    runs: t,
-                });
-            }
-        }
+        let (head, tail) = split_records(std::mem::take(&mut j.records), *budget);
+        *budget = budget.saturating_sub(head.iter().map(PageRecord::bytes).sum());
         j.records = tail;
         let paging = self.env.paging.clone();
         j.early = Some(std::thread::spawn(move || {
-            mechanisms::page_in(paging.as_ref(), &head)
+            (mechanisms::page_in(paging.as_ref(), &head), Vec::new())
         }));
+    }
+
+    /// Page a job's records in while a `MakeRoom` pages others out for
+    /// it: a thread brings back as much as the pool has free, again and
+    /// again as the page-out frees more, instead of waiting for the whole
+    /// page-out first (a switch took their sum: docs/realapps.md). It only
+    /// ever takes memory that is free, so it cannot push the outgoing jobs'
+    /// pages out or fill the pool (the OOM a one-shot page-in beside the
+    /// page-out brought: [`GroupMemory::fitting_records`]). Once the
+    /// returned flag is set (the page-out is over) it takes what is free one
+    /// last time; the records it did not get to go back to the job.
+    fn start_streamed_page_in(&mut self, job: JobId) -> Arc<AtomicBool> {
+        let done = Arc::new(AtomicBool::new(false));
+        let memory = self.memory();
+        let (pool, pool_memory) = (self.pool.clone(), self.pool_memory);
+        let j = &mut self.jobs[job.index()];
+        if j.early.is_some() || j.records.is_empty() {
+            done.store(true, Ordering::Relaxed);
+            return done;
+        }
+        let records = std::mem::take(&mut j.records);
+        let page_out_done = done.clone();
+        j.early = Some(std::thread::spawn(move || {
+            // Budgeted by what is on swap: a recorded page still resident
+            // needs no memory (a process that is gone has nothing to page).
+            let mut left: Vec<PageRecord> = records
+                .iter()
+                .filter_map(|r| memory.paging.swapped(r).ok())
+                .filter(|r| !r.runs.is_empty())
+                .collect();
+            let mut all = PageInDone::default();
+            while !left.is_empty() {
+                // Read before the pool: what is free after the page-out
+                // ended is the last chance.
+                let last = page_out_done.load(Ordering::Acquire);
+                let free = memory.free_for_page_in(&pool, pool_memory);
+                if free < STREAM_CHUNK && !last {
+                    std::thread::sleep(STREAM_POLL);
+                    continue;
+                }
+                let (head, tail) = split_records(left, free);
+                left = tail;
+                if head.is_empty() {
+                    break;
+                }
+                let done = mechanisms::page_in(memory.paging.as_ref(), &head);
+                all.bytes += done.bytes;
+                all.took += done.took;
+                all.errors.extend(done.errors);
+                if last {
+                    break;
+                }
+            }
+            (all, left)
+        }));
+        done
     }
 
     /// What background writing did, said when it had trouble.
@@ -317,8 +415,13 @@ impl Node {
 
     /// `so/ao`: reclaim the incoming job's shortfall from the suspended
     /// jobs in the policy's order (see [`GroupMemory::make_room`]).
-    fn make_room(&mut self, job: JobId, from: &[JobId], warnings: &mut Vec<String>) -> u64 {
-        let need = self.shortfall(job);
+    fn make_room(
+        &mut self,
+        job: JobId,
+        need: u64,
+        from: &[JobId],
+        warnings: &mut Vec<String>,
+    ) -> u64 {
         let victims: Vec<_> = from
             .iter()
             .map(|v| {

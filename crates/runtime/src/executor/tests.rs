@@ -459,6 +459,25 @@ fn selective_page_out_makes_room_for_the_shortfall_only() {
     assert!(f.cgroups.live().is_empty(), "{:?}", f.cgroups.live());
 }
 
+/// so/ao/ai: the incoming job's page-in runs beside the page-out that
+/// makes its room, taking only memory that page-out has freed: its first
+/// page-in comes after the first reclaim, and before the job is thawed.
+#[test]
+fn a_page_in_streams_into_the_room_being_made() {
+    // Two jobs of 64M in 100M: nothing free until a's pages go.
+    let (f, r) = gang_of_two("stream", "100M", "so/ao/ai");
+    let log = f.log.lines();
+    assert!(r.switches.iter().any(|s| s.paged_in_bytes > 0), "{log:?}");
+    let first_reclaim = log.iter().position(|l| l.starts_with("reclaim")).unwrap();
+    let first_page_in = log.iter().position(|l| l.starts_with("page_in")).unwrap();
+    assert!(first_reclaim < first_page_in, "{log:?}");
+    // The first job to come back (a: b starts, it has no record) is paged
+    // in before it is thawed.
+    let thaw = log.iter().position(|l| l.starts_with("thaw")).unwrap();
+    assert!(first_page_in < thaw, "{log:?}");
+    assert!(f.cgroups.live().is_empty(), "{:?}", f.cgroups.live());
+}
+
 fn paging_page() -> u64 {
     memgang_linux::paging::page_size()
 }
