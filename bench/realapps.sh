@@ -5,12 +5,14 @@
 #            peak is about twice its steady working set)
 #   stencil  NumPy 3-D Jacobi (structured sweep)
 #   gather   NumPy random gather/scatter (every page, random order)
+#   hpcc     HPC Challenge from Debian (HPL, STREAM, RandomAccess, FFT,
+#            ...; Open MPI, 2 ranks per job), only if APPS names it
 # each pair in a pool that holds one job, not two: batch, gang lru and gang
 # so/ao/ai at q = 10 s. Prints bench/realapps_table.py's table: overhead,
 # cut against lru, per switch page-out and page-in and the switch against
 # the disk's limit, faults left after the page-in, each job's own check
 # against the batch run. bench/realapps_fit.sh is its control (no paging).
-#   sudo bench/realapps.sh [OUT_DIR]        APPS="cg stencil gather" SWITCHES="lru so/ao/ai"
+#   sudo bench/realapps.sh [OUT_DIR]        APPS="cg stencil gather" (or hpcc) SWITCHES="lru so/ao/ai"
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source bench/lib.sh
@@ -21,8 +23,10 @@ ensure_python_env
 py=$PWD/.venv/bin/python
 # Per app: arguments (about 30 s alone on this machine, 2 CPUs), the
 # declared memory (its steady working set) and the pool (holds one job).
-declare -A APP_ARGS=([cg]="140 ${CG_ITERS:-900}" [stencil]="280 ${STENCIL_ITERS:-120}" [gather]="350 ${GATHER_ITERS:-130}")
-declare -A APP_MEM=([cg]=370M [stencil]=370M [gather]=440M)
+declare -A APP_ARGS=([cg]="140 ${CG_ITERS:-900}" [stencil]="280 ${STENCIL_ITERS:-120}" [gather]="350 ${GATHER_ITERS:-130}" [hpcc]="${HPCC_N:-5000}")
+# hpcc: its peak alone at N = 5000 was 311 MiB (memgang run's peak_anon).
+declare -A APP_MEM=([cg]=370M [stencil]=370M [gather]=440M [hpcc]=320M)
+case " ${APPS:-} " in *" hpcc "*) ensure_hpcc ;; esac
 APP_POOL=${APP_POOL:-512M}
 "$bin" testbed bandwidth --json > "$out/bandwidth-start.json"
 for app in ${APPS:-cg stencil gather}; do
@@ -34,7 +38,11 @@ for app in ${APPS:-cg stencil gather}; do
     for j in a b; do
       echo "[[job]]"
       echo "name = \"$j\""
-      printf 'command = ["%s", "%s"' "$py" "$PWD/bench/apps/$app.py"
+      if [ -f "bench/apps/$app.sh" ]; then
+        printf 'command = ["%s"' "$PWD/bench/apps/$app.sh"
+      else
+        printf 'command = ["%s", "%s"' "$py" "$PWD/bench/apps/$app.py"
+      fi
       for a in ${APP_ARGS[$app]}; do printf ', "%s"' "$a"; done
       echo "]"
       echo "memory = \"${APP_MEM[$app]}\""

@@ -51,6 +51,18 @@ ensure_slurm() {
   fi
 }
 
+# HPC Challenge from Debian (an MPI code nobody here wrote) for
+# bench/realapps.sh's hpcc pair; Open MPI as for the cluster tests.
+ensure_hpcc() {
+  command -v hpcc >/dev/null && command -v mpirun >/dev/null && return
+  if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
+    step "installing hpcc and Open MPI (Debian packages) for the hpcc pair"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq hpcc openmpi-bin >/dev/null ||
+      { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq hpcc openmpi-bin >/dev/null; }
+  fi
+  command -v hpcc >/dev/null || { echo "hpcc is not installed and cannot be (needs root and apt-get)" >&2; return 1; }
+}
+
 check_leftovers() {
   local bad=0
   for root in /sys/fs/cgroup /sys/fs/cgroup/memory /sys/fs/cgroup/freezer /sys/fs/cgroup/unified; do
