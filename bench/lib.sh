@@ -40,6 +40,36 @@ declare -A ARGS=(
   [2rank]="--pattern stencil --compute ${RANK_COMPUTE:-4} --ranks 2"
 )
 
+# The real applications' pairs (bench/apps/): per app its arguments (about
+# 30 s alone on this machine, 2 CPUs) and its declared memory (its steady
+# working set; hpcc: its peak alone at N = 5000 was 311 MiB, memgang run's
+# peak_anon). Used by realapps.sh, realapps_fit.sh and switch_ab.sh.
+declare -A APP_ARGS=([cg]="140 ${CG_ITERS:-900}" [stencil]="280 ${STENCIL_ITERS:-120}" [gather]="350 ${GATHER_ITERS:-130}" [hpcc]="${HPCC_N:-5000}")
+declare -A APP_MEM=([cg]=370M [stencil]=370M [gather]=440M [hpcc]=320M)
+
+# write_app_pair APP POOL FILE [NAME]: two jobs a and b of bench/apps/APP
+# (.sh as it is, .py with the repo's .venv Python) in a POOL, q = 10 s.
+write_app_pair() {
+  local app=$1 pool=$2 name=${4:-$1} j a
+  {
+    echo "name = \"$name\""
+    echo "pool_memory = \"$pool\""
+    echo "quantum = \"10s\""
+    for j in a b; do
+      echo "[[job]]"
+      echo "name = \"$j\""
+      if [ -f "bench/apps/$app.sh" ]; then
+        printf 'command = ["%s"' "$PWD/bench/apps/$app.sh"
+      else
+        printf 'command = ["%s", "%s"' "$PWD/.venv/bin/python" "$PWD/bench/apps/$app.py"
+      fi
+      for a in ${APP_ARGS[$app]}; do printf ', "%s"' "$a"; done
+      echo "]"
+      echo "memory = \"${APP_MEM[$app]}\""
+    done
+  } > "$3"
+}
+
 # write_experiment VARIANT FILE [SCALE [NAME]]: two jobs a and b of the
 # variant, each running SCALE times the iterations (so that a longer
 # quantum still sees several switches).

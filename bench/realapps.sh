@@ -20,34 +20,12 @@ bench_setup realapps "${1:-}"
 out=$(cd "$out" && pwd)
 ensure_python_env
 .venv/bin/python -c 'import scipy' 2>/dev/null || .venv/bin/python -m pip install --quiet scipy
-py=$PWD/.venv/bin/python
-# Per app: arguments (about 30 s alone on this machine, 2 CPUs), the
-# declared memory (its steady working set) and the pool (holds one job).
-declare -A APP_ARGS=([cg]="140 ${CG_ITERS:-900}" [stencil]="280 ${STENCIL_ITERS:-120}" [gather]="350 ${GATHER_ITERS:-130}" [hpcc]="${HPCC_N:-5000}")
-# hpcc: its peak alone at N = 5000 was 311 MiB (memgang run's peak_anon).
-declare -A APP_MEM=([cg]=370M [stencil]=370M [gather]=440M [hpcc]=320M)
 case " ${APPS:-} " in *" hpcc "*) ensure_hpcc ;; esac
 APP_POOL=${APP_POOL:-512M}
 "$bin" testbed bandwidth --json > "$out/bandwidth-start.json"
 for app in ${APPS:-cg stencil gather}; do
   exp=$out/$app.toml
-  {
-    echo "name = \"$app\""
-    echo "pool_memory = \"$APP_POOL\""
-    echo "quantum = \"10s\""
-    for j in a b; do
-      echo "[[job]]"
-      echo "name = \"$j\""
-      if [ -f "bench/apps/$app.sh" ]; then
-        printf 'command = ["%s"' "$PWD/bench/apps/$app.sh"
-      else
-        printf 'command = ["%s", "%s"' "$py" "$PWD/bench/apps/$app.py"
-      fi
-      for a in ${APP_ARGS[$app]}; do printf ', "%s"' "$a"; done
-      echo "]"
-      echo "memory = \"${APP_MEM[$app]}\""
-    done
-  } > "$exp"
+  write_app_pair "$app" "$APP_POOL" "$exp"
   step "$app / batch"
   "$bin" run "$exp" --policy batch --json "$out/$app-batch.json" --logs "$out/logs/$app-batch" | tail -n 1
   for sw in ${SWITCHES:-lru so/ao/ai}; do

@@ -9,20 +9,8 @@ source bench/lib.sh
 bench_setup realapps-fit "${1:-}"
 out=$(cd "$out" && pwd)
 ensure_python_env
+write_app_pair stencil 2G "$out/stencil-fit.toml" stencil-fit
 py=$PWD/.venv/bin/python
-cat > "$out/stencil-fit.toml" <<TOML
-name = "stencil-fit"
-pool_memory = "2G"
-quantum = "10s"
-[[job]]
-name = "a"
-command = ["$py", "$PWD/bench/apps/stencil.py", "280", "${STENCIL_ITERS:-120}"]
-memory = "370M"
-[[job]]
-name = "b"
-command = ["$py", "$PWD/bench/apps/stencil.py", "280", "${STENCIL_ITERS:-120}"]
-memory = "370M"
-TOML
 "$bin" run "$out/stencil-fit.toml" --policy batch --baseline none --json "$out/batch.json" --logs "$out/logs/batch" | tail -n 1
 runs=("$out/batch.json")
 for sw in ${SWITCHES:-lru so so/ao so/ao/ai}; do

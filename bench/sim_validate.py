@@ -68,11 +68,10 @@ def swf(batch):
 
 # Share of a job's sweeps the simulator's `--touch-per-s` gets. The model
 # faults `(1 - c)·touch·memory` per second of computing (every touch of a
-# page that does not fit reads it back); the thrashing runs read less from
-# swap than that at the full sweep rate (0.17 to 0.39 of it: the rest of
-# the pages were still in memory, in the swap cache, when touched again).
-# 0.5 is fitted, not derived: of 1, 0.5 and 0.3 tried on these same runs,
-# the one that brings most thrashing cosched runs within 15% (docs/sim.md).
+# page that does not fit reads it back), more than the thrashing runs read
+# from swap at the full sweep rate (pages still in the swap cache when
+# touched again come back without a read). 0.5 is fitted on these same
+# runs, not derived (docs/sim.md).
 TOUCH_SHARE = 0.5
 
 

@@ -15,27 +15,12 @@ bench_setup switch-ab "${3:-}"
 out=$(cd "$out" && pwd)
 ensure_python_env
 .venv/bin/python -c 'import scipy' 2>/dev/null || .venv/bin/python -m pip install --quiet scipy
-py=$PWD/.venv/bin/python
-# The pairs of bench/realapps.sh, in its 512M pool.
-declare -A PT_ARGS=([cg]="140 ${CG_ITERS:-900}" [stencil]="280 ${STENCIL_ITERS:-120}" [gather]="350 ${GATHER_ITERS:-130}")
-declare -A PT_MEM=([cg]=370M [stencil]=370M [gather]=440M)
 "$bin" testbed bandwidth --json > "$out/bandwidth-start.json"
 for round in $(seq 1 "${ROUNDS:-2}"); do
   for app in ${APPS:-gather cg}; do
     exp=$out/$app.toml
-    {
-      echo "name = \"$app\""
-      echo "pool_memory = \"512M\""
-      echo "quantum = \"10s\""
-      for j in a b; do
-        echo "[[job]]"
-        echo "name = \"$j\""
-        printf 'command = ["%s", "%s"' "$py" "$PWD/bench/apps/$app.py"
-        for a in ${PT_ARGS[$app]}; do printf ', "%s"' "$a"; done
-        echo "]"
-        echo "memory = \"${PT_MEM[$app]}\""
-      done
-    } > "$exp"
+    # The pairs of bench/realapps.sh, in its 512M pool.
+    write_app_pair "$app" 512M "$exp"
     for build in old new; do
       b=$old_bin
       [ "$build" = old ] || b=$new_bin

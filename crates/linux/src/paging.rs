@@ -287,12 +287,7 @@ impl Paging for Madvise {
     }
 
     fn swapped(&self, record: &PageRecord) -> Result<PageRecord> {
-        let ranges: Vec<Range<u64>> = record.runs.iter().map(|r| r.start..r.end()).collect();
-        let (runs, _) = swapped_runs(record.pid, &ranges)?;
-        Ok(PageRecord {
-            pid: record.pid,
-            runs,
-        })
+        swapped_part(record.pid, record)
     }
 }
 
@@ -361,6 +356,17 @@ pub fn resident_runs(pid: i32, ranges: &[Range<u64>]) -> Result<(Vec<Run>, ScanM
 /// [`resident_runs`].
 pub fn swapped_runs(pid: i32, ranges: &[Range<u64>]) -> Result<(Vec<Run>, ScanMethod)> {
     scan_any(pid, ranges, Pages::Swapped)
+}
+
+/// The part of `record` that is on swap now in process `pid`: the runs a
+/// page-in reads.
+fn swapped_part(pid: i32, record: &PageRecord) -> Result<PageRecord> {
+    let ranges: Vec<Range<u64>> = record.runs.iter().map(|r| r.start..r.end()).collect();
+    let (runs, _) = swapped_runs(pid, &ranges)?;
+    Ok(PageRecord {
+        pid: record.pid,
+        runs,
+    })
 }
 
 fn scan_any(pid: i32, ranges: &[Range<u64>], want: Pages) -> Result<(Vec<Run>, ScanMethod)> {
@@ -451,14 +457,9 @@ pub fn page_in(pid: i32, record: &PageRecord, fault_in: bool) -> Result<PageInRe
         );
     }
     let fd = open_pidfd(pid, "paging in")?;
-    let recorded: Vec<Range<u64>> = record.runs.iter().map(|r| r.start..r.end()).collect();
-    let (swapped, _) = swapped_runs(pid, &recorded)?;
-    let resident_bytes = record.bytes().saturating_sub(runs::bytes(&swapped));
-    let record = PageRecord {
-        pid: record.pid,
-        runs: swapped,
-    };
-    let record = &record;
+    let swapped = swapped_part(pid, record)?;
+    let resident_bytes = record.bytes().saturating_sub(swapped.bytes());
+    let record = &swapped;
     // Runs cut to windows of at most PAGE_IN_WINDOW; `owner[k]` is the run
     // that piece k came from.
     let pieces = runs::cut(&record.runs, PAGE_IN_WINDOW);

@@ -78,17 +78,18 @@ pub struct DeviceFile {
 }
 
 /// Linux reads swap ahead in clusters of `2^vm.page-cluster` pages, and
-/// the default `page-cluster` is 3: 8 pages. Measured on this project's
-/// machine (Linux 6.18), the swept workloads read 4.1 to 7.6 pages per
-/// major fault (thrashing `cosched` and `lru`), the random one 1.0; the
-/// kernel's own number is kept as the default, an upper bound.
+/// the default `page-cluster` is 3: 8 pages. In the stored runs of this
+/// project's machine (Linux 6.18; `bench/sim_paging_params.py`) the swept
+/// workloads read 3.0 to 7.6 pages per major fault (thrashing `cosched`
+/// and `lru`), the random one 1.0; the kernel's own number is kept as the
+/// default, an upper bound.
 pub const READAHEAD_PAGES: f64 = 8.0;
 
 /// Kernel CPU per page moved (fault handling, reclaim scanning, swap I/O
 /// submission), charged to the jobs: the stored measured runs' extra CPU
 /// time over their batch runs, divided by the pages swapped in and out,
-/// was 8 to 18 µs (`lru` 8.1 to 18, thrashing `cosched` 11.8 to 17.7;
-/// docs/sim.md); 12 µs is the middle.
+/// was 8 to 18 µs (`lru` 8.1 to 17.0, thrashing `cosched` 11.8 to 17.7;
+/// `bench/sim_paging_params.py`); 12 µs is the middle.
 pub const RECLAIM_CPU_S: f64 = 12e-6;
 
 fn readahead() -> f64 {

@@ -67,9 +67,8 @@ pub(super) struct JobRun {
     /// Background writer of its pages while in its quantum's last part.
     pub(super) bg: Option<BgWriter>,
     /// A page-in of part of its records started before it resumes
-    /// (overlapped with a page-out, or a prefetch); its resume waits for
-    /// it. With it, the records that did not fit (left on demand).
-    pub(super) early: Option<JoinHandle<(PageInDone, Vec<PageRecord>)>>,
+    /// (overlapped with a page-out, or a prefetch); its resume waits for it.
+    pub(super) early: Option<JoinHandle<PageInDone>>,
     /// Peak resident memory last reported to the policy.
     pub(super) reported_peak: u64,
     pub(super) proc: Option<Launched>,

@@ -166,19 +166,12 @@ impl Node {
                         // that it resumes without faulting.
                         // Not overlapped with the page-out that made its room:
                         // see `fitting_records`.
-                        let early = match self.jobs[i].early.take().map(|h| h.join()) {
-                            // What a streamed page-in did not get to did
-                            // not fit once the page-out was over: it is
-                            // faulted in on demand, as under `lru`.
-                            Some(Ok((done, _left))) => Some(done),
-                            Some(Err(p)) => std::panic::resume_unwind(p),
-                            None => None,
-                        };
+                        let early = self.jobs[i].early.take().map(|h| h.join());
                         let done = page_in.uses_records().then(|| {
                             let records = self.fitting_records(job);
                             mechanisms::page_in(self.env.paging.as_ref(), &records)
                         });
-                        for done in early.into_iter().chain(done) {
+                        for done in early.into_iter().flatten().chain(done) {
                             paged_in += done.bytes;
                             in_time += done.took;
                             for e in &done.errors {
@@ -313,7 +306,7 @@ impl Node {
         j.records = tail;
         let paging = self.env.paging.clone();
         j.early = Some(std::thread::spawn(move || {
-            (mechanisms::page_in(paging.as_ref(), &head), Vec::new())
+            mechanisms::page_in(paging.as_ref(), &head)
         }));
     }
 
@@ -325,7 +318,8 @@ impl Node {
     /// pages out or fill the pool (the OOM a one-shot page-in beside the
     /// page-out brought: [`GroupMemory::fitting_records`]). Once the
     /// returned flag is set (the page-out is over) it takes what is free one
-    /// last time; the records it did not get to go back to the job.
+    /// last time; what still does not fit is faulted in on demand, as under
+    /// `lru`.
     fn start_streamed_page_in(&mut self, job: JobId) -> Arc<AtomicBool> {
         let done = Arc::new(AtomicBool::new(false));
         let memory = self.memory();
@@ -368,7 +362,7 @@ impl Node {
                     break;
                 }
             }
-            (all, left)
+            all
         }));
         done
     }

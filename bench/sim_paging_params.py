@@ -1,0 +1,37 @@
+"""Where the simulator's demand-paging constants come from (docs/sim.md):
+from the stored measured runs that paged on demand (gang lru, cosched),
+per run the kernel CPU per page moved (the jobs' CPU seconds over their
+batch run's, per page swapped in or out: crates/sim RECLAIM_CPU_S) and the
+pages read per major fault (swap readahead: READAHEAD_PAGES). Runs that
+were stopped (`interrupted`) or moved under 10,000 pages are left out.
+
+usage: python3 bench/sim_paging_params.py DIR [DIR ...]
+       (default: adaptive-fix, hybrid-long, hybrid-full, hybrid-full-2rank)
+"""
+import glob
+import json
+import os
+import re
+import sys
+
+dirs = sys.argv[1:] or [f"bench/results/{d}" for d in
+                        ("adaptive-fix", "hybrid-long", "hybrid-full", "hybrid-full-2rank")]
+print(f"{'run':<36} {'policy':<10} {'pages moved':>11} {'extra CPU / page (us)':>21} {'pages in / major fault':>22}")
+for d in dirs:
+    for b in sorted(glob.glob(os.path.join(d, "*-batch.json"))):
+        exp = os.path.basename(b)[:-len("-batch.json")]
+        batch_cpu = sum(j["cpu_s"] or 0 for j in json.load(open(b))["jobs"])
+        for f in sorted(glob.glob(os.path.join(d, exp + "-*.json"))):
+            if not re.fullmatch(re.escape(exp) + r"-[a-z].*\.json", os.path.basename(f)):
+                continue
+            r = json.load(open(f))
+            demand = r["policy"] == "cosched" or (r["policy"] == "gang" and r.get("switch") == "lru")
+            pages = r["swap_in_pages"] + r["swap_out_pages"]
+            if not demand or r.get("interrupted") or pages < 10000:
+                continue
+            cpu = sum(j["cpu_s"] or 0 for j in r["jobs"])
+            faults = sum(j["major_faults"] or 0 for j in r["jobs"])
+            per_fault = f"{r['swap_in_pages'] / faults:.2f}" if faults else "-"
+            how = r["policy"] + (" lru" if r["policy"] == "gang" else "")
+            print(f"{os.path.basename(d) + '/' + exp:<36} {how:<10} {pages:>11} "
+                  f"{(cpu - batch_cpu) / pages * 1e6:>21.1f} {per_fault:>22}")
