@@ -52,7 +52,8 @@ ensure_slurm() {
 }
 
 # HPC Challenge from Debian (an MPI code nobody here wrote) for
-# bench/realapps.sh's hpcc pair; Open MPI as for the cluster tests.
+# bench/realapps.sh's hpcc pair and the dynamic coscheduling test of an MPI
+# job over TCP; Open MPI as for the cluster tests.
 ensure_hpcc() {
   command -v hpcc >/dev/null && command -v mpirun >/dev/null && return
   if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then

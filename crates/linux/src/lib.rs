@@ -14,6 +14,7 @@ pub mod pidfd;
 mod proc;
 pub mod process;
 pub mod runs;
+pub mod sockets;
 pub mod swap;
 pub mod sysfs;
 pub mod wss;

@@ -86,8 +86,8 @@ impl Wakeups {
     /// the messages a communicating process waited for (a receive that
     /// blocks, then wakes when the message arrives), over sockets, pipes
     /// or futexes alike. Read/write call counts (/proc/PID/io) miss
-    /// send/recv, which sockets are driven with; per-socket counters
-    /// (sock_diag) exist for TCP only, not for Unix sockets.
+    /// send/recv, which sockets are driven with. A receiver that
+    /// busy-polls never sleeps: for TCP, `sockets` counts its segments.
     pub fn messages_since(&self, earlier: &Wakeups) -> u64 {
         let switches = self
             .voluntary_switches

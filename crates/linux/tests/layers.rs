@@ -13,6 +13,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("process", 2),
     ("criu", 2),
     ("runs", 2),
+    ("sockets", 2),
     ("counters", 3),
     ("pidfd", 3),
     ("swap", 3),

@@ -27,12 +27,14 @@ const MEMORY_REPORT_STEP: u64 = 4 << 20;
 /// every sample.
 const ALLOWANCE_STEP: u64 = 4 << 20;
 
-/// Dynamic coscheduling's counts: each process's wake-ups at the last
-/// count, and when the next count is due.
+/// Dynamic coscheduling's counts: each process's wake-ups and each TCP
+/// socket's data segments received at the last count, and when the next
+/// count is due.
 #[derive(Default)]
 pub(crate) struct Traffic {
     pub(super) next: Duration,
     seen: HashMap<i32, memgang_linux::process::Wakeups>,
+    segments_seen: HashMap<u64, u32>,
 }
 
 impl Node {
@@ -48,6 +50,9 @@ impl Node {
         }
         t.next = (t.next + TRAFFIC_PERIOD).max(now);
         let mut seen = HashMap::new();
+        // One dump of every TCP socket per count; without it (sock_diag
+        // refused) the wake-ups are counted alone.
+        let segments = memgang_linux::sockets::tcp_data_segments_in().unwrap_or_default();
         let mut events = Vec::new();
         for (i, j) in self.jobs.iter().enumerate() {
             let id = JobId(i as u32);
@@ -59,17 +64,35 @@ impl Node {
                 .backend
                 .procs_recursive(&j.group)
                 .unwrap_or_default();
-            let mut messages = 0;
+            let (mut wakeups, mut sockets) = (0, std::collections::HashSet::new());
             for pid in pids {
                 let Ok(now) = memgang_linux::process::wakeups(pid) else {
                     continue;
                 };
                 // A process seen for the first time brings its whole past.
                 if let Some(last) = t.seen.get(&pid) {
-                    messages += now.messages_since(last);
+                    wakeups += now.messages_since(last);
                 }
                 seen.insert(pid, now);
+                sockets.extend(memgang_linux::sockets::socket_inodes(pid).unwrap_or_default());
             }
+            // A socket the job's processes share is counted once; one first
+            // seen now is not counted yet (its count holds its whole past).
+            let received: u64 = sockets
+                .iter()
+                .filter_map(|inode| {
+                    Some(
+                        segments
+                            .get(inode)?
+                            .wrapping_sub(*t.segments_seen.get(inode)?),
+                    )
+                })
+                .map(u64::from)
+                .sum();
+            // Both count messages: a rank that sleeps for its message wakes
+            // (any transport); one that busy-polls a TCP socket only shows
+            // its segments. Summing would count a sleeping TCP receiver twice.
+            let messages = wakeups.max(received);
             let ranks = self.sched.state().job(id).spec.ranks.max(1) as u64;
             events.push(Event::JobTraffic {
                 job: id,
@@ -77,6 +100,7 @@ impl Node {
             });
         }
         t.seen = seen;
+        t.segments_seen = segments;
         for event in events {
             let actions = self.sched.handle(now, event);
             self.carry_out(actions)?;
