@@ -110,6 +110,11 @@ struct RunArgs {
     /// Time slice of gang scheduling, e.g. 10s (overrides the file).
     #[arg(long, value_parser = humantime_arg)]
     quantum: Option<Duration>,
+    /// The most of the time switching may take, e.g. 5%: a quantum after
+    /// a dearer switch grows until it does, up to 10 quanta (overrides the
+    /// file; default: fixed quanta).
+    #[arg(long, value_parser = memgang_core::Quantum::parse_share)]
+    max_switch_share: Option<f64>,
     /// Switch mechanisms of gang (overrides the file): lru (the kernel
     /// pages on demand), ao (page the outgoing job out in bulk), ai (record
     /// its resident pages and bring them back in bulk), or ao/ai.
@@ -288,6 +293,7 @@ fn run(args: RunArgs) -> Result<ExitCode> {
     let overrides = Overrides {
         policy: args.policy,
         quantum: args.quantum,
+        max_switch_share: args.max_switch_share,
         switch: args.switch,
         overlap: args.overlap,
         dynamic_coscheduling: args.dynamic_coscheduling.then_some(true),

@@ -42,6 +42,10 @@ pub struct SimArgs {
     policy: PolicyKind,
     #[arg(long, default_value = "60s", value_parser = crate::humantime_arg)]
     quantum: Duration,
+    /// The most of the time switching may take, e.g. 5%: a quantum after a
+    /// dearer switch grows until it does, up to 10 quanta (as `memgang run`).
+    #[arg(long, value_parser = memgang_core::Quantum::parse_share)]
+    max_switch_share: Option<f64>,
     /// Gang's switch mechanisms, as for `memgang run`: lru, ao, ai, ao/ai, ...
     #[arg(long, default_value = "lru")]
     switch: Switching,
@@ -209,7 +213,10 @@ pub fn run(a: SimArgs) -> Result<()> {
         cpus_per_node,
         node_memory: a.node_memory,
         policy: a.policy,
-        quantum: a.quantum,
+        quantum: memgang_core::Quantum {
+            length: a.quantum,
+            max_switch_share: a.max_switch_share,
+        },
         switching: a.switch,
         overlap: a.overlap,
         paging,

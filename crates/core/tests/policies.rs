@@ -3,7 +3,7 @@
 use memgang_core::metrics::{fairness, mean_std, switching_overhead};
 use memgang_core::{
     Action, Cluster, Event, JobId, JobSpec, JobStatus, Overlap, PageInPlan, PageOutPlan,
-    PolicyKind, Scheduler, Switching,
+    PolicyKind, Quantum, Scheduler, Switching,
 };
 use std::time::Duration;
 
@@ -267,6 +267,36 @@ fn gang_quantum_starts_when_the_switch_is_done() {
         Some(s(23)),
         "j1 gets a full quantum of running"
     );
+}
+
+#[test]
+fn a_gang_quantum_grows_to_pay_for_a_dear_switch() {
+    let quantum = Quantum {
+        length: s(10),
+        max_switch_share: Some(0.1),
+    };
+    for kind in [PolicyKind::Gang, PolicyKind::Hybrid] {
+        let mut sc = Scheduler::new(
+            Cluster::uniform(1, 2, GIB),
+            jobs(&[0, 0])
+                .into_iter()
+                .map(|j| JobSpec {
+                    memory_bytes: Some(800 * MIB),
+                    ..j
+                })
+                .collect(),
+            kind.build(quantum, Switching::LRU),
+        );
+        sc.advance(s(0));
+        sc.advance(s(10));
+        // 3 s of switching: 27 s of quantum keep it to 10% (3 / 30).
+        sc.handle(s(13), Event::SwitchDone { took: s(3) });
+        assert_eq!(sc.next_wakeup(), Some(s(40)), "{kind}");
+        // A cheap switch: back to the length set.
+        sc.advance(s(40));
+        sc.handle(s(40), Event::SwitchDone { took: s(0) });
+        assert_eq!(sc.next_wakeup(), Some(s(50)), "{kind}");
+    }
 }
 
 #[test]

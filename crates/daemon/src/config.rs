@@ -16,6 +16,7 @@ struct File {
     pool_memory: Option<String>,
     policy: Option<String>,
     quantum: Option<String>,
+    max_switch_share: Option<String>,
     switch: Option<String>,
     swap_reserve: Option<String>,
     paging_prevention: Option<bool>,
@@ -31,6 +32,10 @@ pub struct Config {
     pub pool_memory: u64,
     pub policy: PolicyKind,
     pub quantum: Duration,
+    /// The most of the time switching may take ("5%"): a quantum after a
+    /// dearer switch grows until it does, up to 10 quanta. Default: fixed
+    /// quanta, as an admin who set one expects.
+    pub max_switch_share: Option<f64>,
     pub switch: Switching,
     /// Swap kept back from jobs, for the rest of the node. Default 512M:
     /// room for other processes' swap while the jobs fill the rest.
@@ -87,6 +92,12 @@ impl Config {
                     .map_err(|e| anyhow::anyhow!("policy = {s:?}: {e}"))?,
             },
             quantum,
+            max_switch_share: f
+                .max_switch_share
+                .as_deref()
+                .map(memgang_core::Quantum::parse_share)
+                .transpose()
+                .map_err(|e| anyhow::anyhow!("max_switch_share: {e}"))?,
             // so/ao/ai: the best switch measured on this machine
             // (docs/switching.md).
             switch: match &f.switch {
@@ -141,6 +152,17 @@ mod tests {
         assert!(e.contains("pool_memory"), "{e}");
         let e = parse("quantum = \"0s\"").unwrap_err().to_string();
         assert!(e.contains("quantum"), "{e}");
+        let e = parse("max_switch_share = \"half\"")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("max_switch_share") && e.contains("\"5%\""),
+            "{e}"
+        );
+        assert_eq!(
+            parse("max_switch_share = \"5%\"").unwrap().max_switch_share,
+            Some(0.05)
+        );
         assert!(parse("pool_memroy = \"1G\"").is_err());
     }
 }

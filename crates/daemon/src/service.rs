@@ -229,7 +229,10 @@ impl Service {
             pool_memory: self.cfg.pool_memory,
             cpus: self.env.machine.cpus,
             policy: self.cfg.policy.build_with(
-                self.cfg.quantum,
+                memgang_core::Quantum {
+                    length: self.cfg.quantum,
+                    max_switch_share: self.cfg.max_switch_share,
+                },
                 self.cfg.switch,
                 self.cfg.overlap(),
             ),

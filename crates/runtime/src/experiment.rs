@@ -3,7 +3,7 @@
 
 use memgang_core::packing;
 use memgang_core::units::{format_bytes, parse_bytes};
-use memgang_core::{JobSpec, Overlap, PolicyKind, Switching};
+use memgang_core::{JobSpec, Overlap, PolicyKind, Quantum, Switching};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -37,6 +37,9 @@ pub struct Experiment {
     pub source: Option<PathBuf>,
     pub policy: PolicyKind,
     pub quantum: Duration,
+    /// The most of the time switching may take: a quantum after a dear
+    /// switch grows until it does (`memgang_core::Quantum`); None: fixed.
+    pub max_switch_share: Option<f64>,
     /// How gang switches treat memory: `lru` (the kernel) or `ao`, `ai`, ...
     pub switch: Switching,
     /// How `hybrid`/`auto` overlap a set switch's page-in with the rest.
@@ -54,6 +57,7 @@ pub struct Experiment {
 pub struct Overrides {
     pub policy: Option<PolicyKind>,
     pub quantum: Option<Duration>,
+    pub max_switch_share: Option<f64>,
     pub switch: Option<Switching>,
     pub overlap: Option<Overlap>,
     pub dynamic_coscheduling: Option<bool>,
@@ -66,6 +70,7 @@ struct FileDoc {
     name: Option<String>,
     policy: Option<Spanned<String>>,
     quantum: Option<Spanned<String>>,
+    max_switch_share: Option<Spanned<toml::Value>>,
     switch: Option<Spanned<String>>,
     overlap: Option<Spanned<String>>,
     dynamic_coscheduling: Option<bool>,
@@ -137,6 +142,24 @@ impl Experiment {
             (None, Some(q)) => duration(q, "quantum")?,
             (None, None) => DEFAULT_QUANTUM,
         };
+        let max_switch_share = match (overrides.max_switch_share, &doc.max_switch_share) {
+            (Some(m), _) => Some(m),
+            (None, Some(v)) => {
+                let text = match v.get_ref() {
+                    toml::Value::String(t) => t.clone(),
+                    toml::Value::Float(f) => f.to_string(),
+                    other => other.to_string(),
+                };
+                Some(Quantum::parse_share(&text).map_err(|m| err(Some(v.span()), m))?)
+            }
+            (None, None) => None,
+        };
+        if max_switch_share.is_some() && matches!(policy, PolicyKind::Batch | PolicyKind::Cosched) {
+            return Err(err(
+                doc.max_switch_share.as_ref().map(|v| v.span()),
+                format!("max_switch_share grows the quantum after a switch, which policy {policy} does not make: use gang, hybrid or auto, or remove it"),
+            ));
+        }
         let switch = match (overrides.switch, &doc.switch) {
             (Some(s), _) => s,
             (None, Some(s)) => s.get_ref().parse().map_err(|m| err(Some(s.span()), m))?,
@@ -261,6 +284,7 @@ impl Experiment {
             source: None,
             policy,
             quantum,
+            max_switch_share,
             switch,
             overlap,
             dynamic_coscheduling: overrides
@@ -369,6 +393,7 @@ command = ["true"]
         let o = Overrides {
             policy: Some(PolicyKind::Batch),
             quantum: Some(Duration::from_secs(3)),
+            max_switch_share: None,
             switch: Some("ao/ai".parse().unwrap()),
             overlap: None,
             dynamic_coscheduling: None,
@@ -384,6 +409,31 @@ command = ["true"]
 
     fn error_of(text: &str) -> ExperimentError {
         parse(text).unwrap_err()
+    }
+
+    #[test]
+    fn a_switch_share_is_a_percentage_or_a_fraction_for_policies_that_switch() {
+        for v in ["\"5%\"", "0.05"] {
+            let e = parse(&GOOD.replace(
+                "quantum = \"10s\"",
+                &format!("quantum = \"10s\"\nmax_switch_share = {v}"),
+            ))
+            .unwrap();
+            assert_eq!(e.max_switch_share, Some(0.05), "{v}");
+        }
+        assert_eq!(parse(GOOD).unwrap().max_switch_share, None);
+        let e = error_of(&GOOD.replace(
+            "quantum = \"10s\"",
+            "quantum = \"10s\"\nmax_switch_share = \"150%\"",
+        ));
+        assert_eq!(e.line, Some(4), "{e}");
+        assert!(e.message.contains("below 100%"), "{e}");
+        let e = error_of(
+            &GOOD
+                .replace("policy = \"gang\"", "policy = \"batch\"")
+                .replace("quantum = \"10s\"", "max_switch_share = \"5%\""),
+        );
+        assert!(e.message.contains("policy batch does not make"), "{e}");
     }
 
     #[test]

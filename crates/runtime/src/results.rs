@@ -17,6 +17,10 @@ pub struct RunResult {
     pub experiment: String,
     pub policy: String,
     pub quantum_s: f64,
+    /// The most of the time switching may take: quanta after a dearer
+    /// switch were longer than `quantum_s`; null: fixed quanta.
+    #[serde(default)]
+    pub max_switch_share: Option<f64>,
     /// Switch mechanisms: "lru" or e.g. "ao/ai" (paper 000's names).
     #[serde(default = "lru")]
     pub switch: String,

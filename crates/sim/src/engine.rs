@@ -10,7 +10,7 @@ use crate::workload::{TraceJob, Workload, WorkloadError};
 use memgang_core::room;
 use memgang_core::{
     Action, Cluster, Event, JobId, JobSpec, NodeId, Overlap, PageInPlan, PageOutPlan, PolicyKind,
-    Scheduler, Switching, Time,
+    Quantum, Scheduler, Switching, Time,
 };
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, HashSet};
@@ -24,7 +24,8 @@ pub struct Config {
     pub cpus_per_node: u32,
     pub node_memory: u64,
     pub policy: PolicyKind,
-    pub quantum: Duration,
+    /// The quantum, fixed or growing after a dear switch.
+    pub quantum: Quantum,
     pub switching: Switching,
     /// How `hybrid` and `auto` overlap a set switch's page-in.
     pub overlap: Overlap,
@@ -805,7 +806,8 @@ impl<'a> Simulator<'a> {
             switching: self.cfg.switching.to_string(),
             nodes: self.cfg.nodes,
             node_memory: self.cfg.node_memory,
-            quantum_s: self.cfg.quantum.as_secs_f64(),
+            quantum_s: self.cfg.quantum.length.as_secs_f64(),
+            max_switch_share: self.cfg.quantum.max_switch_share,
             fault_policy: self.cfg.paging.fault_policy.to_string(),
             jobs: t.jobs,
             unfinished,

@@ -11,6 +11,9 @@ pub struct Report {
     pub nodes: u32,
     pub node_memory: u64,
     pub quantum_s: f64,
+    /// The most of the time switching could take (`--max-switch-share`);
+    /// null: fixed quanta.
+    pub max_switch_share: Option<f64>,
     pub fault_policy: String,
     /// Jobs that ran to the end.
     pub jobs: u64,

@@ -40,7 +40,7 @@ fn config(policy: PolicyKind, switching: &str, paging: PagingModel) -> Config {
         cpus_per_node: 2,
         node_memory: 1 << 30,
         policy,
-        quantum: Duration::from_secs(60),
+        quantum: Duration::from_secs(60).into(),
         switching: switching.parse::<Switching>().unwrap(),
         overlap: Default::default(),
         paging,

@@ -36,7 +36,7 @@ fn one_node(policy: PolicyKind, switching: &str) -> Config {
         cpus_per_node: 1,
         node_memory: 1024 * MIB,
         policy,
-        quantum: Duration::from_secs(10),
+        quantum: Duration::from_secs(10).into(),
         switching: switching.parse().unwrap(),
         overlap: Overlap::default(),
         paging: PagingModel {
@@ -153,7 +153,7 @@ fn generated(seed: u64, jobs: u64) -> Report {
         cpus_per_node: 1,
         node_memory: 64 << 30,
         policy: PolicyKind::Gang,
-        quantum: Duration::from_secs(60),
+        quantum: Duration::from_secs(60).into(),
         switching: Switching::LRU,
         overlap: Overlap::default(),
         paging: PagingModel::default(),

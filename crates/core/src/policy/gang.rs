@@ -13,6 +13,7 @@ use super::{Decision, Policy, PolicyKind, Timer};
 use crate::action::Action;
 use crate::event::Event;
 use crate::model::{JobId, NodeId, Time};
+use crate::quantum::Quantum;
 use crate::state::{JobStatus, State};
 use crate::switching::Switching;
 use std::collections::HashMap;
@@ -130,7 +131,10 @@ impl FreeIndex {
 
 #[derive(Debug)]
 pub struct Gang {
-    quantum: Duration,
+    quantum: Quantum,
+    /// The running quantum's length: the set length, or grown after a
+    /// dear switch (`Quantum::after`).
+    length: Duration,
     switching: Switching,
     rows: Vec<Row>,
     free: FreeIndex,
@@ -148,10 +152,15 @@ pub struct Gang {
 }
 
 impl Gang {
-    pub fn new(quantum: Duration, switching: Switching) -> Self {
-        assert!(!quantum.is_zero(), "gang scheduling needs a quantum > 0");
+    pub fn new(quantum: impl Into<Quantum>, switching: Switching) -> Self {
+        let quantum = quantum.into();
+        assert!(
+            !quantum.length.is_zero(),
+            "gang scheduling needs a quantum > 0"
+        );
         Gang {
             quantum,
+            length: quantum.length,
             switching,
             rows: Vec::new(),
             free: FreeIndex::default(),
@@ -255,9 +264,9 @@ impl Gang {
     /// the start of its background-writing window when there is someone
     /// to switch to.
     fn next_quantum(&mut self, now: Time) -> Timer {
-        let end = now + self.quantum;
+        let end = now + self.length;
         self.quantum_end = Some(end);
-        match self.switching.bg_window(self.quantum) {
+        match self.switching.bg_window(self.length) {
             Some(w) if self.rows.len() > 1 => {
                 self.in_bg_window = true;
                 Timer::At(end - w)
@@ -272,7 +281,7 @@ impl Gang {
     /// Arm the background-writing window of the running quantum if it has
     /// none yet and has not reached it.
     fn open_window_later(&mut self, now: Time) -> Timer {
-        match (self.quantum_end, self.switching.bg_window(self.quantum)) {
+        match (self.quantum_end, self.switching.bg_window(self.length)) {
             (Some(end), Some(w)) if !self.in_bg_window && end - w > now => {
                 self.in_bg_window = true;
                 Timer::At(end - w)
@@ -387,7 +396,11 @@ impl Policy for Gang {
             },
             // A quantum is time to run: it starts when the switch that
             // brought the slot in is done, not when the switch began.
-            Event::SwitchDone { .. } if self.current.is_some() => self.next_quantum(now),
+            // It lasts long enough to pay for that switch, if asked to.
+            Event::SwitchDone { took } if self.current.is_some() => {
+                self.length = self.quantum.after(*took);
+                self.next_quantum(now)
+            }
             Event::SwitchDone { .. }
             | Event::MemoryPressure { .. }
             | Event::JobMemory { .. }

@@ -34,6 +34,7 @@ use crate::action::{Action, PageInPlan, PageOutPlan};
 use crate::event::Event;
 use crate::model::{JobId, Time};
 use crate::packing::{self, Item, Set};
+use crate::quantum::Quantum;
 use crate::state::{JobStatus, State};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -107,7 +108,7 @@ pub const FRESH_LIMIT: usize = 32;
 
 #[derive(Debug)]
 pub struct Hybrid {
-    quantum: Duration,
+    quantum: Quantum,
     overlap: Overlap,
     /// Reported as `auto` (same decisions).
     auto: bool,
@@ -140,8 +141,12 @@ pub struct Hybrid {
 }
 
 impl Hybrid {
-    pub fn new(quantum: Duration, overlap: Overlap) -> Self {
-        assert!(!quantum.is_zero(), "hybrid scheduling needs a quantum > 0");
+    pub fn new(quantum: impl Into<Quantum>, overlap: Overlap) -> Self {
+        let quantum = quantum.into();
+        assert!(
+            !quantum.length.is_zero(),
+            "hybrid scheduling needs a quantum > 0"
+        );
         Hybrid {
             quantum,
             overlap,
@@ -161,7 +166,7 @@ impl Hybrid {
         }
     }
 
-    pub fn auto(quantum: Duration, overlap: Overlap) -> Self {
+    pub fn auto(quantum: impl Into<Quantum>, overlap: Overlap) -> Self {
         Hybrid {
             auto: true,
             ..Hybrid::new(quantum, overlap)
@@ -406,7 +411,12 @@ impl Hybrid {
     }
 
     fn next_quantum(&mut self, now: Time) -> Timer {
-        let end = now + self.quantum;
+        // Long enough to pay for the last set switch, if asked to.
+        let length = match self.switch_times.last() {
+            Some(took) => self.quantum.after(*took),
+            None => self.quantum.length,
+        };
+        let end = now + length;
         self.quantum_end = Some(end);
         self.prefetch_armed = false;
         if self.overlap == Overlap::Prefetch && self.sets.len() > 1 {

@@ -16,12 +16,12 @@ pub use hybrid::{Hybrid, Overlap};
 use crate::action::Action;
 use crate::event::Event;
 use crate::model::{JobId, NodeId, Time};
+use crate::quantum::Quantum;
 use crate::state::{JobStatus, State};
 use crate::switching::Switching;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;
-use std::time::Duration;
 
 /// What a policy wants from its timer after an event.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -89,7 +89,7 @@ impl PolicyKind {
 
     /// The policy with its settings; `switching` applies to `gang`, and
     /// `hybrid`/`auto` switch with [`Overlap::Sequential`].
-    pub fn build(self, quantum: Duration, switching: Switching) -> Box<dyn Policy> {
+    pub fn build(self, quantum: impl Into<Quantum>, switching: Switching) -> Box<dyn Policy> {
         self.build_with(quantum, switching, Overlap::default())
     }
 
@@ -97,7 +97,7 @@ impl PolicyKind {
     /// and `auto` (ignored by the others).
     pub fn build_with(
         self,
-        quantum: Duration,
+        quantum: impl Into<Quantum>,
         switching: Switching,
         overlap: Overlap,
     ) -> Box<dyn Policy> {

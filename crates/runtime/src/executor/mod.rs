@@ -99,6 +99,7 @@ pub fn execute(exp: &Experiment, env: &Env) -> Result<RunResult> {
         experiment: exp.name.clone(),
         policy: exp.policy.name().into(),
         quantum_s: exp.quantum.as_secs_f64(),
+        max_switch_share: exp.max_switch_share,
         switch: exp.switch.to_string(),
         overlap: exp
             .policy
