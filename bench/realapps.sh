@@ -12,7 +12,10 @@
 # cut against lru, per switch page-out and page-in and the switch against
 # the disk's limit, faults left after the page-in, each job's own check
 # against the batch run. bench/realapps_fit.sh is its control (no paging).
+# SHARES adds so/ao/ai runs whose quantum grows after a dear switch until
+# switching is at most that share of the time (--max-switch-share).
 #   sudo bench/realapps.sh [OUT_DIR]        APPS="cg stencil gather" (or hpcc) SWITCHES="lru so/ao/ai"
+#                                           SHARES="5%" ("" for none)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source bench/lib.sh
@@ -33,6 +36,12 @@ for app in ${APPS:-cg stencil gather}; do
     step "$app / gang q=10s $sw"
     "$bin" run "$exp" --policy gang --quantum 10s --switch "$sw" --baseline "$out/$app-batch.json" \
       --json "$out/$run.json" --logs "$out/logs/$run" | tail -n 1
+  done
+  for share in ${SHARES-5%}; do
+    run=$app-q10s-so-ao-ai-share${share%\%}
+    step "$app / gang q=10s so/ao/ai, switching at most $share"
+    "$bin" run "$exp" --policy gang --quantum 10s --switch so/ao/ai --max-switch-share "$share" \
+      --baseline "$out/$app-batch.json" --json "$out/$run.json" --logs "$out/logs/$run" | tail -n 1
   done
 done
 "$bin" testbed bandwidth --json > "$out/bandwidth-end.json"

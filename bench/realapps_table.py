@@ -51,7 +51,7 @@ print("| app | run | makespan (s) | overhead | cut vs lru | switches | page-out 
       "| page-in s / switch | switch / disk limit | faults after page-in / pages paged in "
       "| checks as batch |")
 print("|---|---|---|---|---|---|---|---|---|---|---|")
-ORDER = {"lru": 0, "so-ao-ai-nohuge": 1, "so-ao-ai": 2}
+ORDER = {"lru": 0, "so-ao-ai-nohuge": 1, "so-ao-ai": 2, "so-ao-ai-share5": 3}
 files = glob.glob(os.path.join(d, "*-q*.json"))
 files.sort(key=lambda f: (os.path.basename(f).split("-q")[0],
                           ORDER.get(os.path.basename(f)[:-5].split("-", 2)[-1], 9)))
@@ -59,6 +59,8 @@ for f in files:
     run = json.load(open(f))
     app = os.path.basename(f).split("-q")[0]
     label = os.path.basename(f)[:-5].split("-", 2)[-1].replace("-", "/").replace("/nohuge", ", no huge-page restore")
+    if run.get("max_switch_share"):
+        label = label.split("/share")[0] + f", quantum grows (switching <= {run['max_switch_share'] * 100:.0f}%)"
     batch_f = os.path.join(d, f"{app}-batch.json")
     batch = json.load(open(batch_f)) if os.path.exists(batch_f) else None
     lru_f = os.path.join(d, f"{app}-q10s-lru.json")
