@@ -8,6 +8,7 @@ use clap::{Args, Subcommand};
 use memgang_runtime::results::{RunResult, Switch};
 use plotters::coord::Shift;
 use plotters::prelude::*;
+use serde::Deserialize;
 use std::path::{Path, PathBuf};
 
 /// Draws with `draw` on a drawing area of `size` in the output's format
@@ -55,6 +56,25 @@ pub enum Plot {
     /// Simulator results (`memgang sim --json`) side by side: mean bounded
     /// slowdown and switching overhead, one bar per file.
     Sim(MakespanArgs),
+    /// Where each switch's time went (page-out, page-in, the whole switch,
+    /// the disk's limit for its traffic) and the major faults its page-in
+    /// left in the quantum after it: one row per file.
+    Switches(SwitchesArgs),
+}
+
+#[derive(Args)]
+pub struct SwitchesArgs {
+    /// Results JSON written by `run --json`.
+    #[arg(required = true)]
+    files: Vec<PathBuf>,
+    /// The file to write: .svg or .png.
+    #[arg(short, long)]
+    output: PathBuf,
+    /// The swap device's bandwidth (`memgang testbed bandwidth --json`),
+    /// for each switch's limit: its pages out at the write rate plus its
+    /// pages in at the read rate. Given twice, the slower of each.
+    #[arg(long, value_name = "FILE")]
+    bandwidth: Vec<PathBuf>,
 }
 
 #[derive(Args)]
@@ -88,6 +108,7 @@ pub fn run(plot: Plot) -> Result<()> {
         Plot::Trace(args) => trace(args),
         Plot::Makespan(args) => makespan(args),
         Plot::Sim(args) => sim(args),
+        Plot::Switches(args) => switches(args),
     }
 }
 
@@ -617,6 +638,201 @@ where
             .label("touched since start")
             .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLACK));
         legend(&mut chart, SeriesLabelPosition::LowerRight)?;
+    }
+    Ok(())
+}
+
+/// `memgang testbed bandwidth --json`, the fields a switch's limit needs.
+#[derive(Deserialize)]
+struct DiskRates {
+    read_bytes_per_s: f64,
+    write_bytes_per_s: f64,
+}
+
+/// One run's switches: seconds per part, the limit, and the faults left.
+struct SwitchRow {
+    caption: String,
+    /// Per switch: page-out s, page-in s, the whole switch s.
+    seconds: Vec<[f64; 3]>,
+    limits: Vec<Option<f64>>,
+    /// Per switch that paged in: faults after it, % of the pages it paged in.
+    faults_pct: Vec<(usize, f64)>,
+}
+
+const PAGE_OUT: RGBColor = SWAP_OUT;
+const PAGE_IN: RGBColor = SWAP_IN;
+/// The issue-12 target for the faults a page-in leaves.
+const FAULTS_TARGET_PCT: f64 = 1.0;
+
+fn switches(args: SwitchesArgs) -> Result<()> {
+    check_output_dir(&args.output)?;
+    let mut rates: Option<(f64, f64)> = None;
+    for f in &args.bandwidth {
+        let text = std::fs::read(f).with_context(|| format!("reading {}", f.display()))?;
+        let d: DiskRates = serde_json::from_slice(&text).with_context(|| {
+            format!(
+                "{} is not a bandwidth file: give the output of `memgang testbed bandwidth --json`",
+                f.display()
+            )
+        })?;
+        let (r, w) = rates.unwrap_or((f64::INFINITY, f64::INFINITY));
+        rates = Some((r.min(d.read_bytes_per_s), w.min(d.write_bytes_per_s)));
+    }
+    let page = page_size() as f64;
+    let mut rows = Vec::new();
+    for f in &args.files {
+        let r = read(f)?;
+        if r.switches.is_empty() {
+            bail!(
+                "{} has no switches to plot: plot a gang or hybrid run that switched",
+                f.display()
+            );
+        }
+        let seconds = r
+            .switches
+            .iter()
+            .map(|s| [s.page_out_s, s.page_in_s, s.took_s])
+            .collect();
+        let limits = r
+            .switches
+            .iter()
+            .map(|s| {
+                rates.map(|(rd, wr)| {
+                    s.swap_out_pages as f64 * page / wr + s.swap_in_pages as f64 * page / rd
+                })
+            })
+            .collect();
+        let faults_pct = r
+            .switches
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.paged_in_bytes > 0)
+            .filter_map(|(k, s)| {
+                let faults = r.faults_after_switch(k)?;
+                Some((k, faults as f64 * page / s.paged_in_bytes as f64 * 100.0))
+            })
+            .collect();
+        rows.push(SwitchRow {
+            caption: format!(
+                "{} {} {} q={}s",
+                r.experiment, r.policy, r.switch, r.quantum_s
+            ),
+            seconds,
+            limits,
+            faults_pct,
+        });
+    }
+    let size = (WIDTH, PANEL_HEIGHT * rows.len() as u32);
+    emit!(&args.output, size, |root| draw_switches(&root, &rows));
+    Ok(())
+}
+
+fn draw_switches<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    rows: &[SwitchRow],
+) -> DrawResult<()>
+where
+    DB::ErrorType: 'static,
+{
+    root.fill(&WHITE)?;
+    // One seconds scale for all rows, so that runs compare at a glance.
+    let y_max = rows
+        .iter()
+        .flat_map(|r| {
+            r.seconds
+                .iter()
+                .flatten()
+                .copied()
+                .chain(r.limits.iter().flatten().copied())
+        })
+        .fold(0.1, f64::max)
+        // Room above the bars for the legend.
+        * 1.45;
+    for (area, row) in root.split_evenly((rows.len(), 1)).iter().zip(rows) {
+        let (left, right) = area.split_horizontally((WIDTH as f64 * 0.62) as u32);
+        let n = row.seconds.len() as f64;
+        let mut chart = ChartBuilder::on(&left)
+            .caption(
+                format!("{}: seconds per switch", row.caption),
+                ("sans-serif", 16),
+            )
+            .margin(10)
+            .x_label_area_size(35)
+            .y_label_area_size(50)
+            .build_cartesian_2d(0.5..n + 0.5, 0.0..y_max)?;
+        chart
+            .configure_mesh()
+            .disable_x_mesh()
+            .x_labels(row.seconds.len().min(20))
+            .x_label_formatter(&|x| format!("{x:.0}"))
+            .x_desc("switch")
+            .y_desc("s")
+            .draw()?;
+        for (i, (color, label)) in [
+            (PAGE_OUT, "page-out"),
+            (PAGE_IN, "page-in"),
+            (SWITCH, "whole switch"),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let x0 = |k: usize| k as f64 + 1.0 - 0.36 + i as f64 * 0.24;
+            chart
+                .draw_series(row.seconds.iter().enumerate().map(|(k, s)| {
+                    Rectangle::new([(x0(k), 0.0), (x0(k) + 0.22, s[i])], color.filled())
+                }))?
+                .label(label)
+                .legend(move |(x, y)| {
+                    Rectangle::new([(x, y - 5), (x + 10, y + 5)], color.filled())
+                });
+        }
+        if row.limits.iter().any(Option::is_some) {
+            chart
+                .draw_series(row.limits.iter().enumerate().filter_map(|(k, l)| {
+                    let x = k as f64 + 1.0;
+                    l.map(|l| {
+                        PathElement::new(vec![(x - 0.42, l), (x + 0.42, l)], BLACK.stroke_width(2))
+                    })
+                }))?
+                .label("disk limit")
+                .legend(|(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 20, y)], BLACK.stroke_width(2))
+                });
+        }
+        legend(&mut chart, SeriesLabelPosition::UpperRight)?;
+
+        let f_max = row
+            .faults_pct
+            .iter()
+            .map(|&(_, p)| p)
+            .fold(FAULTS_TARGET_PCT, f64::max)
+            * 1.2;
+        let mut chart = ChartBuilder::on(&right)
+            .caption("faults after page-in, % of pages in", ("sans-serif", 16))
+            .margin(10)
+            .x_label_area_size(35)
+            .y_label_area_size(50)
+            .build_cartesian_2d(0.5..n + 0.5, 0.0..f_max)?;
+        chart
+            .configure_mesh()
+            .disable_x_mesh()
+            .x_labels(row.seconds.len().min(20))
+            .x_label_formatter(&|x| format!("{x:.0}"))
+            .x_desc("switch")
+            .y_desc("%")
+            .draw()?;
+        chart.draw_series(row.faults_pct.iter().map(|&(k, p)| {
+            let x = k as f64 + 1.0;
+            Rectangle::new([(x - 0.3, 0.0), (x + 0.3, p)], PAGE_IN.mix(0.6).filled())
+        }))?;
+        chart
+            .draw_series(std::iter::once(PathElement::new(
+                vec![(0.5, FAULTS_TARGET_PCT), (n + 0.5, FAULTS_TARGET_PCT)],
+                BLACK.stroke_width(1),
+            )))?
+            .label("target 1%")
+            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLACK));
+        legend(&mut chart, SeriesLabelPosition::UpperRight)?;
     }
     Ok(())
 }

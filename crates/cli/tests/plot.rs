@@ -263,3 +263,64 @@ fn png_is_written_as_png_and_sim_results_plot_side_by_side() {
         text(&out)
     );
 }
+
+#[test]
+fn switches_draws_each_switchs_parts_its_limit_and_the_faults_left() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut r = result("two-jobs", "so/ao/ai");
+    for (i, s) in r["switches"].as_array_mut().unwrap().iter_mut().enumerate() {
+        s["page_out_s"] = json!(0.08);
+        s["page_in_s"] = json!(0.05 + 0.01 * i as f64);
+        s["paged_in_bytes"] = json!(40u64 << 20);
+        s["swap_out_pages"] = json!(10_000);
+        s["swap_in_pages"] = json!(10_000);
+    }
+    for (i, s) in r["samples"].as_array_mut().unwrap().iter_mut().enumerate() {
+        s["jobs"] = json!([{"job": "b", "state": "running", "anon_bytes": 0,
+                            "swap_bytes": null, "major_faults": 50 * i}]);
+    }
+    let run = write(dir.path(), "run.json", &r);
+    let bw = write(
+        dir.path(),
+        "bw.json",
+        &json!({"read_bytes_per_s": 1.0e9, "write_bytes_per_s": 2.0e9, "sample_bytes": 1}),
+    );
+    let svg_path = dir.path().join("switches.svg");
+    let bw_arg = bw.to_str().unwrap();
+    let out = plot("switches", &[&run], &["--bandwidth", bw_arg], &svg_path);
+    assert!(out.status.success(), "{}", text(&out));
+    let svg = std::fs::read_to_string(&svg_path).unwrap();
+    for label in [
+        "two-jobs gang so/ao/ai q=1s: seconds per switch",
+        "page-out",
+        "page-in",
+        "whole switch",
+        "disk limit",
+        "faults after page-in",
+        "target 1%",
+    ] {
+        assert!(svg.contains(label), "label {label:?} missing:\n{svg}");
+    }
+
+    // A run that never switched, and a file that is not a bandwidth file.
+    let mut none = result("batch", "lru");
+    none["switches"] = json!([]);
+    let none = write(dir.path(), "none.json", &none);
+    let out = plot("switches", &[&none], &[], &dir.path().join("a.svg"));
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(text(&out).contains("has no switches"), "{}", text(&out));
+    let run_arg = run.to_str().unwrap();
+    let out = plot(
+        "switches",
+        &[&run],
+        &["--bandwidth", run_arg],
+        &dir.path().join("b.svg"),
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        text(&out).contains("not a bandwidth file"),
+        "{}",
+        text(&out)
+    );
+    assert!(!dir.path().join("b.svg").exists());
+}
