@@ -11,7 +11,8 @@
 # so/ao/ai at q = 10 s. Prints bench/realapps_table.py's table: overhead,
 # cut against lru, per switch page-out and page-in and the switch against
 # the disk's limit, faults left after the page-in, each job's own check
-# against the batch run. bench/realapps_fit.sh is its control (no paging).
+# against the batch run; switches-<app>.svg draws each switch's parts.
+# bench/realapps_fit.sh is its control (no paging).
 # SHARES adds so/ao/ai runs whose quantum grows after a dear switch until
 # switching is at most that share of the time (--max-switch-share).
 #   sudo bench/realapps.sh [OUT_DIR]        APPS="cg stencil gather" (or hpcc) SWITCHES="lru so/ao/ai"
@@ -52,6 +53,14 @@ done
 for app in ${APPS:-cg stencil gather}; do
   if [ -f "$out/$app-q10s-lru.json" ] && [ -f "$out/$app-q10s-so-ao-ai.json" ]; then
     "$bin" plot trace "$out/$app-q10s-lru.json" "$out/$app-q10s-so-ao-ai.json" -o "$out/trace-$app.svg"
+  fi
+done
+# Where each switch's time went, per app (its so/ao/ai runs).
+for app in ${APPS:-cg stencil gather}; do
+  runs=("$out/$app"-q10s-so-ao-ai*.json)
+  if [ -f "${runs[0]}" ]; then
+    "$bin" plot switches "${runs[@]}" --bandwidth "$out/bandwidth-start.json" \
+      --bandwidth "$out/bandwidth-end.json" -o "$out/switches-$app.svg"
   fi
 done
 echo "results in $out"

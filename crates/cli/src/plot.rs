@@ -712,9 +712,13 @@ fn switches(args: SwitchesArgs) -> Result<()> {
                 Some((k, faults as f64 * page / s.paged_in_bytes as f64 * 100.0))
             })
             .collect();
+        let grows = r
+            .max_switch_share
+            .map(|m| format!(" growing to switch <= {:.0}%", m * 100.0))
+            .unwrap_or_default();
         rows.push(SwitchRow {
             caption: format!(
-                "{} {} {} q={}s",
+                "{} {} {} q={}s{grows}",
                 r.experiment, r.policy, r.switch, r.quantum_s
             ),
             seconds,
