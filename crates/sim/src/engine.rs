@@ -6,6 +6,7 @@
 use crate::paging::{NodeLoad, PagingModel, PAGE};
 use crate::queue::FinishQueue;
 use crate::report::{JobRecord, Report};
+use crate::table::JobTable;
 use crate::workload::{TraceJob, Workload, WorkloadError};
 use memgang_core::room;
 use memgang_core::{
@@ -13,8 +14,7 @@ use memgang_core::{
     Quantum, Scheduler, Switching, Time,
 };
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap, HashSet};
-use std::hash::{BuildHasherDefault, Hasher};
+use std::collections::BinaryHeap;
 use std::time::{Duration, Instant};
 
 /// What to simulate on.
@@ -31,24 +31,6 @@ pub struct Config {
     pub overlap: Overlap,
     pub paging: PagingModel,
 }
-
-/// Job ids are dense integers: hashing them is a multiplication.
-#[derive(Default)]
-struct IdHasher(u64);
-
-impl Hasher for IdHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, _: &[u8]) {
-        unreachable!("only job ids are hashed")
-    }
-    fn write_u32(&mut self, n: u32) {
-        self.0 = u64::from(n).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    }
-}
-
-type IdMap<V> = HashMap<JobId, V, BuildHasherDefault<IdHasher>>;
 
 /// A job of the simulation, alive from its arrival to its end.
 struct Job {
@@ -81,6 +63,11 @@ struct Job {
     clean: f64,
     bg_from: Option<Time>,
     started: Option<Time>,
+    /// The refresh that last put it in its list of jobs to look at: a set
+    /// switch lists each incoming job once per node, and sorting those
+    /// repeats cost more than marking them (first in a hash set; here, a
+    /// field of a job the listing has found anyway).
+    listed: u64,
 }
 
 /// A job's memory on one node.
@@ -95,7 +82,9 @@ struct Slot {
 /// A node: the jobs with memory on it, and the jobs running on it. Kept
 /// so that an event costs the jobs on the nodes it touches, not the jobs
 /// alive: a job paged out completely leaves no slot behind, and the running
-/// ones are listed apart with the memory they want.
+/// ones are listed apart with the memory they want. What only the end of a
+/// switch or a refresh reads is in arrays of its own (`Simulator::cost`,
+/// `Simulator::seen`).
 #[derive(Default)]
 struct NodeState {
     /// Jobs with memory resident (or coming in) here.
@@ -105,12 +94,6 @@ struct NodeState {
     /// Memory the running jobs want here, together, and their ranks.
     want: u64,
     ranks: u32,
-    /// Seconds of paging this node does in the switch being carried out.
-    cost: f64,
-    /// The refresh that last listed its runners: a switch touches a node
-    /// once per job leaving or coming, and sorting those touches cost more
-    /// than the refresh itself.
-    seen: u64,
 }
 
 impl NodeState {
@@ -180,10 +163,16 @@ pub const BSLD_BOUND_S: f64 = 10.0;
 pub struct Simulator<'a> {
     cfg: Config,
     sched: Scheduler,
-    jobs: IdMap<Job>,
+    jobs: JobTable<Job>,
     nodes: Vec<NodeState>,
+    /// Seconds of paging each node does in the switch being carried out.
+    cost: Vec<f64>,
+    /// The refresh that last listed each node's runners: a switch touches
+    /// a node once per job leaving or coming, and sorting those touches
+    /// cost more than the refresh itself.
+    seen: Vec<u64>,
     heap: BinaryHeap<Reverse<(Time, u64, SwitchDone)>>,
-    ends: FinishQueue<BuildHasherDefault<IdHasher>>,
+    ends: FinishQueue,
     /// Switches under way. The runtime carries a switch out before it
     /// looks at its timer or arrivals again; so does the simulator.
     switching: u32,
@@ -193,13 +182,9 @@ pub struct Simulator<'a> {
     lookahead: Option<TraceJob>,
     t: Totals,
     touched: Vec<u32>,
-    /// Counts refreshes, to mark the nodes one has seen (`NodeState::seen`).
+    /// Counts refreshes, to mark the nodes one has seen (`seen`).
     refreshes: u64,
     dirty: Vec<JobId>,
-    /// The jobs in `dirty`, while a refresh lists them: a set switch lists
-    /// each incoming job once per node, and sorting those repeats cost more
-    /// than looking them up.
-    listed: HashSet<JobId, BuildHasherDefault<IdHasher>>,
     on_job: Option<&'a mut dyn FnMut(&JobRecord)>,
     on_progress: Option<&'a mut dyn FnMut(Time, u64)>,
 }
@@ -211,11 +196,14 @@ impl<'a> Simulator<'a> {
             .policy
             .build_with(cfg.quantum, cfg.switching, cfg.overlap);
         let nodes = (0..cfg.nodes).map(|_| NodeState::default()).collect();
+        let count = cfg.nodes as usize;
         Simulator {
             sched: Scheduler::new(cluster, Vec::new(), policy),
             cfg,
-            jobs: IdMap::default(),
+            jobs: JobTable::new(),
             nodes,
+            cost: vec![0.0; count],
+            seen: vec![0; count],
             heap: BinaryHeap::new(),
             ends: FinishQueue::new(),
             switching: 0,
@@ -227,7 +215,6 @@ impl<'a> Simulator<'a> {
             touched: Vec::new(),
             refreshes: 0,
             dirty: Vec::new(),
-            listed: HashSet::default(),
             on_job: None,
             on_progress: None,
         }
@@ -346,6 +333,7 @@ impl<'a> Simulator<'a> {
                 clean: 0.0,
                 bg_from: None,
                 started: None,
+                listed: 0,
             },
         );
         self.t.peak_alive = self.t.peak_alive.max(self.jobs.len());
@@ -369,6 +357,7 @@ impl<'a> Simulator<'a> {
         }
         let acts = self.sched.handle(now, Event::JobFinished(id));
         self.execute(acts);
+        self.ends.retire(id);
         let st = self.sched.retire(id);
         let response = (now - job.arrival).as_secs_f64();
         let bsld = (response / job.runtime_s.max(BSLD_BOUND_S)).max(1.0);
@@ -434,7 +423,7 @@ impl<'a> Simulator<'a> {
         match order {
             Some(from) => victims.extend(from.iter().map(|j| (Time::ZERO, *j))),
             None => {
-                for s in &self.nodes[node as usize].slots {
+                for s in self.nodes[node as usize].slots.iter() {
                     let j = &self.jobs[&s.job];
                     if s.job != me && !j.running && s.resident > 0 {
                         victims.push((j.last_ran, s.job));
@@ -581,7 +570,7 @@ impl<'a> Simulator<'a> {
                                 }
                             };
                             last = Some((out, written, secs));
-                            node.cost += secs;
+                            self.cost[n.0 as usize] += secs;
                             self.t.paged_out += written;
                         }
                         node.used -= used;
@@ -603,7 +592,7 @@ impl<'a> Simulator<'a> {
                         // Exact bytes in the model: no margin.
                         let short = room::shortfall(mem, have, m.saturating_sub(node.used), 0);
                         let out = self.evict(n, *job, short, Some(from));
-                        self.nodes[n as usize].cost += out as f64 / dev.write_bps;
+                        self.cost[n as usize] += out as f64 / dev.write_bps;
                         room_nodes.push(n);
                     }
                 }
@@ -645,7 +634,7 @@ impl<'a> Simulator<'a> {
                                     _ => out as f64 / dev.write_bps + missing as f64 / dev.read_bps,
                                 };
                                 last = Some((out, missing, secs));
-                                node.cost += secs;
+                                self.cost[n.0 as usize] += secs;
                             }
                             PageInPlan::Demand => {
                                 let w = out as f64 / dev.write_bps;
@@ -683,9 +672,9 @@ impl<'a> Simulator<'a> {
         // Nodes page in parallel; the switch lasts as long as the slowest.
         let mut took: f64 = 0.0;
         for n in self.touched.iter().chain(&room_nodes) {
-            let node = &mut self.nodes[*n as usize];
-            took = took.max(node.cost);
-            node.cost = 0.0;
+            let cost = &mut self.cost[*n as usize];
+            took = took.max(*cost);
+            *cost = 0.0;
         }
         let took = Duration::from_secs_f64(took);
         for (id, stall, work) in to_run {
@@ -714,21 +703,30 @@ impl<'a> Simulator<'a> {
     fn refresh(&mut self) {
         let now = self.now;
         self.refreshes += 1;
-        self.listed.extend(self.dirty.iter().copied());
+        let stamp = self.refreshes;
+        for id in &self.dirty {
+            if let Some(j) = self.jobs.get_mut(id) {
+                j.listed = stamp;
+            }
+        }
         for n in self.touched.drain(..) {
-            let node = &mut self.nodes[n as usize];
-            if node.seen != self.refreshes {
-                node.seen = self.refreshes;
+            let node = &self.nodes[n as usize];
+            if self.seen[n as usize] != self.refreshes {
+                self.seen[n as usize] = self.refreshes;
                 // Nodes come a job at a time: most repeats are next to each
                 // other and are dropped without a lookup.
-                for r in &node.runners {
-                    if self.dirty.last() != Some(r) && self.listed.insert(*r) {
+                for r in node.runners.iter() {
+                    if self.dirty.last() == Some(r) {
+                        continue;
+                    }
+                    let j = self.jobs.get_mut(r).expect("a runner is alive");
+                    if j.listed != stamp {
+                        j.listed = stamp;
                         self.dirty.push(*r);
                     }
                 }
             }
         }
-        self.listed.clear();
         let mut dirty = std::mem::take(&mut self.dirty);
         dirty.sort_unstable();
         dirty.dedup();

@@ -20,6 +20,7 @@ pub mod paper004;
 mod queue;
 pub mod report;
 mod rng;
+mod table;
 pub mod workload;
 
 pub use engine::{Config, Simulator, BSLD_BOUND_S};

@@ -1,0 +1,113 @@
+//! The simulator's jobs alive, by id. Ids are dense and handed out in
+//! submission order, so a job is found by two array reads, as the core's
+//! state finds it, where a hash map hashed and probed: a switch looks each
+//! of its jobs up about eight times.
+
+use memgang_core::JobId;
+use std::collections::VecDeque;
+use std::ops::Index;
+
+/// Marks an id whose job has gone (or was never inserted) in `slot_of`.
+const GONE: u32 = u32::MAX;
+
+pub(crate) struct JobTable<T> {
+    /// `slot_of[id - base]` is the job's index in `items`, or `GONE`: four
+    /// bytes per id from the oldest job alive to the newest.
+    slot_of: VecDeque<u32>,
+    base: u32,
+    items: Vec<(JobId, T)>,
+}
+
+impl<T> JobTable<T> {
+    pub(crate) fn new() -> Self {
+        JobTable {
+            slot_of: VecDeque::new(),
+            base: 0,
+            items: Vec::new(),
+        }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    fn slot(&self, id: JobId) -> Option<usize> {
+        let k = id.0.checked_sub(self.base)?;
+        let s = *self.slot_of.get(k as usize)?;
+        (s != GONE).then_some(s as usize)
+    }
+
+    pub(crate) fn get(&self, id: &JobId) -> Option<&T> {
+        self.slot(*id).map(|s| &self.items[s].1)
+    }
+
+    pub(crate) fn get_mut(&mut self, id: &JobId) -> Option<&mut T> {
+        self.slot(*id).map(|s| &mut self.items[s].1)
+    }
+
+    /// Add `id`, which must be newer than every id inserted before.
+    pub(crate) fn insert(&mut self, id: JobId, item: T) {
+        if self.slot_of.is_empty() {
+            self.base = id.0;
+        }
+        let k =
+            id.0.checked_sub(self.base)
+                .filter(|k| *k as usize >= self.slot_of.len())
+                .expect("ids are inserted in increasing order") as usize;
+        self.slot_of.resize(k, GONE);
+        self.slot_of.push_back(self.items.len() as u32);
+        self.items.push((id, item));
+    }
+
+    pub(crate) fn remove(&mut self, id: &JobId) -> Option<T> {
+        let s = self.slot(*id)?;
+        let (_, item) = self.items.swap_remove(s);
+        if let Some((moved, _)) = self.items.get(s) {
+            self.slot_of[(moved.0 - self.base) as usize] = s as u32;
+        }
+        self.slot_of[(id.0 - self.base) as usize] = GONE;
+        while self.slot_of.front() == Some(&GONE) {
+            self.slot_of.pop_front();
+            self.base += 1;
+        }
+        Some(item)
+    }
+}
+
+impl<T> Index<&JobId> for JobTable<T> {
+    type Output = T;
+    fn index(&self, id: &JobId) -> &T {
+        self.get(id).expect("a live job")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    #[test]
+    fn finds_what_a_map_finds() {
+        let (mut table, mut map) = (JobTable::new(), BTreeMap::new());
+        let mut next = 5u32;
+        let mut x: u64 = 11;
+        for _ in 0..5000 {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            if (x >> 40) % 5 < 2 && !map.is_empty() {
+                let keys: Vec<u32> = map.keys().copied().collect();
+                let id = keys[(x >> 20) as usize % keys.len()];
+                assert_eq!(table.remove(&JobId(id)), map.remove(&id));
+            } else {
+                next += 1 + (x >> 50) as u32 % 3;
+                table.insert(JobId(next), next * 2);
+                map.insert(next, next * 2);
+            }
+            assert_eq!(table.len(), map.len());
+            for id in next.saturating_sub(40)..=next + 1 {
+                assert_eq!(table.get(&JobId(id)), map.get(&id));
+            }
+        }
+    }
+}
