@@ -13,6 +13,9 @@ batch run `<app>-batch.json`):
   brought back for it; the issue's target is at most 1%;
 - each job's check (the last line of its stdout: residual or checksum)
   against the same job's in the batch run.
+A second table splits each run's time over batch: the seconds its
+switches took, and the CPU seconds its jobs used beyond their batch run
+(faults, reclaim of their own pages, cache refills after a switch).
 """
 import glob
 import json
@@ -100,3 +103,18 @@ for f in files:
         same = f"{ok} of {len(run['jobs'])}"
     print(f"| {app} | {label} | {run['makespan_s']:.1f} | {ovs} | {cut} | {len(sw)} | {po:.2f} | {pi:.2f} "
           f"| {ratio} | {frac} | {same} |")
+
+print()
+print("| app | run | over batch (s) | switches took (s) | jobs' CPU over batch (s) |")
+print("|---|---|---|---|---|")
+for f in files:
+    run = json.load(open(f))
+    app = os.path.basename(f).split("-q")[0]
+    batch_f = os.path.join(d, f"{app}-batch.json")
+    if not os.path.exists(batch_f):
+        continue
+    batch = json.load(open(batch_f))
+    label = os.path.basename(f)[:-5].split("-", 2)[-1]
+    cpu = sum(j["cpu_s"] for j in run["jobs"]) - sum(j["cpu_s"] for j in batch["jobs"])
+    print(f"| {app} | {label} | {run['makespan_s'] - batch['makespan_s']:.1f} "
+          f"| {sum(s['took_s'] for s in run['switches']):.1f} | {cpu:.1f} |")
