@@ -14,8 +14,10 @@ batch run `<app>-batch.json`):
 - each job's check (the last line of its stdout: residual or checksum)
   against the same job's in the batch run.
 A second table splits each run's time over batch: the seconds its
-switches took, and the CPU seconds its jobs used beyond their batch run
-(faults, reclaim of their own pages, cache refills after a switch).
+switches took, and the CPU seconds its jobs used beyond their batch run,
+with the system part of those (page faults, and the reclaim the kernel
+does in the job's context when its cgroup is full; the rest is user time:
+cache and TLB refills after a switch, or noise).
 """
 import glob
 import json
@@ -105,8 +107,8 @@ for f in files:
           f"| {ratio} | {frac} | {same} |")
 
 print()
-print("| app | run | over batch (s) | switches took (s) | jobs' CPU over batch (s) |")
-print("|---|---|---|---|---|")
+print("| app | run | over batch (s) | switches took (s) | jobs' CPU over batch (s) | of it system (s) |")
+print("|---|---|---|---|---|---|")
 for f in files:
     run = json.load(open(f))
     app = os.path.basename(f).split("-q")[0]
@@ -116,5 +118,12 @@ for f in files:
     batch = json.load(open(batch_f))
     label = os.path.basename(f)[:-5].split("-", 2)[-1]
     cpu = sum(j["cpu_s"] for j in run["jobs"]) - sum(j["cpu_s"] for j in batch["jobs"])
+    # Results written before system_cpu_s was recorded lack it.
+    sys_s = [j.get("system_cpu_s") for j in run["jobs"] + batch["jobs"]]
+    system = "-"
+    if None not in sys_s:
+        extra = (sum(j["system_cpu_s"] for j in run["jobs"])
+                 - sum(j["system_cpu_s"] for j in batch["jobs"]))
+        system = f"{extra:.1f}"
     print(f"| {app} | {label} | {run['makespan_s'] - batch['makespan_s']:.1f} "
-          f"| {sum(s['took_s'] for s in run['switches']):.1f} | {cpu:.1f} |")
+          f"| {sum(s['took_s'] for s in run['switches']):.1f} | {cpu:.1f} | {system} |")

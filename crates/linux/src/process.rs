@@ -11,6 +11,9 @@ pub struct Exit {
     pub signal: Option<i32>,
     /// User and system CPU time.
     pub cpu_s: f64,
+    /// The system part of it: the kernel's work in the job's context
+    /// (page faults, and reclaim of pages when its cgroup is full).
+    pub system_s: f64,
     /// Major page faults of the process and the children it reaped.
     pub major_faults: u64,
 }
@@ -30,6 +33,7 @@ pub fn try_reap(pid: i32) -> Option<Exit> {
         code: libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status)),
         signal: libc::WIFSIGNALED(status).then(|| libc::WTERMSIG(status)),
         cpu_s: secs(ru.ru_utime) + secs(ru.ru_stime),
+        system_s: secs(ru.ru_stime),
         major_faults: ru.ru_majflt as u64,
     })
 }
@@ -175,6 +179,33 @@ mod tests {
             assert!(std::time::Instant::now() < deadline, "sh did not exit");
             std::thread::sleep(std::time::Duration::from_millis(5));
         }
+    }
+
+    #[test]
+    #[allow(clippy::zombie_processes)]
+    fn a_child_that_works_in_the_kernel_shows_system_time() {
+        // Copying 2 GiB through a pipe is kernel work (copy to and from
+        // the pipe's pages), so the system part is most of the CPU time.
+        let child = std::process::Command::new("sh")
+            .args(["-c", "head -c 2G /dev/zero | cat > /dev/null; exit 3"])
+            .spawn()
+            .unwrap();
+        let pid = child.id() as i32;
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        let exit = loop {
+            if let Some(exit) = try_reap(pid) {
+                break exit;
+            }
+            assert!(std::time::Instant::now() < deadline, "sh did not exit");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        };
+        assert_eq!(exit.code, Some(3));
+        assert!(
+            exit.system_s > 0.1 && exit.system_s <= exit.cpu_s,
+            "system {} s of {} s",
+            exit.system_s,
+            exit.cpu_s
+        );
     }
 
     #[test]

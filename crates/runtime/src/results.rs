@@ -93,6 +93,12 @@ pub struct JobResult {
     pub completion_s: Option<f64>,
     /// User plus system CPU time of all its processes (wait4 rusage).
     pub cpu_s: f64,
+    /// The system part of `cpu_s`: page faults and the reclaim the kernel
+    /// does in the job's context when its cgroup is full, the part of a
+    /// job's time that paging adds to (issue 12). Absent in results
+    /// written before it was recorded.
+    #[serde(default)]
+    pub system_cpu_s: Option<f64>,
     pub major_faults: u64,
     /// Major faults per minute from its start to its finish, or to the
     /// interruption (paper 001 Fig. 8); null for a job that never started.

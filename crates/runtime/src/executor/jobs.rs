@@ -302,6 +302,7 @@ impl Node {
         r.exit_code = exit.code;
         r.signal = exit.signal;
         r.cpu_s = exit.cpu_s;
+        r.system_cpu_s = Some(exit.system_s);
         r.major_faults = j.last.major_faults.max(exit.major_faults);
         r.major_faults_per_min = r
             .start_s
