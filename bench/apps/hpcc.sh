@@ -16,7 +16,9 @@ cd "$dir"
 # The example input with one problem size N and a 2 x 1 process grid.
 zcat -f /usr/share/doc/hpcc/examples/_hpccinf.txt* |
   sed -e "6s/^[0-9]* /$n /" -e '11s/^[0-9]* /2 /' -e '12s/^[0-9]* /1 /' > hpccinf.txt
-mpirun --allow-run-as-root --oversubscribe --mca btl "${MPI_BTL:-self,vader,tcp}" -np 2 hpcc > mpirun.log 2>&1 ||
+# Open MPI's session directory under $dir too (TMPDIR), so that a run
+# that is killed leaves nothing in /tmp.
+TMPDIR=$dir mpirun --allow-run-as-root --oversubscribe --mca btl "${MPI_BTL:-self,vader,tcp}" -np 2 hpcc > mpirun.log 2>&1 ||
   { cat mpirun.log >&2; exit 1; }
 residual=$(grep -m1 -o '||Ax-b||_oo/(eps\*(||A||_oo\*||x||_oo+||b||_oo)\*N)= *[0-9.e+-]*' hpccoutf.txt | awk '{print $NF}')
 passed=$(grep -c 'PASSED' hpccoutf.txt || true)

@@ -292,6 +292,8 @@ ranks = 2
     let mut child = memgang()
         .args(["run", "--baseline", "none", "--json"])
         .arg(&json)
+        .arg("--logs")
+        .arg(bed.dir.path().join("logs"))
         .arg(&exp)
         .env("MEMGANG_CACHE", bed.dir.path().join("cache"))
         .stdout(std::process::Stdio::null())

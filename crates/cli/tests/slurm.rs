@@ -67,9 +67,13 @@ impl Cluster {
     fn submit_pair(&self, mib: u32, sweeps: u32) {
         let sweep = self.dir.path().join("mpi_sweep");
         for name in ["a", "b"] {
+            // Open MPI's session directories go under TMPDIR and stay
+            // behind when a job is killed: keep them in the test's dir.
+            let tmp = self.dir.path().join("tmp");
             let wrap = format!(
-                "mpirun --allow-run-as-root --mca btl self,tcp {} {mib} {sweeps}",
-                sweep.display()
+                "mkdir -p {tmp} && TMPDIR={tmp} mpirun --allow-run-as-root --mca btl self,tcp {} {mib} {sweeps}",
+                sweep.display(),
+                tmp = tmp.display()
             );
             self.slurm(
                 "sbatch",
