@@ -731,6 +731,26 @@ fn switches(args: SwitchesArgs) -> Result<()> {
     Ok(())
 }
 
+/// The mesh of a per-switch panel: switches numbered from 1 along x.
+fn switch_axis<'a, DB: DrawingBackend + 'a>(
+    chart: &mut Chart<'a, DB>,
+    switches: usize,
+    y_desc: &str,
+) -> DrawResult<()>
+where
+    DB::ErrorType: 'static,
+{
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .x_labels(switches.min(20))
+        .x_label_formatter(&|x| format!("{x:.0}"))
+        .x_desc("switch")
+        .y_desc(y_desc)
+        .draw()?;
+    Ok(())
+}
+
 fn draw_switches<DB: DrawingBackend>(
     root: &DrawingArea<DB, Shift>,
     rows: &[SwitchRow],
@@ -764,14 +784,7 @@ where
             .x_label_area_size(35)
             .y_label_area_size(50)
             .build_cartesian_2d(0.5..n + 0.5, 0.0..y_max)?;
-        chart
-            .configure_mesh()
-            .disable_x_mesh()
-            .x_labels(row.seconds.len().min(20))
-            .x_label_formatter(&|x| format!("{x:.0}"))
-            .x_desc("switch")
-            .y_desc("s")
-            .draw()?;
+        switch_axis(&mut chart, row.seconds.len(), "s")?;
         for (i, (color, label)) in [
             (PAGE_OUT, "page-out"),
             (PAGE_IN, "page-in"),
@@ -817,14 +830,7 @@ where
             .x_label_area_size(35)
             .y_label_area_size(50)
             .build_cartesian_2d(0.5..n + 0.5, 0.0..f_max)?;
-        chart
-            .configure_mesh()
-            .disable_x_mesh()
-            .x_labels(row.seconds.len().min(20))
-            .x_label_formatter(&|x| format!("{x:.0}"))
-            .x_desc("switch")
-            .y_desc("%")
-            .draw()?;
+        switch_axis(&mut chart, row.seconds.len(), "%")?;
         chart.draw_series(row.faults_pct.iter().map(|&(k, p)| {
             let x = k as f64 + 1.0;
             Rectangle::new([(x - 0.3, 0.0), (x + 0.3, p)], PAGE_IN.mix(0.6).filled())

@@ -164,17 +164,17 @@ mod tests {
             .spawn()
             .unwrap();
         let pid = child.id() as i32;
-        reap_when_done(pid);
+        let exit = reap_when_done(pid);
+        assert_eq!((exit.code, exit.signal), (Some(3), None));
         // Reaped already: nothing left.
         assert_eq!(try_reap(pid), None);
     }
 
-    fn reap_when_done(pid: i32) {
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    fn reap_when_done(pid: i32) -> Exit {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
         loop {
             if let Some(exit) = try_reap(pid) {
-                assert_eq!((exit.code, exit.signal), (Some(3), None));
-                return;
+                return exit;
             }
             assert!(std::time::Instant::now() < deadline, "sh did not exit");
             std::thread::sleep(std::time::Duration::from_millis(5));
@@ -190,15 +190,7 @@ mod tests {
             .args(["-c", "head -c 2G /dev/zero | cat > /dev/null; exit 3"])
             .spawn()
             .unwrap();
-        let pid = child.id() as i32;
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-        let exit = loop {
-            if let Some(exit) = try_reap(pid) {
-                break exit;
-            }
-            assert!(std::time::Instant::now() < deadline, "sh did not exit");
-            std::thread::sleep(std::time::Duration::from_millis(5));
-        };
+        let exit = reap_when_done(child.id() as i32);
         assert_eq!(exit.code, Some(3));
         assert!(
             exit.system_s > 0.1 && exit.system_s <= exit.cpu_s,
