@@ -300,6 +300,35 @@ fn a_gang_quantum_grows_to_pay_for_a_dear_switch() {
 }
 
 #[test]
+fn a_gang_quantum_with_no_switch_before_it_is_the_set_length() {
+    let quantum = Quantum {
+        length: s(10),
+        max_switch_share: Some(0.1),
+    };
+    let mut sc = Scheduler::new(
+        Cluster::uniform(1, 2, GIB),
+        jobs(&[0, 0])
+            .into_iter()
+            .map(|j| JobSpec {
+                memory_bytes: Some(800 * MIB),
+                ..j
+            })
+            .collect(),
+        PolicyKind::Gang.build(quantum, Switching::LRU),
+    );
+    sc.advance(s(0));
+    sc.advance(s(10));
+    sc.handle(s(13), Event::SwitchDone { took: s(3) });
+    assert_eq!(sc.next_wakeup(), Some(s(40)));
+    // j0, suspended, is cancelled: j1 is alone in the matrix. Its next
+    // quantum follows no switch and must not keep the grown length.
+    sc.handle(s(20), Event::JobFinished(JobId(0)));
+    let a = sc.advance(s(40));
+    assert!(a.is_empty(), "nothing to switch: {a:?}");
+    assert_eq!(sc.next_wakeup(), Some(s(50)));
+}
+
+#[test]
 fn gang_asks_for_the_switch_mechanisms_it_was_given() {
     let mut sc = Scheduler::new(
         Cluster::uniform(1, 2, GIB),

@@ -260,10 +260,13 @@ impl Gang {
         }
     }
 
-    /// A fresh quantum from `now`. The timer fires at its end, or first at
-    /// the start of its background-writing window when there is someone
-    /// to switch to.
-    fn next_quantum(&mut self, now: Time) -> Timer {
+    /// A fresh quantum from `now`, grown to pay for the switch that just
+    /// brought its row in (`after`, if asked to), else the set length: a
+    /// quantum with no switch before it has nothing to pay for. The timer
+    /// fires at its end, or first at the start of its background-writing
+    /// window when there is someone to switch to.
+    fn next_quantum(&mut self, now: Time, after: Option<Duration>) -> Timer {
+        self.length = after.map_or(self.quantum.length, |took| self.quantum.after(took));
         let end = now + self.length;
         self.quantum_end = Some(end);
         match self.switching.bg_window(self.length) {
@@ -305,7 +308,7 @@ impl Policy for Gang {
                 match self.current {
                     None => {
                         self.activate(row, state, &mut actions);
-                        self.next_quantum(now)
+                        self.next_quantum(now, None)
                     }
                     // Joining the running slot: start at once, as its
                     // columns are free in this quantum.
@@ -356,7 +359,7 @@ impl Policy for Gang {
                                 Timer::Cancel
                             } else {
                                 self.activate(r % self.rows.len(), state, &mut actions);
-                                self.next_quantum(now)
+                                self.next_quantum(now, None)
                             }
                         }
                         Some(cur) if cur > r => {
@@ -388,18 +391,17 @@ impl Policy for Gang {
                 Some(cur) if self.rows.len() > 1 => {
                     self.deactivate(cur, &mut actions);
                     self.activate((cur + 1) % self.rows.len(), state, &mut actions);
-                    self.next_quantum(now)
+                    self.next_quantum(now, None)
                 }
                 // Alone in the matrix: no one to switch to, keep running.
-                Some(_) => self.next_quantum(now),
+                Some(_) => self.next_quantum(now, None),
                 None => Timer::Cancel,
             },
             // A quantum is time to run: it starts when the switch that
             // brought the slot in is done, not when the switch began.
             // It lasts long enough to pay for that switch, if asked to.
             Event::SwitchDone { took } if self.current.is_some() => {
-                self.length = self.quantum.after(*took);
-                self.next_quantum(now)
+                self.next_quantum(now, Some(*took))
             }
             Event::SwitchDone { .. }
             | Event::MemoryPressure { .. }

@@ -394,13 +394,19 @@ impl Hybrid {
     /// switch to), a fresh quantum when a set was just activated or when a
     /// second set appeared, otherwise the one running.
     fn settle(&mut self, now: Time, activated: bool) -> Timer {
+        self.settle_after(now, activated, None)
+    }
+
+    /// [`Hybrid::settle`] when the switch that brought the set in is done
+    /// and took `after` (`Some`): the fresh quantum pays for it.
+    fn settle_after(&mut self, now: Time, activated: bool, after: Option<Duration>) -> Timer {
         if self.sets.len() <= 1 {
             self.quantum_end = None;
             self.prefetch_armed = false;
             return Timer::Cancel;
         }
         if activated || self.quantum_end.is_none() {
-            return self.next_quantum(now);
+            return self.next_quantum(now, after);
         }
         Timer::Keep
     }
@@ -410,12 +416,12 @@ impl Hybrid {
         (n > 0).then(|| self.switch_times.iter().sum::<Duration>() / n)
     }
 
-    fn next_quantum(&mut self, now: Time) -> Timer {
-        // Long enough to pay for the last set switch, if asked to.
-        let length = match self.switch_times.last() {
-            Some(took) => self.quantum.after(*took),
-            None => self.quantum.length,
-        };
+    /// A fresh quantum from `now`: long enough to pay for the switch that
+    /// just brought its set in (`after`, if asked to), else the set length
+    /// (a provisional one while a switch is under way: its end sets the
+    /// real one).
+    fn next_quantum(&mut self, now: Time, after: Option<Duration>) -> Timer {
+        let length = after.map_or(self.quantum.length, |took| self.quantum.after(took));
         let end = now + length;
         self.quantum_end = Some(end);
         self.prefetch_armed = false;
@@ -532,7 +538,7 @@ impl Policy for Hybrid {
             Event::QuantumExpired => match self.current {
                 Some(cur) if self.sets.len() > 1 => {
                     self.switch_to((cur + 1) % self.sets.len(), state, &mut actions);
-                    self.next_quantum(now)
+                    self.next_quantum(now, None)
                 }
                 _ => self.settle(now, false),
             },
@@ -541,7 +547,7 @@ impl Policy for Hybrid {
             Event::SwitchDone { took } if self.switching => {
                 self.switching = false;
                 self.switch_times.push(*took);
-                self.settle(now, true)
+                self.settle_after(now, true, Some(*took))
             }
             Event::SwitchDone { .. } | Event::MemoryPressure { .. } | Event::JobTraffic { .. } => {
                 Timer::Keep
