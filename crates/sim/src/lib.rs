@@ -21,6 +21,7 @@ mod queue;
 pub mod report;
 mod rng;
 mod table;
+mod window;
 pub mod workload;
 
 pub use engine::{Config, Simulator, BSLD_BOUND_S};

@@ -5,8 +5,8 @@
 //! behind, and the heap grew with the switches rather than with the jobs
 //! running.
 
+use crate::window::IdWindow;
 use memgang_core::{JobId, Time};
-use std::collections::VecDeque;
 
 /// Entries are ordered by (time, sequence number): the sequence number is
 /// the engine's, shared with its other events, so ties go as they did with
@@ -124,68 +124,31 @@ impl FinishQueue {
     }
 }
 
-/// Marks a job alive without an entry in [`Positions`].
-const NONE: u32 = u32::MAX;
-/// Marks a job that ended (see [`FinishQueue::retire`]).
-const GONE: u32 = u32::MAX - 1;
-
-/// Each job's place in the heap, by id: a window of ids from the oldest
-/// job not retired to the newest given a place, so that it grows with the
-/// spread of the ids of the jobs alive, as the core's state does, not with
-/// the trace. A sift moves an entry per level and records its place each
-/// time: as a hash map insert that was a tenth of an overloaded gang run's
-/// instructions. The window is cut only at retired jobs: cut where the
-/// running jobs' ids begin, it grew back at the next switch to an older
-/// row, by thousands of entries each time (three times slower in all).
+/// Each job's place in the heap, by id, in an [`IdWindow`]. A sift moves
+/// an entry per level and records its place each time: as a hash map
+/// insert that was a tenth of an overloaded gang run's instructions. The
+/// window is cut only at retired jobs: cut where the running jobs' ids
+/// begin, it grew back at the next switch to an older row, by thousands of
+/// entries each time (three times slower in all).
 #[derive(Default)]
-struct Positions {
-    base: u32,
-    at: VecDeque<u32>,
-}
+struct Positions(IdWindow);
 
 impl Positions {
     fn get(&self, job: JobId) -> Option<usize> {
-        let k = job.0.checked_sub(self.base)?;
-        self.at
-            .get(k as usize)
-            .copied()
-            .filter(|p| *p < GONE)
-            .map(|p| p as usize)
-    }
-
-    /// The job's entry in the window, which grows to it if need be.
-    fn entry(&mut self, job: JobId) -> &mut u32 {
-        if self.at.is_empty() {
-            self.base = job.0;
-        }
-        while job.0 < self.base {
-            self.at.push_front(NONE);
-            self.base -= 1;
-        }
-        let i = (job.0 - self.base) as usize;
-        if i >= self.at.len() {
-            self.at.resize(i + 1, NONE);
-        }
-        &mut self.at[i]
+        self.0.get(job).map(|p| p as usize)
     }
 
     fn set(&mut self, job: JobId, k: usize) {
-        *self.entry(job) = k as u32;
+        self.0.set(job, k as u32, false);
     }
 
     /// Its place, forgotten.
     fn take(&mut self, job: JobId) -> Option<usize> {
-        let k = self.get(job)?;
-        self.at[(job.0 - self.base) as usize] = NONE;
-        Some(k)
+        self.0.take(job).map(|p| p as usize)
     }
 
     fn retire(&mut self, job: JobId) {
-        *self.entry(job) = GONE;
-        while self.at.front() == Some(&GONE) {
-            self.at.pop_front();
-            self.base += 1;
-        }
+        self.0.retire(job);
     }
 }
 

@@ -1,29 +1,26 @@
-//! The simulator's jobs alive, by id. Ids are dense and handed out in
-//! submission order, so a job is found by two array reads, as the core's
-//! state finds it, where a hash map hashed and probed: a switch looks each
-//! of its jobs up about eight times.
+//! The simulator's jobs alive, by id, in an [`IdWindow`]: a job is found
+//! by two array reads, as the core's state finds it, where a hash map
+//! hashed and probed: a switch looks each of its jobs up about eight times.
 
+use crate::window::{IdWindow, MAX_VALUE};
 use memgang_core::JobId;
-use std::collections::VecDeque;
 use std::ops::Index;
 
-/// Marks an id whose job has gone (or was never inserted) in `slot_of`.
-const GONE: u32 = u32::MAX;
-
 pub(crate) struct JobTable<T> {
-    /// `slot_of[id - base]` is the job's index in `items`, or `GONE`: four
-    /// bytes per id from the oldest job alive to the newest.
-    slot_of: VecDeque<u32>,
-    base: u32,
+    /// Each job's index in `items`: four bytes per id from the oldest job
+    /// alive to the newest.
+    slot_of: IdWindow,
     items: Vec<(JobId, T)>,
+    /// The next id may not be below this one.
+    next: u32,
 }
 
 impl<T> JobTable<T> {
     pub(crate) fn new() -> Self {
         JobTable {
-            slot_of: VecDeque::new(),
-            base: 0,
+            slot_of: IdWindow::default(),
             items: Vec::new(),
+            next: 0,
         }
     }
 
@@ -32,9 +29,7 @@ impl<T> JobTable<T> {
     }
 
     fn slot(&self, id: JobId) -> Option<usize> {
-        let k = id.0.checked_sub(self.base)?;
-        let s = *self.slot_of.get(k as usize)?;
-        (s != GONE).then_some(s as usize)
+        self.slot_of.get(id).map(|s| s as usize)
     }
 
     pub(crate) fn get(&self, id: &JobId) -> Option<&T> {
@@ -45,17 +40,16 @@ impl<T> JobTable<T> {
         self.slot(*id).map(|s| &mut self.items[s].1)
     }
 
-    /// Add `id`, which must be newer than every id inserted before.
+    /// Add `id`, which must be newer than every id inserted before (the ids
+    /// skipped are never inserted: the window drops them).
     pub(crate) fn insert(&mut self, id: JobId, item: T) {
-        if self.slot_of.is_empty() {
-            self.base = id.0;
-        }
-        let k =
-            id.0.checked_sub(self.base)
-                .filter(|k| *k as usize >= self.slot_of.len())
-                .expect("ids are inserted in increasing order") as usize;
-        self.slot_of.resize(k, GONE);
-        self.slot_of.push_back(self.items.len() as u32);
+        assert!(id.0 >= self.next, "ids are inserted in increasing order");
+        assert!(
+            self.items.len() < MAX_VALUE as usize,
+            "more jobs alive than ids"
+        );
+        self.next = id.0 + 1;
+        self.slot_of.set(id, self.items.len() as u32, true);
         self.items.push((id, item));
     }
 
@@ -63,13 +57,9 @@ impl<T> JobTable<T> {
         let s = self.slot(*id)?;
         let (_, item) = self.items.swap_remove(s);
         if let Some((moved, _)) = self.items.get(s) {
-            self.slot_of[(moved.0 - self.base) as usize] = s as u32;
+            self.slot_of.set(*moved, s as u32, true);
         }
-        self.slot_of[(id.0 - self.base) as usize] = GONE;
-        while self.slot_of.front() == Some(&GONE) {
-            self.slot_of.pop_front();
-            self.base += 1;
-        }
+        self.slot_of.retire(*id);
         Some(item)
     }
 }
