@@ -5,7 +5,10 @@
 # prints events, wall time, events/s, jobs/s, simulated days per
 # wall hour, peak memory (maximum resident set, from /usr/bin/time -v), and
 # the CPU time (user + system) with events per CPU second: on a shared
-# machine the wall time also counts the other processes' turns.
+# machine the wall time also counts the other processes' turns; and the
+# job-node actions per event (a job started, suspended, made room for or
+# resumed, once per node of it): the engine's work per event, which a
+# switch of many wide jobs makes large.
 # No root needed: the simulator touches no kernel feature.
 #
 #   bench/sim_speed.sh [OUT_DIR]
@@ -59,8 +62,8 @@ TIMEOUT=${TIMEOUT:-900}
 OVER_JOBS=${OVER_JOBS:-100000}
 
 echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cores, $(free -g | awk '/Mem:/ {print $2}')G; one simulation at a time, one core each" | tee "$out/machine.txt"
-printf '%-8s %-8s %-7s %11s %8s %11s %9s %14s %8s %10s %6s %12s\n' \
-  jobs cluster policy events wall_s events/s jobs/s sim_days/hour peak_MiB peak_alive cpu_s events/cpu_s | tee "$out/table.txt"
+printf '%-8s %-8s %-7s %11s %8s %11s %9s %14s %8s %10s %6s %12s %12s\n' \
+  jobs cluster policy events wall_s events/s jobs/s sim_days/hour peak_MiB peak_alive cpu_s events/cpu_s node_act/event | tee "$out/table.txt"
 # One row: JOBS CLUSTER_LABEL POLICY then the generator's and cluster's flags.
 row() {
   local n=$1 label=$2 p=$3
@@ -80,7 +83,7 @@ cpu = sum(float(re.search(rf"{k} time \(seconds\): ([\d.]+)", t).group(1)) for k
 days_per_hour = r["makespan_s"] / 86400 / (r["wall_s"] / 3600)
 print(f'{sys.argv[3]:<8} {sys.argv[5]:<8} {sys.argv[4]:<7} {r["events"]:>11} {r["wall_s"]:>8.2f} {r["events_per_s"]:>11.0f} '
       f'{r["jobs"] / r["wall_s"]:>9.0f} {days_per_hour:>14.0f} {rss / 1024:>8.0f} {r["peak_jobs_alive"]:>10} '
-      f'{cpu:>6.2f} {r["events"] / max(cpu, 0.01):>12.0f}')
+      f'{cpu:>6.2f} {r["events"] / max(cpu, 0.01):>12.0f} {r["node_actions"] / max(r["events"], 1):>12.1f}')
 PY
   else
     printf '%-8s %-8s %-7s %s\n' "$n" "$label" "$p" "not finished within ${TIMEOUT}s (or failed: see $out/$name.txt)" | tee -a "$out/table.txt"

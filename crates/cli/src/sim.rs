@@ -432,8 +432,8 @@ fn table(r: &Report) -> String {
     row(
         "events",
         format!(
-            "{} in {:.2} s wall ({:.0}/s), at most {} jobs alive",
-            r.events, r.wall_s, r.events_per_s, r.peak_jobs_alive
+            "{} in {:.2} s wall ({:.0}/s), at most {} jobs alive, {} job-node actions",
+            r.events, r.wall_s, r.events_per_s, r.peak_jobs_alive, r.node_actions
         ),
     );
     format!("{t}\n")

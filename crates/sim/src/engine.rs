@@ -153,6 +153,7 @@ struct Totals {
     background: u64,
     clamped: u64,
     events: u64,
+    node_actions: u64,
     peak_alive: usize,
 }
 
@@ -478,6 +479,7 @@ impl<'a> Simulator<'a> {
         for action in &actions {
             match action {
                 Action::Start { job, nodes } => {
+                    self.t.node_actions += nodes.len() as u64;
                     let (want, ranks) = (self.jobs[job].mem, self.jobs[job].ranks_per_node);
                     let mem = want.min(m);
                     let mut stall: f64 = 0.0;
@@ -508,6 +510,7 @@ impl<'a> Simulator<'a> {
                 }
                 Action::Suspend { job, page_out } => {
                     let j = self.jobs.get_mut(job).expect("live");
+                    self.t.node_actions += j.nodes.len() as u64;
                     let moved = Self::settle(j, now);
                     self.t.paged_in += moved;
                     self.t.paged_out += moved;
@@ -582,6 +585,7 @@ impl<'a> Simulator<'a> {
                 Action::MakeRoom { job, from } => {
                     let mem = self.jobs[job].mem.min(m);
                     let nodes = self.nodes_of(*job);
+                    self.t.node_actions += nodes.len() as u64;
                     for n in nodes {
                         let node = &self.nodes[n as usize];
                         let have = node
@@ -604,6 +608,7 @@ impl<'a> Simulator<'a> {
                     // read) pair, reused while the next node pages the same.
                     let mut last: Option<(u64, u64, f64)> = None;
                     let nodes = std::mem::take(&mut self.jobs.get_mut(job).expect("live").nodes);
+                    self.t.node_actions += nodes.len() as u64;
                     for n in &nodes {
                         let node = &mut self.nodes[n.0 as usize];
                         let mut k = node.slot_index(*job);
@@ -834,6 +839,7 @@ impl<'a> Simulator<'a> {
             background_bytes: t.background,
             peak_jobs_alive: t.peak_alive as u64,
             events: t.events,
+            node_actions: t.node_actions,
             wall_s,
             events_per_s: t.events as f64 / wall_s.max(1e-9),
         }

@@ -49,6 +49,10 @@ pub struct Report {
     /// Events the simulator processed (arrivals, ends, quantum timers,
     /// switch completions).
     pub events: u64,
+    /// Starts, suspensions, room made and resumptions, each counted once
+    /// per node of its job: the engine's work per event grows with these
+    /// (a hybrid set switch moves every job of two sets).
+    pub node_actions: u64,
     pub wall_s: f64,
     pub events_per_s: f64,
 }
