@@ -13,10 +13,14 @@
 # the disk's limit, faults left after the page-in, each job's own check
 # against the batch run; switches-<app>.svg draws each switch's parts.
 # bench/realapps_fit.sh is its control (no paging).
+# ROUNDS=N repeats all of it N times (round-1/ ... round-N/, each with its
+# own table) and prints bench/realapps_rounds.py's table: every run's
+# overhead in each round against that round's batch, and the median; a
+# single run here moves by 5-10% (docs/realapps.md).
 # SHARES adds so/ao/ai runs whose quantum grows after a dear switch until
 # switching is at most that share of the time (--max-switch-share).
 #   sudo bench/realapps.sh [OUT_DIR]        APPS="cg stencil gather" (or hpcc) SWITCHES="lru so/ao/ai"
-#                                           SHARES="5%" ("" for none)
+#                                           SHARES="5%" ("" for none) ROUNDS=1
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source bench/lib.sh
@@ -27,37 +31,65 @@ ensure_python_env
 case " ${APPS:-} " in *" hpcc "*) ensure_hpcc ;; esac
 APP_POOL=${APP_POOL:-512M}
 "$bin" testbed bandwidth --json > "$out/bandwidth-start.json"
-for app in ${APPS:-cg stencil gather}; do
-  exp=$out/$app.toml
-  write_app_pair "$app" "$APP_POOL" "$exp"
-  step "$app / batch"
-  "$bin" run "$exp" --policy batch --json "$out/$app-batch.json" --logs "$out/logs/$app-batch" | tail -n 1
-  for sw in ${SWITCHES:-lru so/ao/ai}; do
-    run=$app-q10s-${sw//\//-}
-    step "$app / gang q=10s $sw"
-    "$bin" run "$exp" --policy gang --quantum 10s --switch "$sw" --baseline "$out/$app-batch.json" \
-      --json "$out/$run.json" --logs "$out/logs/$run" | tail -n 1
+# One round: every app's batch and gang runs, one after the other, in DIR.
+run_round() {
+  local dir=$1 app exp sw share run
+  for app in ${APPS:-cg stencil gather}; do
+    exp=$out/$app.toml
+    write_app_pair "$app" "$APP_POOL" "$exp"
+    step "$app / batch${2:+ ($2)}"
+    "$bin" run "$exp" --policy batch --json "$dir/$app-batch.json" --logs "$dir/logs/$app-batch" | tail -n 1
+    for sw in ${SWITCHES:-lru so/ao/ai}; do
+      run=$app-q10s-${sw//\//-}
+      step "$app / gang q=10s $sw${2:+ ($2)}"
+      "$bin" run "$exp" --policy gang --quantum 10s --switch "$sw" --baseline "$dir/$app-batch.json" \
+        --json "$dir/$run.json" --logs "$dir/logs/$run" | tail -n 1
+    done
+    for share in ${SHARES-5%}; do
+      run=$app-q10s-so-ao-ai-share${share%\%}
+      step "$app / gang q=10s so/ao/ai, switching at most $share${2:+ ($2)}"
+      "$bin" run "$exp" --policy gang --quantum 10s --switch so/ao/ai --max-switch-share "$share" \
+        --baseline "$dir/$app-batch.json" --json "$dir/$run.json" --logs "$dir/logs/$run" | tail -n 1
+    done
   done
-  for share in ${SHARES-5%}; do
-    run=$app-q10s-so-ao-ai-share${share%\%}
-    step "$app / gang q=10s so/ao/ai, switching at most $share"
-    "$bin" run "$exp" --policy gang --quantum 10s --switch so/ao/ai --max-switch-share "$share" \
-      --baseline "$out/$app-batch.json" --json "$out/$run.json" --logs "$out/logs/$run" | tail -n 1
+}
+app_rounds=${ROUNDS:-1}
+if [ "$app_rounds" -le 1 ]; then
+  run_round "$out"
+else
+  # Each round's runs take the same turns (batch, lru, so/ao/ai, grown), so
+  # the machine's drift over the hour falls on all of them alike.
+  for r in $(seq 1 "$app_rounds"); do
+    mkdir -p "$out/round-$r"
+    run_round "$out/round-$r" "round $r of $app_rounds"
   done
-done
+fi
 "$bin" testbed bandwidth --json > "$out/bandwidth-end.json"
+if [ "$app_rounds" -gt 1 ]; then
+  for r in $(seq 1 "$app_rounds"); do
+    cp "$out"/bandwidth-*.json "$out/round-$r/"
+    python3 bench/realapps_table.py "$out/round-$r" > "$out/round-$r/table.txt"
+  done
+fi
 {
   step "real applications: pool $APP_POOL, pairs of one program ($(uname -r), $(nproc) CPUs)" 2>&1
-  python3 bench/realapps_table.py "$out"
+  if [ "$app_rounds" -gt 1 ]; then
+    python3 bench/realapps_rounds.py "$out"
+  else
+    python3 bench/realapps_table.py "$out"
+  fi
 } | tee "$out/table.txt"
+# The plots draw the first round's runs.
+pd=$out
+if [ "$app_rounds" -gt 1 ]; then pd=$out/round-1; fi
 for app in ${APPS:-cg stencil gather}; do
-  if [ -f "$out/$app-q10s-lru.json" ] && [ -f "$out/$app-q10s-so-ao-ai.json" ]; then
-    "$bin" plot trace "$out/$app-q10s-lru.json" "$out/$app-q10s-so-ao-ai.json" -o "$out/trace-$app.svg"
+  if [ -f "$pd/$app-q10s-lru.json" ] && [ -f "$pd/$app-q10s-so-ao-ai.json" ]; then
+    "$bin" plot trace "$pd/$app-q10s-lru.json" "$pd/$app-q10s-so-ao-ai.json" -o "$out/trace-$app.svg"
   fi
 done
 # Where each switch's time went, per app (its so/ao/ai runs).
 for app in ${APPS:-cg stencil gather}; do
-  runs=("$out/$app"-q10s-so-ao-ai*.json)
+  runs=("$pd/$app"-q10s-so-ao-ai*.json)
   if [ -f "${runs[0]}" ]; then
     "$bin" plot switches "${runs[@]}" --bandwidth "$out/bandwidth-start.json" \
       --bandwidth "$out/bandwidth-end.json" -o "$out/switches-$app.svg"

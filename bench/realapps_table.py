@@ -25,12 +25,7 @@ import json
 import os
 import sys
 
-d = sys.argv[1]
 PAGE = os.sysconf("SC_PAGE_SIZE")
-bws = [json.load(open(os.path.join(d, f))) for f in ("bandwidth-start.json", "bandwidth-end.json")
-       if os.path.exists(os.path.join(d, f))]
-read_bw = min(b["read_bytes_per_s"] for b in bws) if bws else None
-write_bw = min(b["write_bytes_per_s"] for b in bws) if bws else None
 
 
 def check(job):
@@ -60,88 +55,98 @@ def faults_after_resume(run, switch, job, next_at):
     return during[-1] - (before[-1] if before else during[0])
 
 
-print("| app | run | makespan (s) | overhead | cut vs lru | switches | page-out s / switch "
-      "| page-in s / switch | switch / disk limit | faults after page-in / pages paged in "
-      "| checks as batch |")
-print("|---|---|---|---|---|---|---|---|---|---|---|")
-ORDER = {"lru": 0, "so-ao-ai-nohuge": 1, "so-ao-ai": 2, "so-ao-ai-share5": 3}
-files = glob.glob(os.path.join(d, "*-q*.json"))
-files.sort(key=lambda f: (os.path.basename(f).split("-q")[0],
-                          ORDER.get(os.path.basename(f)[:-5].split("-", 2)[-1], 9)))
-for f in files:
-    run = json.load(open(f))
-    app = os.path.basename(f).split("-q")[0]
-    label = os.path.basename(f)[:-5].split("-", 2)[-1].replace("-", "/").replace("/nohuge", ", no huge-page restore")
-    if run.get("max_switch_share"):
-        label = label.split("/share")[0] + f", quantum grows (switching <= {run['max_switch_share'] * 100:.0f}%)"
-    batch_f = os.path.join(d, f"{app}-batch.json")
-    batch = json.load(open(batch_f)) if os.path.exists(batch_f) else None
-    lru_f = os.path.join(d, f"{app}-q10s-lru.json")
-    lru = json.load(open(lru_f)) if os.path.exists(lru_f) else None
-    tb = batch["makespan_s"] if batch else None
-    ov = run["makespan_s"] / tb - 1 if tb else None
-    cut = "-"
-    if lru and tb and run is not lru and lru["makespan_s"] > tb and "lru" not in f:
-        cut = f"{(1 - (run['makespan_s'] - tb) / (lru['makespan_s'] - tb)) * 100:.0f}%"
-    ovs = "-" if ov is None else f"{ov * 100:.1f}%"
-    sw = run["switches"]
-    n = len(sw) or 1
-    po = sum(s["page_out_s"] for s in sw) / n
-    pi = sum(s["page_in_s"] for s in sw) / n
-    ratio = "-"
-    if read_bw and write_bw and any(x["paged_in_bytes"] or x["paged_out_bytes"] for x in sw):
-        limits = [s["swap_out_pages"] * PAGE / write_bw + s["swap_in_pages"] * PAGE / read_bw for s in sw]
-        took = sum(s["took_s"] for s in sw)
-        if sum(limits) > 0:
-            ratio = f"{took / sum(limits):.2f}"
-    faults, early, pages = 0, 0, 0
-    finish = {j["name"]: j.get("finish_s") for j in run["jobs"]}
-    for k, s in enumerate(sw):
-        if not s["resumed"] or not s["paged_in_bytes"]:
-            continue
-        next_at = sw[k + 1]["at_s"] if k + 1 < len(sw) else run["makespan_s"]
-        for job in s["resumed"]:
-            got = faults_after_resume(run, s, job, next_at)
-            if got is not None:
-                faults += got
-            # A job that ends in this quantum: its faults before its last
-            # EXIT_S, to tell the page-in's misses from an exit that reads
-            # back pages it left in swap long before (a Python job's
-            # teardown touches every object).
-            end = min(next_at, (finish.get(job) or next_at) - EXIT_S)
-            got = faults_after_resume(run, s, job, end)
-            if got is not None:
-                early += got
-        pages += s["paged_in_bytes"] // PAGE
-    frac = (f"{faults} / {pages} ({faults / pages * 100:.1f}%; {early / pages * 100:.1f}% "
-            f"before exits)" if pages else f"{faults} / 0")
-    same = "-"
-    if batch:
-        want = {j["name"]: check(j) for j in batch["jobs"]}
-        got = [check(j) for j in run["jobs"]]
-        ok = sum(1 for j, g in zip(run["jobs"], got) if g and g == want.get(j["name"]))
-        same = f"{ok} of {len(run['jobs'])}"
-    print(f"| {app} | {label} | {run['makespan_s']:.1f} | {ovs} | {cut} | {len(sw)} | {po:.2f} | {pi:.2f} "
-          f"| {ratio} | {frac} | {same} |")
+def main(d):
+    d = sys.argv[1]
+    bws = [json.load(open(os.path.join(d, f))) for f in ("bandwidth-start.json", "bandwidth-end.json")
+           if os.path.exists(os.path.join(d, f))]
+    read_bw = min(b["read_bytes_per_s"] for b in bws) if bws else None
+    write_bw = min(b["write_bytes_per_s"] for b in bws) if bws else None
+    print("| app | run | makespan (s) | overhead | cut vs lru | switches | page-out s / switch "
+          "| page-in s / switch | switch / disk limit | faults after page-in / pages paged in "
+          "| checks as batch |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    ORDER = {"lru": 0, "so-ao-ai-nohuge": 1, "so-ao-ai": 2, "so-ao-ai-share5": 3}
+    files = glob.glob(os.path.join(d, "*-q*.json"))
+    files.sort(key=lambda f: (os.path.basename(f).split("-q")[0],
+                              ORDER.get(os.path.basename(f)[:-5].split("-", 2)[-1], 9)))
+    for f in files:
+        run = json.load(open(f))
+        app = os.path.basename(f).split("-q")[0]
+        label = os.path.basename(f)[:-5].split("-", 2)[-1].replace("-", "/").replace("/nohuge", ", no huge-page restore")
+        if run.get("max_switch_share"):
+            label = label.split("/share")[0] + f", quantum grows (switching <= {run['max_switch_share'] * 100:.0f}%)"
+        batch_f = os.path.join(d, f"{app}-batch.json")
+        batch = json.load(open(batch_f)) if os.path.exists(batch_f) else None
+        lru_f = os.path.join(d, f"{app}-q10s-lru.json")
+        lru = json.load(open(lru_f)) if os.path.exists(lru_f) else None
+        tb = batch["makespan_s"] if batch else None
+        ov = run["makespan_s"] / tb - 1 if tb else None
+        cut = "-"
+        if lru and tb and run is not lru and lru["makespan_s"] > tb and "lru" not in f:
+            cut = f"{(1 - (run['makespan_s'] - tb) / (lru['makespan_s'] - tb)) * 100:.0f}%"
+        ovs = "-" if ov is None else f"{ov * 100:.1f}%"
+        sw = run["switches"]
+        n = len(sw) or 1
+        po = sum(s["page_out_s"] for s in sw) / n
+        pi = sum(s["page_in_s"] for s in sw) / n
+        ratio = "-"
+        if read_bw and write_bw and any(x["paged_in_bytes"] or x["paged_out_bytes"] for x in sw):
+            limits = [s["swap_out_pages"] * PAGE / write_bw + s["swap_in_pages"] * PAGE / read_bw for s in sw]
+            took = sum(s["took_s"] for s in sw)
+            if sum(limits) > 0:
+                ratio = f"{took / sum(limits):.2f}"
+        faults, early, pages = 0, 0, 0
+        finish = {j["name"]: j.get("finish_s") for j in run["jobs"]}
+        for k, s in enumerate(sw):
+            if not s["resumed"] or not s["paged_in_bytes"]:
+                continue
+            next_at = sw[k + 1]["at_s"] if k + 1 < len(sw) else run["makespan_s"]
+            for job in s["resumed"]:
+                got = faults_after_resume(run, s, job, next_at)
+                if got is not None:
+                    faults += got
+                # A job that ends in this quantum: its faults before its last
+                # EXIT_S, to tell the page-in's misses from an exit that reads
+                # back pages it left in swap long before (a Python job's
+                # teardown touches every object).
+                end = min(next_at, (finish.get(job) or next_at) - EXIT_S)
+                got = faults_after_resume(run, s, job, end)
+                if got is not None:
+                    early += got
+            pages += s["paged_in_bytes"] // PAGE
+        frac = (f"{faults} / {pages} ({faults / pages * 100:.1f}%; {early / pages * 100:.1f}% "
+                f"before exits)" if pages else f"{faults} / 0")
+        same = "-"
+        if batch:
+            want = {j["name"]: check(j) for j in batch["jobs"]}
+            got = [check(j) for j in run["jobs"]]
+            ok = sum(1 for j, g in zip(run["jobs"], got) if g and g == want.get(j["name"]))
+            same = f"{ok} of {len(run['jobs'])}"
+        print(f"| {app} | {label} | {run['makespan_s']:.1f} | {ovs} | {cut} | {len(sw)} | {po:.2f} | {pi:.2f} "
+              f"| {ratio} | {frac} | {same} |")
 
-print()
-print("| app | run | over batch (s) | switches took (s) | jobs' CPU over batch (s) | of it system (s) |")
-print("|---|---|---|---|---|---|")
-for f in files:
-    run = json.load(open(f))
-    app = os.path.basename(f).split("-q")[0]
-    batch_f = os.path.join(d, f"{app}-batch.json")
-    if not os.path.exists(batch_f):
-        continue
-    batch = json.load(open(batch_f))
-    label = os.path.basename(f)[:-5].split("-", 2)[-1]
-    cpu = sum(j["cpu_s"] for j in run["jobs"]) - sum(j["cpu_s"] for j in batch["jobs"])
-    # Results written before system_cpu_s was recorded lack it.
-    sys_s = [j.get("system_cpu_s") for j in run["jobs"] + batch["jobs"]]
-    system = "-"
-    if None not in sys_s:
-        extra = (sum(j["system_cpu_s"] for j in run["jobs"])
-                 - sum(j["system_cpu_s"] for j in batch["jobs"]))
-        system = f"{extra:.1f}"
-    print(f"| {app} | {label} | {run['makespan_s'] - batch['makespan_s']:.1f} "
-          f"| {sum(s['took_s'] for s in run['switches']):.1f} | {cpu:.1f} | {system} |")
+    print()
+    print("| app | run | over batch (s) | switches took (s) | jobs' CPU over batch (s) | of it system (s) |")
+    print("|---|---|---|---|---|---|")
+    for f in files:
+        run = json.load(open(f))
+        app = os.path.basename(f).split("-q")[0]
+        batch_f = os.path.join(d, f"{app}-batch.json")
+        if not os.path.exists(batch_f):
+            continue
+        batch = json.load(open(batch_f))
+        label = os.path.basename(f)[:-5].split("-", 2)[-1]
+        cpu = sum(j["cpu_s"] for j in run["jobs"]) - sum(j["cpu_s"] for j in batch["jobs"])
+        # Results written before system_cpu_s was recorded lack it.
+        sys_s = [j.get("system_cpu_s") for j in run["jobs"] + batch["jobs"]]
+        system = "-"
+        if None not in sys_s:
+            extra = (sum(j["system_cpu_s"] for j in run["jobs"])
+                     - sum(j["system_cpu_s"] for j in batch["jobs"]))
+            system = f"{extra:.1f}"
+        print(f"| {app} | {label} | {run['makespan_s'] - batch['makespan_s']:.1f} "
+              f"| {sum(s['took_s'] for s in run['switches']):.1f} | {cpu:.1f} | {system} |")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
