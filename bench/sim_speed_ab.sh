@@ -3,7 +3,8 @@
 # 256 nodes of 8G, 1G per rank, a gap of 40 s), run alternately ROUNDS
 # times, so that the machine's drift (about 10% between runs of one
 # binary here) falls on both alike; prints each run's CPU seconds and the
-# median's events per CPU second. An engine change that is not faster
+# median's events and job-node actions (the engine's work, see
+# docs/sim.md) per CPU second. An engine change that is not faster
 # here by more than the spread is not a speed-up. No root.
 #
 #   bench/sim_speed_ab.sh OLD_BIN NEW_BIN [OUT_DIR]     ROUNDS=5 POLICIES="gang hybrid"
@@ -28,17 +29,21 @@ done
 python3 - "$out" "$rounds" "${POLICIES:-gang hybrid}" <<'PY' | tee "$out/table.txt"
 import json, statistics, sys
 out, rounds, policies = sys.argv[1], int(sys.argv[2]), sys.argv[3].split()
-print("| policy | build | CPU s per run | median | events/CPU-s (median) | new / old |")
-print("|---|---|---|---|---|---|")
+print("| policy | build | CPU s per run | median | events/CPU-s (median) | node actions/CPU-s (median) | new / old |")
+print("|---|---|---|---|---|---|---|")
 for p in policies:
     med = {}
     for b in ("old", "new"):
         cpu = [sum(map(float, open(f"{out}/{p}-{b}-{r}.time").read().split()[:2]))
                for r in range(1, rounds + 1)]
-        events = json.load(open(f"{out}/{p}-{b}-1.json"))["events"]
+        r = json.load(open(f"{out}/{p}-{b}-1.json"))
+        events = r["events"]
+        # Builds before it was counted lack it.
+        actions = r.get("node_actions")
         med[b] = statistics.median(cpu)
         ratio = f"{med['old'] / med['new']:.2f}x" if b == "new" else "-"
+        per_s = f"{actions / med[b]:,.0f}" if actions else "-"
         print(f"| {p} | {b} | {' '.join(f'{c:.2f}' for c in cpu)} | {med[b]:.2f} "
-              f"| {events / med[b]:,.0f} | {ratio} |")
+              f"| {events / med[b]:,.0f} | {per_s} | {ratio} |")
 PY
 echo "results: $out"
