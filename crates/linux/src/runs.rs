@@ -67,6 +67,25 @@ pub fn push(runs: &mut Vec<Run>, start: u64, end: u64) {
     }
 }
 
+/// The `block`-aligned blocks of `block` bytes that lie wholly inside
+/// `runs` (ascending, merged), as `(start, len)` spans, blocks that follow
+/// each other merged.
+pub fn whole_blocks(runs: &[Run], block: u64) -> Vec<(u64, u64)> {
+    let mut out: Vec<(u64, u64)> = Vec::new();
+    for r in runs {
+        let first = r.start.div_ceil(block) * block;
+        let end = (r.start + r.bytes()) / block * block;
+        if end <= first {
+            continue;
+        }
+        match out.last_mut() {
+            Some((s, l)) if *s + *l == first => *l += end - first,
+            _ => out.push((first, end - first)),
+        }
+    }
+    out
+}
+
 /// The first `bytes` of `runs`, cut at a page.
 pub fn truncate(runs: &[Run], bytes: u64) -> Vec<Run> {
     split_at(runs, bytes).0
@@ -171,6 +190,34 @@ pub fn batches(pieces: &[(u64, u64, usize)], max_bytes: u64) -> Vec<Range<usize>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn whole_blocks_are_aligned_and_inside_the_runs() {
+        let p = page_size();
+        let b = 512 * p;
+        let runs = [
+            // Starts a page past a block: only the next two blocks are whole.
+            Run {
+                start: b + p,
+                pages: 3 * 512,
+            },
+            // Ends where the next one starts: merged.
+            Run {
+                start: 8 * b,
+                pages: 512,
+            },
+            Run {
+                start: 9 * b,
+                pages: 512,
+            },
+            // Shorter than a block.
+            Run {
+                start: 20 * b,
+                pages: 511,
+            },
+        ];
+        assert_eq!(whole_blocks(&runs, b), [(2 * b, 2 * b), (8 * b, 2 * b)]);
+    }
 
     #[test]
     fn runs_merge_when_they_touch() {

@@ -170,3 +170,16 @@ pub fn page_size() -> u64 {
         }
     })
 }
+
+/// The size of a huge page the kernel maps with one page-table entry
+/// (`hpage_pmd_size`: 2 MiB on x86-64), or None without transparent huge
+/// pages.
+pub fn huge_page_size() -> Option<u64> {
+    static SIZE: OnceLock<Option<u64>> = OnceLock::new();
+    *SIZE.get_or_init(|| {
+        std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/hpage_pmd_size")
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .filter(|s: &u64| *s > 0 && s.is_power_of_two())
+    })
+}

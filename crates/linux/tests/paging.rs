@@ -69,7 +69,15 @@ fn pipe() -> (OwnedFd, OwnedFd) {
 /// Fork the job into `group`. `hole` bytes after its memory are left
 /// unmapped (mapped, then unmapped), so a run there is certainly stale.
 /// Only async-signal-safe calls (raw syscalls, memory access) in the child.
-fn fork_job(backend: &dyn CgroupBackend, group: &GroupPath, bytes: usize, hole: usize) -> Job {
+/// `huge`: the job asks for huge pages (as NumPy does), else it keeps to
+/// 4 KiB ones so that runs and fault counts mean pages.
+fn fork_job(
+    backend: &dyn CgroupBackend,
+    group: &GroupPath,
+    bytes: usize,
+    hole: usize,
+    huge: bool,
+) -> Job {
     let procs: Vec<File> = backend
         .procs_files(group)
         .iter()
@@ -89,7 +97,7 @@ fn fork_job(backend: &dyn CgroupBackend, group: &GroupPath, bytes: usize, hole: 
     assert!(pid >= 0, "fork: {}", std::io::Error::last_os_error());
     if pid == 0 {
         // SAFETY: raw syscalls and accesses to the child's own mapping.
-        unsafe { job_main(&proc_fds, cr, cw, rr, rw, bytes, hole) }
+        unsafe { job_main(&proc_fds, cr, cw, rr, rw, bytes, hole, huge) }
     }
     drop((procs, cmd_r, res_w));
     let mut a = [0u8; 8];
@@ -106,6 +114,7 @@ fn fork_job(backend: &dyn CgroupBackend, group: &GroupPath, bytes: usize, hole: 
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 unsafe fn job_main(
     procs: &[i32],
     cr: i32,
@@ -114,6 +123,7 @@ unsafe fn job_main(
     rw: i32,
     bytes: usize,
     hole: usize,
+    huge: bool,
 ) -> ! {
     libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
     libc::close(cw);
@@ -137,8 +147,12 @@ unsafe fn job_main(
     if hole > 0 {
         libc::munmap(p.cast::<u8>().add(bytes).cast(), hole);
     }
-    // 4 KiB pages, so that runs and fault counts mean pages.
-    libc::madvise(p, bytes, libc::MADV_NOHUGEPAGE);
+    let advice = if huge {
+        libc::MADV_HUGEPAGE
+    } else {
+        libc::MADV_NOHUGEPAGE
+    };
+    libc::madvise(p, bytes, advice);
     let w = p.cast::<u64>();
     let words = bytes / 8;
     for i in 0..words {
@@ -328,7 +342,7 @@ fn page_out_and_page_in_move_a_job_in_bulk_and_keep_its_data() {
     guard.groups = vec![pool.clone()];
     backend.create(&pool).unwrap();
     backend.set_memory_limit(&pool, Some(POOL_LIMIT)).unwrap();
-    let job = fork_job(backend.as_ref(), &pool, MEM, 0);
+    let job = fork_job(backend.as_ref(), &pool, MEM, 0, false);
     guard.children.push(job.pid);
     let pid = job.pid;
     let pages = job.pages();
@@ -434,6 +448,71 @@ fn page_out_and_page_in_move_a_job_in_bulk_and_keep_its_data() {
     assert_eq!(answer, b'O');
 }
 
+/// The job's memory on huge pages, from /proc/PID/smaps_rollup.
+fn anon_huge(pid: i32) -> u64 {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix("AnonHugePages:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .unwrap_or(0)
+        * 1024
+}
+
+#[test]
+#[ignore = "needs root: process_madvise on another process, cgroups, swapon (scripts/test runs it as root)"]
+fn page_in_puts_huge_pages_back() {
+    let test = "page_in_puts_huge_pages_back";
+    let Some(backend) = backend(test) else {
+        return;
+    };
+    if memgang_linux::sysfs::huge_page_size().is_none() {
+        eprintln!("SKIPPED {test}: this kernel has no transparent huge pages");
+        return;
+    }
+    let _swap = TestSwap::new(SWAP).expect("creating the test swap");
+    let pool = test_group("paging-huge");
+    let mut guard = Cleanup::new(backend.clone());
+    guard.groups = vec![pool.clone()];
+    backend.create(&pool).unwrap();
+    backend.set_memory_limit(&pool, Some(POOL_LIMIT)).unwrap();
+    let job = fork_job(backend.as_ref(), &pool, 64 << 20, 0, true);
+    guard.children.push(job.pid);
+    let pid = job.pid;
+    let before = anon_huge(pid);
+    eprintln!("huge pages before page-out: {} MiB", before / MIB);
+    assert!(
+        before >= 16 * MIB,
+        "the job got no huge pages to begin with ({before} bytes)"
+    );
+    let (record, _) = paging::record(pid).unwrap();
+    paging::page_out(pid, &record.runs).unwrap();
+    evict_swap_cache(backend.as_ref(), &pool);
+    assert!(
+        anon_huge(pid) < before / 4,
+        "page-out left the huge pages in place"
+    );
+    let pin = paging::page_in(pid, &record, true).unwrap();
+    let small = anon_huge(pid);
+    let t = Instant::now();
+    let huge = paging::restore_huge_pages(pid, &record.runs).unwrap();
+    let after = anon_huge(pid);
+    eprintln!(
+        "page-in in {:?} left {} MiB on huge pages; restoring them: {} MiB collapsed in {:?}, \
+         {} MiB on huge pages",
+        pin.duration,
+        small / MIB,
+        huge / MIB,
+        t.elapsed(),
+        after / MIB,
+    );
+    assert!(
+        after * 10 >= before * 9,
+        "huge pages {before} -> {after} bytes"
+    );
+    let (answer, _) = job.touch();
+    assert_eq!(answer, b'O', "the job's data changed");
+}
+
 #[test]
 #[ignore = "needs root: process_madvise on another process, cgroups, swapon (scripts/test runs it as root)"]
 fn stale_runs_are_passed_over() {
@@ -448,7 +527,7 @@ fn stale_runs_are_passed_over() {
     backend.create(&pool).unwrap();
     backend.set_memory_limit(&pool, Some(POOL_LIMIT)).unwrap();
     let hole = 1 << 20;
-    let job = fork_job(backend.as_ref(), &pool, 16 << 20, hole);
+    let job = fork_job(backend.as_ref(), &pool, 16 << 20, hole, false);
     guard.children.push(job.pid);
     let pid = job.pid;
     let p = page();
@@ -641,7 +720,7 @@ fn fragmented_memory_takes_many_batches_and_scans() {
     guard.groups = vec![pool.clone()];
     backend.create(&pool).unwrap();
     backend.set_memory_limit(&pool, Some(POOL_LIMIT)).unwrap();
-    let job = fork_job(backend.as_ref(), &pool, 64 << 20, 0);
+    let job = fork_job(backend.as_ref(), &pool, 64 << 20, 0, false);
     guard.children.push(job.pid);
     let pid = job.pid;
 

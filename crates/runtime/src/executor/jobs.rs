@@ -69,6 +69,12 @@ pub(super) struct JobRun {
     /// A page-in of part of its records started before it resumes
     /// (overlapped with a page-out, or a prefetch); its resume waits for it.
     pub(super) early: Option<JoinHandle<PageInDone>>,
+    /// Its records as taken at its last page-out, whole: the huge pages to
+    /// put back once it runs again (`Paging::restore_huge`).
+    pub(super) huge_records: Vec<PageRecord>,
+    /// Putting its huge pages back, beside it, after its resume; a switch
+    /// or its end waits for it.
+    pub(super) huge: Option<JoinHandle<()>>,
     /// Peak resident memory last reported to the policy.
     pub(super) reported_peak: u64,
     pub(super) proc: Option<Launched>,
@@ -93,6 +99,8 @@ impl JobRun {
             ws_bytes: None,
             bg: None,
             early: None,
+            huge_records: Vec::new(),
+            huge: None,
             reported_peak: 0,
             proc: None,
             running_since: None,
@@ -199,6 +207,9 @@ impl Node {
             if let Some(early) = j.early.take() {
                 let _ = early.join();
             }
+            if let Some(huge) = j.huge.take() {
+                let _ = huge.join();
+            }
             if j.proc.is_some() {
                 if let Err(e) = self.env.freezer.thaw(&j.group) {
                     tracing::error!("thawing {} on release: {e:#}", j.group.as_str());
@@ -281,6 +292,9 @@ impl Node {
         }
         if let Some(early) = j.early.take() {
             let _ = early.join();
+        }
+        if let Some(huge) = j.huge.take() {
+            let _ = huge.join();
         }
         // Read the cgroup's counters before it goes: they include processes
         // the job did not reap itself.
