@@ -121,6 +121,15 @@ impl Config {
     pub fn overlap(&self) -> Overlap {
         Overlap::default()
     }
+
+    /// The quantum the policy is built with: its length and how far it may
+    /// grow after a dear switch.
+    pub fn quantum(&self) -> memgang_core::Quantum {
+        memgang_core::Quantum {
+            length: self.quantum,
+            max_switch_share: self.max_switch_share,
+        }
+    }
 }
 
 #[cfg(test)]

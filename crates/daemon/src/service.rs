@@ -229,10 +229,7 @@ impl Service {
             pool_memory: self.cfg.pool_memory,
             cpus: self.env.machine.cpus,
             policy: self.cfg.policy.build_with(
-                memgang_core::Quantum {
-                    length: self.cfg.quantum,
-                    max_switch_share: self.cfg.max_switch_share,
-                },
+                self.cfg.quantum(),
                 self.cfg.switch,
                 self.cfg.overlap(),
             ),

@@ -93,6 +93,15 @@ struct FileJob {
 }
 
 impl Experiment {
+    /// The quantum the policy is built with: its length and how far it may
+    /// grow after a dear switch.
+    pub fn quantum(&self) -> memgang_core::Quantum {
+        memgang_core::Quantum {
+            length: self.quantum,
+            max_switch_share: self.max_switch_share,
+        }
+    }
+
     pub fn load(path: &Path, overrides: &Overrides) -> Result<Self, ExperimentError> {
         let text = std::fs::read_to_string(path).map_err(|e| ExperimentError {
             file: path.display().to_string(),

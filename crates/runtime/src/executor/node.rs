@@ -43,14 +43,9 @@ impl NodeSettings {
             cpus: machine
                 .cpus
                 .max(exp.jobs.iter().map(|j| j.spec.ranks).max().unwrap_or(1)),
-            policy: exp.policy.build_with(
-                memgang_core::Quantum {
-                    length: exp.quantum,
-                    max_switch_share: exp.max_switch_share,
-                },
-                exp.switch,
-                exp.overlap,
-            ),
+            policy: exp
+                .policy
+                .build_with(exp.quantum(), exp.switch, exp.overlap),
             label: exp.policy.to_string(),
             sample_interval: exp.sample_interval,
             dynamic_coscheduling: exp.dynamic_coscheduling,
