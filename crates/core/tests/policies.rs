@@ -269,24 +269,30 @@ fn gang_quantum_starts_when_the_switch_is_done() {
     );
 }
 
-#[test]
-fn a_gang_quantum_grows_to_pay_for_a_dear_switch() {
+/// Two 800 MiB jobs on one 1 GiB node (they take turns), under `kind`
+/// with a 10 s quantum that grows to keep switching at most 10%.
+fn pair_with_growing_quantum(kind: PolicyKind) -> Scheduler {
     let quantum = Quantum {
         length: s(10),
         max_switch_share: Some(0.1),
     };
+    Scheduler::new(
+        Cluster::uniform(1, 2, GIB),
+        jobs(&[0, 0])
+            .into_iter()
+            .map(|j| JobSpec {
+                memory_bytes: Some(800 * MIB),
+                ..j
+            })
+            .collect(),
+        kind.build(quantum, Switching::LRU),
+    )
+}
+
+#[test]
+fn a_gang_quantum_grows_to_pay_for_a_dear_switch() {
     for kind in [PolicyKind::Gang, PolicyKind::Hybrid] {
-        let mut sc = Scheduler::new(
-            Cluster::uniform(1, 2, GIB),
-            jobs(&[0, 0])
-                .into_iter()
-                .map(|j| JobSpec {
-                    memory_bytes: Some(800 * MIB),
-                    ..j
-                })
-                .collect(),
-            kind.build(quantum, Switching::LRU),
-        );
+        let mut sc = pair_with_growing_quantum(kind);
         sc.advance(s(0));
         sc.advance(s(10));
         // 3 s of switching: 27 s of quantum keep it to 10% (3 / 30).
@@ -301,21 +307,7 @@ fn a_gang_quantum_grows_to_pay_for_a_dear_switch() {
 
 #[test]
 fn a_gang_quantum_with_no_switch_before_it_is_the_set_length() {
-    let quantum = Quantum {
-        length: s(10),
-        max_switch_share: Some(0.1),
-    };
-    let mut sc = Scheduler::new(
-        Cluster::uniform(1, 2, GIB),
-        jobs(&[0, 0])
-            .into_iter()
-            .map(|j| JobSpec {
-                memory_bytes: Some(800 * MIB),
-                ..j
-            })
-            .collect(),
-        PolicyKind::Gang.build(quantum, Switching::LRU),
-    );
+    let mut sc = pair_with_growing_quantum(PolicyKind::Gang);
     sc.advance(s(0));
     sc.advance(s(10));
     sc.handle(s(13), Event::SwitchDone { took: s(3) });

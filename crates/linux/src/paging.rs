@@ -269,8 +269,9 @@ pub trait Paging: Send + Sync + std::fmt::Debug {
     fn swapped(&self, record: &PageRecord) -> Result<PageRecord> {
         Ok(record.clone())
     }
-    /// Put `record`'s whole huge pages back on huge pages once it is paged
-    /// in (see [`restore_huge_pages`]); returns the bytes. By default none.
+    /// Put `record`'s wholly resident huge-page blocks back on huge pages
+    /// once it is paged in (see [`restore_huge_pages`]); returns the bytes.
+    /// By default none.
     fn restore_huge(&self, _record: &PageRecord) -> Result<u64> {
         Ok(0)
     }
@@ -547,29 +548,30 @@ pub fn page_in(pid: i32, record: &PageRecord, fault_in: bool) -> Result<PageInRe
     })
 }
 
-/// Put the blocks of `runs` (a record of process `pid`) that were whole
-/// huge pages when recorded back on huge pages (`MADV_COLLAPSE`), once
-/// they are resident again: after [`page_in`]. The kernel copies each
-/// block's small pages into a new huge page, which took about as long as
-/// the page-in itself here (bench/results/switch-ab-huge-20261126: a
-/// switch 0.44 -> 0.71 s for cg when done in it), so an executor does it
-/// beside the running job rather than in the switch. Swap-out
-/// splits a huge page and swap-in brings it back as small ones, so a job
-/// that asked for huge pages (NumPy does, for its arrays) ran the rest of
-/// its life on small ones: SciPy CG alone computed 9% slower on them,
-/// NumPy's stencil and gather 4-5% (bench/realapps_fit.sh, THP_ROUNDS=3).
-/// Only blocks recorded whole are collapsed: a block with a page missing
-/// would be filled with zero pages, memory the job never had. A block the
-/// kernel will not collapse (no huge page free, `MADV_NOHUGEPAGE`, a
-/// kernel before 6.1) stays on small pages: the job runs slower, not
-/// wrong. Returns the bytes of the blocks collapsed; Err only if the
-/// process is gone or may not be advised.
+/// Put process `pid`'s memory back on huge pages (`MADV_COLLAPSE`) where
+/// its record `runs` holds a whole huge-page-aligned block, once that
+/// record is resident again: after [`page_in`]. Swap-out splits a huge
+/// page and swap-in brings it back as small ones, so a job that asked for
+/// huge pages (NumPy does, for its arrays) ran the rest of its life on
+/// small ones: SciPy CG alone computed 9% slower on them, NumPy's stencil
+/// and gather 4-5% (bench/realapps_fit.sh, THP_ROUNDS=3). The record does
+/// not say which blocks were huge pages, only which were resident: a
+/// wholly resident block the job had on small pages is collapsed too,
+/// unless the job said `MADV_NOHUGEPAGE` (the kernel refuses those). Only
+/// whole blocks: one with a page missing would be filled with zero pages,
+/// memory the job never had. The kernel copies each block's small pages
+/// into a new huge page, which took about as long as the page-in itself
+/// here (bench/results/switch-ab-huge-20261126: a switch 0.44 -> 0.71 s
+/// for cg when done in it), so an executor does it beside the running job
+/// rather than in the switch. A block the kernel will not collapse (no
+/// huge page free, a kernel before 6.1) stays on small pages: the job runs
+/// slower, not wrong. Returns the bytes of the blocks collapsed; Err only
+/// if the process is gone or may not be advised.
 pub fn restore_huge_pages(pid: i32, runs: &[Run]) -> Result<u64> {
     let Some(huge) = crate::sysfs::huge_page_size() else {
         return Ok(0);
     };
     let fd = open_pidfd(pid, "restoring huge pages of")?;
-    let fd = &fd;
     let blocks = runs::whole_blocks(runs, huge);
     let mut done = 0;
     for (start, len, _) in runs::cut(&blocks, MAX_PIECE_BYTES) {
@@ -577,7 +579,7 @@ pub fn restore_huge_pages(pid: i32, runs: &[Run]) -> Result<u64> {
             iov_base: start as *mut libc::c_void,
             iov_len: len as usize,
         }];
-        match process_madvise(fd, &iov, MADV_COLLAPSE) {
+        match process_madvise(&fd, &iov, MADV_COLLAPSE) {
             Ok(_) => done += len,
             Err(e) => tracing::debug!(
                 pid = fd.pid(),

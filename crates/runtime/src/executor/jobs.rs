@@ -69,8 +69,8 @@ pub(super) struct JobRun {
     /// A page-in of part of its records started before it resumes
     /// (overlapped with a page-out, or a prefetch); its resume waits for it.
     pub(super) early: Option<JoinHandle<PageInDone>>,
-    /// Its records as taken at its last page-out, whole: the huge pages to
-    /// put back once it runs again (`Paging::restore_huge`).
+    /// Its records as taken at its last page-out, whole: where to put huge
+    /// pages back once it runs again (`Paging::restore_huge`).
     pub(super) huge_records: Vec<PageRecord>,
     /// Putting its huge pages back, beside it, after its resume; a switch
     /// or its end waits for it.
@@ -91,6 +91,21 @@ pub(super) struct JobRun {
 }
 
 impl JobRun {
+    /// Stop its background writing and wait for its paging threads (a
+    /// page-in started early, its huge pages going back): nothing of it
+    /// runs on after its end or the node's release.
+    pub(super) fn stop_paging(&mut self) {
+        if let Some(bg) = self.bg.take() {
+            bg.stop();
+        }
+        if let Some(early) = self.early.take() {
+            let _ = early.join();
+        }
+        if let Some(huge) = self.huge.take() {
+            let _ = huge.join();
+        }
+    }
+
     pub(super) fn new(group: GroupPath, spec: &JobSpec, launch: Launch) -> JobRun {
         JobRun {
             group,
@@ -201,15 +216,7 @@ impl Node {
     /// removed, the pool's limit stays.
     pub fn release(mut self) {
         for j in self.jobs.iter_mut() {
-            if let Some(bg) = j.bg.take() {
-                bg.stop();
-            }
-            if let Some(early) = j.early.take() {
-                let _ = early.join();
-            }
-            if let Some(huge) = j.huge.take() {
-                let _ = huge.join();
-            }
+            j.stop_paging();
             if j.proc.is_some() {
                 if let Err(e) = self.env.freezer.thaw(&j.group) {
                     tracing::error!("thawing {} on release: {e:#}", j.group.as_str());
@@ -287,15 +294,7 @@ impl Node {
         let backend = self.env.backend.as_ref();
         let j = &mut self.jobs[job.index()];
         j.proc = None;
-        if let Some(bg) = j.bg.take() {
-            bg.stop();
-        }
-        if let Some(early) = j.early.take() {
-            let _ = early.join();
-        }
-        if let Some(huge) = j.huge.take() {
-            let _ = huge.join();
-        }
+        j.stop_paging();
         // Read the cgroup's counters before it goes: they include processes
         // the job did not reap itself.
         if let Ok(stat) = backend.memory_stat(&j.group) {

@@ -284,8 +284,8 @@ impl Node {
         out.bytes
     }
 
-    /// Put the huge pages a resumed job had at its page-out back, in a
-    /// thread beside it: in the switch this made cg's switches 0.44 ->
+    /// Put a resumed job's memory back on huge pages where its record holds
+    /// whole blocks (`Paging::restore_huge`), in a thread beside it: in the switch this made cg's switches 0.44 ->
     /// 0.71 s (bench/results/switch-ab-huge-20261126), while the job gains
     /// its speed back only as it runs (NumPy's arrays compute 4-9% slower on
     /// small pages: docs/realapps.md). Its next suspension or its end waits
