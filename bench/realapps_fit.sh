@@ -3,7 +3,11 @@
 # in a pool that holds both (2G), so that no switch has anything to page.
 # Any overhead left is the cost of taking turns itself, per mechanism.
 #   sudo bench/realapps_fit.sh [OUT_DIR]      FIT_APP=stencil (cg, gather) SWITCHES="lru so so/ao so/ao/ai"
-#                                             THP=1 (0: not the huge-page runs) THP_ROUNDS=1
+#                                             FIT_ROUNDS=1 THP=1 (0: not the huge-page runs) THP_ROUNDS=1
+# FIT_ROUNDS=N runs the batch and every mechanism N times, taking turns
+# (round-1/ ... round-N/, each with its own table), and prints
+# bench/realapps_rounds.py's medians: a single run moves by 5-10% here,
+# more than what this control looks for.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source bench/lib.sh
@@ -13,15 +17,33 @@ ensure_python_env
 fit_app=${FIT_APP:-stencil}
 write_app_pair "$fit_app" 2G "$out/$fit_app-fit.toml" "$fit_app-fit"
 py=$PWD/.venv/bin/python
-"$bin" run "$out/$fit_app-fit.toml" --policy batch --baseline none --json "$out/batch.json" --logs "$out/logs/batch" | tail -n 1
-runs=("$out/batch.json")
-for sw in ${SWITCHES:-lru so so/ao so/ao/ai}; do
-  f=$out/gang-${sw//\//-}.json
-  "$bin" run "$out/$fit_app-fit.toml" --policy gang --quantum 10s --switch "$sw" --baseline "$out/batch.json" \
-    --json "$f" --logs "$out/logs/${sw//\//-}" | tail -n 1
-  runs+=("$f")
-done
-"$bin" report "${runs[@]}" | tee "$out/table.txt"
+# fit_round DIR: the batch run and one run per mechanism, in DIR, named
+# as bench/realapps.sh names its runs (APP-batch, APP-q10s-SWITCH), so
+# that bench/realapps_rounds.py reads them; sets `runs`.
+fit_round() {
+  local d=$1 sw f
+  mkdir -p "$d"
+  "$bin" run "$out/$fit_app-fit.toml" --policy batch --baseline none --json "$d/$fit_app-batch.json" \
+    --logs "$d/logs/batch" | tail -n 1
+  runs=("$d/$fit_app-batch.json")
+  for sw in ${SWITCHES:-lru so so/ao so/ao/ai}; do
+    f=$d/$fit_app-q10s-${sw//\//-}.json
+    "$bin" run "$out/$fit_app-fit.toml" --policy gang --quantum 10s --switch "$sw" \
+      --baseline "$d/$fit_app-batch.json" --json "$f" --logs "$d/logs/${sw//\//-}" | tail -n 1
+    runs+=("$f")
+  done
+  "$bin" report "${runs[@]}" | tee "$d/table.txt"
+}
+fit_rounds=${FIT_ROUNDS:-1}
+if [ "$fit_rounds" -le 1 ]; then
+  fit_round "$out"
+else
+  for r in $(seq 1 "$fit_rounds"); do
+    step "round $r of $fit_rounds"
+    fit_round "$out/round-$r"
+  done
+  python3 bench/realapps_rounds.py "$out" | tee "$out/rounds.txt"
+fi
 # Transparent huge pages: NumPy asks for them; swap-out splits them. Does a
 # program compute slower on 4 KiB pages? Each app alone, both ways, taking
 # turns THP_ROUNDS times (a single run here moves by 5%), and the medians.
@@ -57,6 +79,8 @@ if [ "${THP:-1}" != 0 ]; then
   thp | tee "$out/thp.txt"
   thp_medians "$out/thp.txt" | tee -a "$out/thp.txt"
 fi
+# One round: each job's running time (rounds: realapps_rounds.py's column).
+[ "$fit_rounds" -le 1 ] || exit 0
 python3 - "${runs[@]}" <<'PY' | tee -a "$out/table.txt"
 import json, sys
 from collections import defaultdict

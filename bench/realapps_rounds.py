@@ -24,7 +24,7 @@ import sys
 
 from realapps_table import check
 
-ORDER = {"batch": 0, "lru": 1, "so-ao-ai": 2, "so-ao-ai-share5": 3}
+ORDER = {"batch": 0, "lru": 1, "so": 2, "so-ao": 3, "so-ao-ai": 4, "so-ao-ai-share5": 5}
 
 
 def label(run_name):
