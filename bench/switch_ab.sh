@@ -3,8 +3,9 @@
 # applications (issue 12): the gather and cg pairs of bench/realapps.sh
 # under gang so/ao/ai, q = 10 s, with OLD and NEW alternating, ROUNDS
 # rounds; per build the switches' page-out and page-in rates, their mean
-# time, the makespans and the jobs' running time (their quanta together). For a mechanism change that the policy does
-# not see (build OLD from the commit before it).
+# time, the makespans, the jobs' running time (their quanta together) and
+# the bytes put back on huge pages after page-ins. For a mechanism change
+# that the policy does not see (build OLD from the commit before it).
 #   sudo bench/switch_ab.sh OLD_BIN NEW_BIN [OUT_DIR]    APPS="gather cg" ROUNDS=2
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -41,8 +42,8 @@ for f in sorted(glob.glob(os.path.join(d, "*-r*.json"))):
     rows[(app, build)].append(json.load(open(f)))
 bw = [json.load(open(f)) for f in glob.glob(os.path.join(d, "bandwidth-*.json"))]
 print("disk: " + "; ".join(f"read {b['read_bytes_per_s']/1e6:.0f} MB/s, write {b['write_bytes_per_s']/1e6:.0f} MB/s" for b in bw))
-print("| app | build | runs | makespan (s) | jobs' running time (s) | page-out MB/s | page-in MB/s | switch s (mean) |")
-print("|---|---|---|---|---|---|---|---|")
+print("| app | build | runs | makespan (s) | jobs' running time (s) | page-out MB/s | page-in MB/s | switch s (mean) | back on huge pages (MiB per run) |")
+print("|---|---|---|---|---|---|---|---|---|")
 for (app, t), runs in sorted(rows.items(), key=lambda kv: (kv[0][0], kv[0][1] != "old")):
     sw = [s for r in runs for s in r["switches"]]
     out_b = sum(s["paged_out_bytes"] for s in sw); out_s = sum(s["page_out_s"] for s in sw)
@@ -51,6 +52,8 @@ for (app, t), runs in sorted(rows.items(), key=lambda kv: (kv[0][0], kv[0][1] !=
     took = sum(s["took_s"] for s in sw) / max(len(sw), 1)
     # The sum of the jobs' quanta: how long they computed, switches left out.
     running = " / ".join(f"{sum(i['end_s'] - i['start_s'] for i in r['timeline']):.1f}" for r in runs)
-    print(f"| {app} | {t} | {len(runs)} | {ms} | {running} | {out_b/out_s/1e6 if out_s else 0:.0f} | {in_b/in_s/1e6 if in_s else 0:.0f} | {took:.2f} |")
+    # Put back after page-ins (results before that field have none).
+    huge = " / ".join(f"{sum(j.get('huge_restored_bytes', 0) for j in r['jobs']) / 2**20:.0f}" for r in runs)
+    print(f"| {app} | {t} | {len(runs)} | {ms} | {running} | {out_b/out_s/1e6 if out_s else 0:.0f} | {in_b/in_s/1e6 if in_s else 0:.0f} | {took:.2f} | {huge} |")
 PY
 echo "results in $out"

@@ -130,6 +130,7 @@ const PAGE_IS_FILE: u64 = 1 << 2;
 const PAGE_IS_PRESENT: u64 = 1 << 3;
 const PAGE_IS_SWAPPED: u64 = 1 << 4;
 const PAGE_IS_PFNZERO: u64 = 1 << 5;
+const PAGE_IS_HUGE: u64 = 1 << 6;
 
 /// `_IOWR('f', 16, struct pm_scan_arg)`.
 const PAGEMAP_SCAN: u64 =
@@ -148,6 +149,9 @@ enum Pages {
     /// Mapped by a swap entry (on swap, or still in the swap cache): what
     /// a page-in has to bring back.
     Swapped,
+    /// In RAM, anonymous and mapped by a huge page: what a huge-page
+    /// restore puts back. Only the ioctl knows (pagemap has no such bit).
+    Huge,
 }
 
 /// Set once `PAGEMAP_SCAN` has been refused: later scans go straight to the
@@ -275,6 +279,12 @@ pub trait Paging: Send + Sync + std::fmt::Debug {
     fn restore_huge(&self, _record: &PageRecord) -> Result<u64> {
         Ok(0)
     }
+    /// The part of process `pid` on huge pages now (see [`huge_record`]);
+    /// `None` if that cannot be known, and then a restore takes every
+    /// whole block of the resident record. By default `None`.
+    fn huge_record(&self, _pid: i32) -> Result<Option<PageRecord>> {
+        Ok(None)
+    }
 }
 
 /// [`Paging`] by this module's functions: `PAGEMAP_SCAN`,
@@ -301,6 +311,10 @@ impl Paging for Madvise {
 
     fn restore_huge(&self, record: &PageRecord) -> Result<u64> {
         restore_huge_pages(record.pid, &record.runs)
+    }
+
+    fn huge_record(&self, pid: i32) -> Result<Option<PageRecord>> {
+        huge_record(pid)
     }
 }
 
@@ -415,6 +429,20 @@ pub fn record(pid: i32) -> Result<(PageRecord, ScanMethod)> {
     let ranges = anon_ranges(pid)?;
     let (runs, method) = resident_runs(pid, &ranges)?;
     Ok((PageRecord { pid, runs }, method))
+}
+
+/// The anonymous memory of process `pid` that huge pages map now, as
+/// runs of whole huge pages: taken with the record at page-out (which
+/// splits them), it is what [`restore_huge_pages`] should put back, and
+/// no more. `Ok(None)` on a kernel without `PAGEMAP_SCAN`: pagemap does
+/// not say which pages are huge.
+pub fn huge_record(pid: i32) -> Result<Option<PageRecord>> {
+    if SCAN_IOCTL_MISSING.load(Ordering::Relaxed) {
+        return Ok(None);
+    }
+    let ranges = anon_ranges(pid)?;
+    Ok(scan(pid, &ranges, ScanMethod::PagemapScan, Pages::Huge)?
+        .map(|runs| PageRecord { pid, runs }))
 }
 
 /// Aggressive page-out: `MADV_PAGEOUT` over `spans` of process `pid`
@@ -554,11 +582,12 @@ pub fn page_in(pid: i32, record: &PageRecord, fault_in: bool) -> Result<PageInRe
 /// page and swap-in brings it back as small ones, so a job that asked for
 /// huge pages (NumPy does, for its arrays) ran the rest of its life on
 /// small ones: SciPy CG alone computed 9% slower on them, NumPy's stencil
-/// and gather 4-5% (bench/realapps_fit.sh, THP_ROUNDS=3). The record does
-/// not say which blocks were huge pages, only which were resident: a
-/// wholly resident block the job had on small pages is collapsed too,
-/// unless the job said `MADV_NOHUGEPAGE` (the kernel refuses those). Only
-/// whole blocks: one with a page missing would be filled with zero pages,
+/// and gather 4-5% (bench/realapps_fit.sh, THP_ROUNDS=3). Give it the
+/// [`huge_record`] taken before the page-out, so that only blocks that were
+/// huge pages are collapsed; a resident record (a kernel without
+/// `PAGEMAP_SCAN`) also collapses wholly resident blocks the job had on
+/// small pages, unless it said `MADV_NOHUGEPAGE` (the kernel refuses
+/// those). Only whole blocks: one with a page missing would be filled with zero pages,
 /// memory the job never had. The kernel copies each block's small pages
 /// into a new huge page, which took about as long as the page-in itself
 /// here (bench/results/switch-ab-huge-20261126: a switch 0.44 -> 0.71 s
@@ -608,9 +637,10 @@ fn scan(
     let file = File::open(&path).map_err(|e| proc_error(pid, action, path.clone(), e))?;
     ensure_alive(&fd, action)?;
     let ranges = runs::aligned(ranges);
-    let result = match method {
-        ScanMethod::PagemapScan => scan_ioctl(&file, &ranges, want),
-        ScanMethod::PagemapRead => scan_read(&file, &ranges, want).map(Some),
+    let result = match (method, want) {
+        (ScanMethod::PagemapScan, _) => scan_ioctl(&file, &ranges, want),
+        (ScanMethod::PagemapRead, Pages::Huge) => Ok(None),
+        (ScanMethod::PagemapRead, _) => scan_read(&file, &ranges, want).map(Some),
     };
     result.map_err(|e| proc_error(pid, action, path, e))
 }
@@ -624,6 +654,11 @@ fn scan_ioctl(file: &File, ranges: &[Range<u64>], want: Pages) -> io::Result<Opt
             PAGE_IS_PRESENT,
         ),
         Pages::Swapped => (PAGE_IS_SWAPPED, 0, PAGE_IS_SWAPPED),
+        Pages::Huge => (
+            PAGE_IS_PRESENT | PAGE_IS_HUGE | PAGE_IS_FILE,
+            PAGE_IS_FILE,
+            PAGE_IS_HUGE,
+        ),
     };
     let mut regions = vec![PageRegion::default(); SCAN_REGIONS];
     let mut runs = Vec::new();
@@ -713,6 +748,8 @@ fn scan_read(file: &File, ranges: &[Range<u64>], want: Pages) -> io::Result<Vec<
                 let hit = match want {
                     Pages::Resident => e & PM_PRESENT != 0 && e & PM_FILE_OR_SHARED_ANON == 0,
                     Pages::Swapped => e & PM_SWAP != 0,
+                    // Not in pagemap's bits: `scan` does not read for it.
+                    Pages::Huge => false,
                 };
                 if hit {
                     let a = (vpn + i as u64) * page;

@@ -17,7 +17,7 @@ pub mod results;
 
 pub use baseline::Baseline;
 pub use experiment::{Experiment, Overrides};
-pub use mechanisms::{page_in, PageInDone};
+pub use mechanisms::{page_in, HugeRestore, PageInDone};
 pub use results::RunResult;
 
 use anyhow::{bail, Context, Result};

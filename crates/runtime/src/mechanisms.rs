@@ -155,6 +155,50 @@ pub fn page_in(paging: &dyn Paging, records: &[PageRecord]) -> PageInDone {
     done
 }
 
+/// Huge pages being put back beside a resumed job (`Paging::restore_huge`
+/// of what huge pages mapped at its page-out): in the switch this made
+/// cg's switches 0.44 -> 0.71 s (bench/results/switch-ab-huge-20261126),
+/// while the job gains its speed back only as it runs (NumPy's arrays
+/// compute 4-9% slower on small pages: docs/realapps.md). Its next page-out
+/// or its end must [`wait`](Self::wait) first: the restore must not race
+/// the page-out, and no thread outlives its job. Dropping it waits too.
+#[derive(Debug)]
+pub struct HugeRestore(Option<JoinHandle<u64>>);
+
+impl HugeRestore {
+    /// Start restoring `records` in a thread; nothing to do without them.
+    pub fn start(paging: Arc<dyn Paging>, records: Vec<PageRecord>) -> Option<HugeRestore> {
+        if records.is_empty() {
+            return None;
+        }
+        Some(HugeRestore(Some(std::thread::spawn(move || {
+            let mut bytes = 0;
+            for rec in &records {
+                match paging.restore_huge(rec) {
+                    Ok(b) => bytes += b,
+                    Err(e) => tracing::debug!(pid = rec.pid, "restoring huge pages: {e}"),
+                }
+            }
+            bytes
+        }))))
+    }
+
+    /// Wait until it is done; the bytes it put back on huge pages.
+    pub fn wait(mut self) -> u64 {
+        self.join()
+    }
+
+    fn join(&mut self) -> u64 {
+        self.0.take().and_then(|h| h.join().ok()).unwrap_or(0)
+    }
+}
+
+impl Drop for HugeRestore {
+    fn drop(&mut self) {
+        self.join();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

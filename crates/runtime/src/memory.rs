@@ -47,6 +47,10 @@ pub struct PagedOut {
     pub bytes: u64,
     /// The resident runs before the page-out, when the plan records.
     pub records: Option<Vec<PageRecord>>,
+    /// With `records`: what huge pages mapped before the page-out split
+    /// them (`Paging::huge_record`), or the resident record where that
+    /// cannot be known; what a restore after the page-in puts back.
+    pub huge: Vec<PageRecord>,
     pub warnings: Vec<String>,
 }
 
@@ -87,6 +91,17 @@ impl GroupMemory {
                     continue;
                 }
             };
+            // Before the page-out, which splits the huge pages.
+            if record {
+                out.huge.push(match self.paging.huge_record(pid) {
+                    Ok(Some(huge)) => huge,
+                    Ok(None) => rec.clone(),
+                    Err(e) => {
+                        failed(name, "recording huge pages", &e);
+                        rec.clone()
+                    }
+                });
+            }
             if evict {
                 let runs = runs::truncate(&rec.runs, room);
                 if runs.len() < rec.runs.len() || rec.bytes() > room {

@@ -125,6 +125,10 @@ pub struct JobResult {
     /// Dynamic coscheduling: seconds of its run it spent boosted.
     #[serde(default)]
     pub boosted_s: f64,
+    /// Bytes put back on huge pages (`MADV_COLLAPSE`) after its page-ins:
+    /// what huge pages mapped at its page-outs and came back whole.
+    #[serde(default)]
+    pub huge_restored_bytes: u64,
 }
 
 impl RunResult {

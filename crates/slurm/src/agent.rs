@@ -16,6 +16,7 @@ use memgang_linux::cgroup::{CgroupBackend, GroupPath};
 use memgang_linux::counters::NodeCounters;
 use memgang_linux::paging::{PageRecord, Paging};
 use memgang_runtime::memory::GroupMemory;
+use memgang_runtime::HugeRestore;
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
@@ -39,6 +40,11 @@ const SWEEP_EVERY: Duration = Duration::from_secs(2);
 struct Job {
     group: GroupPath,
     records: Vec<PageRecord>,
+    /// What huge pages mapped at its last page-out, and their restore
+    /// after its page-in (waited for before its next page-out, and when
+    /// the job is dropped).
+    huge_records: Vec<PageRecord>,
+    huge: Option<HugeRestore>,
     /// Anonymous memory when last paged out: the working-set estimate.
     ws_bytes: Option<u64>,
 }
@@ -135,6 +141,8 @@ impl Agent {
         jobs.entry(job).or_insert_with(|| Job {
             group,
             records: Vec::new(),
+            huge_records: Vec::new(),
+            huge: None,
             ws_bytes: None,
         });
         tracing::info!("job {job}: adopted process {pid}");
@@ -182,6 +190,10 @@ impl Agent {
                         .memory_stat(&j.group)
                         .ok()
                         .map(|m| m.anon_bytes);
+                    if let Some(h) = j.huge.take() {
+                        let bytes = h.wait();
+                        tracing::debug!("job {job}: {bytes} bytes back on huge pages");
+                    }
                     let t = Instant::now();
                     let out = self.memory.page_out(&j.group, &job.to_string(), plan);
                     report.page_out_s += t.elapsed().as_secs_f64();
@@ -189,6 +201,7 @@ impl Agent {
                     report.warnings.extend(out.warnings);
                     if let Some(records) = out.records {
                         j.records = records;
+                        j.huge_records = out.huge;
                     }
                     let recorded: u64 = j.records.iter().map(PageRecord::bytes).sum();
                     j.ws_bytes = anon.map(|a| a.max(recorded));
@@ -249,6 +262,10 @@ impl Agent {
                     report.page_in_s += done.took.as_secs_f64();
                     for e in &done.errors {
                         memgang_runtime::memory::failed(&job.to_string(), "paging in", e);
+                    }
+                    if j.huge.is_none() {
+                        let records = std::mem::take(&mut j.huge_records);
+                        j.huge = HugeRestore::start(self.memory.paging.clone(), records);
                     }
                 }
             }

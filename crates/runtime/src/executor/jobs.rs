@@ -3,7 +3,7 @@
 //! however the node ends.
 
 use super::node::Node;
-use crate::mechanisms::{BgWriter, PageInDone};
+use crate::mechanisms::{BgWriter, HugeRestore, PageInDone};
 use crate::procs::{self, Launched};
 use crate::results::{Interval, JobResult};
 use anyhow::{Context, Result};
@@ -69,12 +69,12 @@ pub(super) struct JobRun {
     /// A page-in of part of its records started before it resumes
     /// (overlapped with a page-out, or a prefetch); its resume waits for it.
     pub(super) early: Option<JoinHandle<PageInDone>>,
-    /// Its records as taken at its last page-out, whole: where to put huge
-    /// pages back once it runs again (`Paging::restore_huge`).
+    /// What huge pages mapped at its last page-out (`PagedOut::huge`):
+    /// where to put them back once it runs again (`Paging::restore_huge`).
     pub(super) huge_records: Vec<PageRecord>,
     /// Putting its huge pages back, beside it, after its resume; a switch
     /// or its end waits for it.
-    pub(super) huge: Option<JoinHandle<()>>,
+    pub(super) huge: Option<HugeRestore>,
     /// Peak resident memory last reported to the policy.
     pub(super) reported_peak: u64,
     pub(super) proc: Option<Launched>,
@@ -102,7 +102,7 @@ impl JobRun {
             let _ = early.join();
         }
         if let Some(huge) = self.huge.take() {
-            let _ = huge.join();
+            self.result.huge_restored_bytes += huge.wait();
         }
     }
 

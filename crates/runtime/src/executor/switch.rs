@@ -4,7 +4,7 @@
 
 use super::node::Node;
 use crate::mechanisms::PageInDone;
-use crate::mechanisms::{self, BgWriter, SwitchSampler};
+use crate::mechanisms::{self, BgWriter, HugeRestore, SwitchSampler};
 use crate::memory::GroupMemory;
 use crate::results::Switch;
 use anyhow::{Context, Result};
@@ -122,7 +122,7 @@ impl Node {
                         // Background writing ends when the switch begins.
                         // Its huge pages going back must not race its page-out.
                         if let Some(h) = self.jobs[i].huge.take() {
-                            let _ = h.join();
+                            self.jobs[i].result.huge_restored_bytes += h.wait();
                         }
                         let bg = self.jobs[i].bg.take().map(|w| {
                             let report = w.stop();
@@ -278,32 +278,20 @@ impl Node {
         warnings.extend(out.warnings);
         if let Some(records) = out.records {
             let j = &mut self.jobs[job.index()];
-            j.huge_records = records.clone();
+            j.huge_records = out.huge;
             j.records = bg.filter(|b| !b.is_empty()).unwrap_or(records);
         }
         out.bytes
     }
 
-    /// Put a resumed job's memory back on huge pages where its record holds
-    /// whole blocks (`Paging::restore_huge`), in a thread beside it: in the switch this made cg's switches 0.44 ->
-    /// 0.71 s (bench/results/switch-ab-huge-20261126), while the job gains
-    /// its speed back only as it runs (NumPy's arrays compute 4-9% slower on
-    /// small pages: docs/realapps.md). Its next suspension or its end waits
-    /// for the thread.
+    /// Put a resumed job's memory back on huge pages where huge pages
+    /// mapped it before its page-out, beside it ([`HugeRestore`]).
     fn restore_huge_pages(&mut self, job: JobId) {
         let j = &mut self.jobs[job.index()];
-        let records = std::mem::take(&mut j.huge_records);
-        if records.is_empty() || j.huge.is_some() {
-            return;
+        if j.huge.is_none() {
+            let records = std::mem::take(&mut j.huge_records);
+            j.huge = HugeRestore::start(self.env.paging.clone(), records);
         }
-        let paging = self.env.paging.clone();
-        j.huge = Some(std::thread::spawn(move || {
-            for rec in &records {
-                if let Err(e) = paging.restore_huge(rec) {
-                    tracing::debug!(pid = rec.pid, "restoring huge pages: {e}");
-                }
-            }
-        }));
     }
 
     /// The job's records, cut to what the pool can take now (see
