@@ -51,18 +51,27 @@ ensure_slurm() {
   fi
 }
 
-# HPC Challenge from Debian (an MPI code nobody here wrote) for
-# bench/realapps.sh's hpcc pair and the dynamic coscheduling test of an MPI
-# job over TCP; Open MPI as for the cluster tests.
-ensure_hpcc() {
-  command -v hpcc >/dev/null && command -v mpirun >/dev/null && return
+# ensure_mpi_app CMD WHAT PACKAGE...: an MPI program from Debian's
+# packages (codes nobody here wrote) with Open MPI, installed when root
+# can (apt-get), for WHAT.
+ensure_mpi_app() {
+  local cmd=$1 what=$2
+  shift 2
+  command -v "$cmd" >/dev/null && command -v mpirun >/dev/null && return
   if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
-    step "installing hpcc and Open MPI (Debian packages) for the hpcc pair"
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq hpcc openmpi-bin >/dev/null ||
-      { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq hpcc openmpi-bin >/dev/null; }
+    step "installing $* (Debian packages) for $what"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" openmpi-bin >/dev/null ||
+      { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" openmpi-bin >/dev/null; }
   fi
-  command -v hpcc >/dev/null || { echo "hpcc is not installed and cannot be (needs root and apt-get)" >&2; return 1; }
+  command -v "$cmd" >/dev/null || { echo "$cmd is not installed and cannot be (needs root and apt-get: $*)" >&2; return 1; }
 }
+
+# HPC Challenge, for bench/realapps.sh's hpcc pair and the dynamic
+# coscheduling test of an MPI job over TCP.
+ensure_hpcc() { ensure_mpi_app hpcc "the hpcc pair" hpcc; }
+
+# LAMMPS (molecular dynamics), for bench/realapps.sh's lammps pair.
+ensure_lammps() { ensure_mpi_app lmp "the lammps pair" lammps; }
 
 check_leftovers() {
   local bad=0
