@@ -8,11 +8,12 @@
 # machine the wall time also counts the other processes' turns; and the
 # job-node actions per event (a job started, suspended, made room for or
 # resumed, once per node of it): the engine's work per event, which a
-# switch of many wide jobs makes large.
+# switch of many wide jobs makes large; and the switches, with the node
+# actions per switch (a gang row's nodes, a hybrid set's jobs' nodes).
 # No root needed: the simulator touches no kernel feature.
 #
 #   bench/sim_speed.sh [OUT_DIR]
-#   JOBS="10000 100000" POLICIES="gang" GAP=30s MEM=2G SWITCH=lru TIMEOUT=900 to choose
+#   JOBS="10000 100000" (" ": the overloaded rows only) POLICIES="gang" GAP=30s MEM=2G SWITCH=lru TIMEOUT=900 to choose
 #   OVER_JOBS=100000 (0: no overloaded row)  BIN=path/to/memgang (no build)
 #
 # The generator: Poisson arrivals (mean gap GAP), Pareto run times (mean
@@ -62,8 +63,8 @@ TIMEOUT=${TIMEOUT:-900}
 OVER_JOBS=${OVER_JOBS:-100000}
 
 echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cores, $(free -g | awk '/Mem:/ {print $2}')G; one simulation at a time, one core each" | tee "$out/machine.txt"
-printf '%-8s %-8s %-7s %11s %8s %11s %9s %14s %8s %10s %6s %12s %12s\n' \
-  jobs cluster policy events wall_s events/s jobs/s sim_days/hour peak_MiB peak_alive cpu_s events/cpu_s node_act/event | tee "$out/table.txt"
+printf '%-8s %-8s %-7s %11s %8s %11s %9s %14s %8s %10s %6s %12s %12s %9s %15s\n' \
+  jobs cluster policy events wall_s events/s jobs/s sim_days/hour peak_MiB peak_alive cpu_s events/cpu_s node_act/event switches node_act/switch | tee "$out/table.txt"
 # One row: JOBS CLUSTER_LABEL POLICY then the generator's and cluster's flags.
 row() {
   local n=$1 label=$2 p=$3
@@ -83,7 +84,8 @@ cpu = sum(float(re.search(rf"{k} time \(seconds\): ([\d.]+)", t).group(1)) for k
 days_per_hour = r["makespan_s"] / 86400 / (r["wall_s"] / 3600)
 print(f'{sys.argv[3]:<8} {sys.argv[5]:<8} {sys.argv[4]:<7} {r["events"]:>11} {r["wall_s"]:>8.2f} {r["events_per_s"]:>11.0f} '
       f'{r["jobs"] / r["wall_s"]:>9.0f} {days_per_hour:>14.0f} {rss / 1024:>8.0f} {r["peak_jobs_alive"]:>10} '
-      f'{cpu:>6.2f} {r["events"] / max(cpu, 0.01):>12.0f} {r["node_actions"] / max(r["events"], 1):>12.1f}')
+      f'{cpu:>6.2f} {r["events"] / max(cpu, 0.01):>12.0f} {r["node_actions"] / max(r["events"], 1):>12.1f} '
+      f'{r["switches"]:>9} {r["node_actions"] / max(r["switches"], 1):>15.1f}')
 PY
   else
     printf '%-8s %-8s %-7s %s\n' "$n" "$label" "$p" "not finished within ${TIMEOUT}s (or failed: see $out/$name.txt)" | tee -a "$out/table.txt"

@@ -47,6 +47,38 @@ fn pattern(i: usize) -> u64 {
     (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ SEED
 }
 
+/// A test's swap file and its pool (a memory cgroup of [`POOL_LIMIT`]),
+/// with the jobs forked into it; torn down on drop, also when the test
+/// panics. Fields drop in order: the processes die before their swap goes.
+struct Bed {
+    guard: Cleanup,
+    pool: GroupPath,
+    _swap: TestSwap,
+}
+
+impl Bed {
+    fn new(backend: &Arc<dyn CgroupBackend>, name: &str, swap: u64) -> Bed {
+        let swap = TestSwap::new(swap).expect("creating the test swap");
+        let pool = test_group(name);
+        let mut guard = Cleanup::new(backend.clone());
+        guard.groups = vec![pool.clone()];
+        backend.create(&pool).unwrap();
+        backend.set_memory_limit(&pool, Some(POOL_LIMIT)).unwrap();
+        Bed {
+            guard,
+            pool,
+            _swap: swap,
+        }
+    }
+
+    /// [`fork_job`] into the pool, killed with it.
+    fn fork(&mut self, bytes: usize, hole: usize, huge: Thp) -> Job {
+        let job = fork_job(self.guard.backend.as_ref(), &self.pool, bytes, hole, huge);
+        self.guard.children.push(job.pid);
+        job
+    }
+}
+
 /// A forked job: `bytes` of anonymous memory at `addr` holding
 /// [`pattern`]. Commands go down `cmd`: `T` = verify every word and write
 /// it back (dirtying the page), answered `O` (intact) or `F` on `res`. Closing `cmd` ends it.
@@ -349,16 +381,9 @@ fn page_out_and_page_in_move_a_job_in_bulk_and_keep_its_data() {
     let Some(backend) = backend(test) else {
         return;
     };
-    // Declared before the guard, so dropped after it: processes die before
-    // their swap goes away.
-    let _swap = TestSwap::new(SWAP).expect("creating the test swap");
-    let pool = test_group("paging");
-    let mut guard = Cleanup::new(backend.clone());
-    guard.groups = vec![pool.clone()];
-    backend.create(&pool).unwrap();
-    backend.set_memory_limit(&pool, Some(POOL_LIMIT)).unwrap();
-    let job = fork_job(backend.as_ref(), &pool, MEM, 0, Thp::Small);
-    guard.children.push(job.pid);
+    let mut bed = Bed::new(&backend, "paging", SWAP);
+    let job = bed.fork(MEM, 0, Thp::Small);
+    let pool = bed.pool.clone();
     let pid = job.pid;
     let pages = job.pages();
 
@@ -484,14 +509,9 @@ fn page_in_puts_huge_pages_back() {
         eprintln!("SKIPPED {test}: this kernel has no transparent huge pages");
         return;
     }
-    let _swap = TestSwap::new(SWAP).expect("creating the test swap");
-    let pool = test_group("paging-huge");
-    let mut guard = Cleanup::new(backend.clone());
-    guard.groups = vec![pool.clone()];
-    backend.create(&pool).unwrap();
-    backend.set_memory_limit(&pool, Some(POOL_LIMIT)).unwrap();
-    let job = fork_job(backend.as_ref(), &pool, 128 << 20, 0, Thp::HalfHuge);
-    guard.children.push(job.pid);
+    let mut bed = Bed::new(&backend, "paging-huge", SWAP);
+    let job = bed.fork(128 << 20, 0, Thp::HalfHuge);
+    let pool = bed.pool.clone();
     let pid = job.pid;
     let before = anon_huge(pid);
     eprintln!("huge pages before page-out: {} MiB of 128", before / MIB);
@@ -550,15 +570,10 @@ fn stale_runs_are_passed_over() {
     let Some(backend) = backend(test) else {
         return;
     };
-    let _swap = TestSwap::new(128 * MIB).expect("creating the test swap");
-    let pool = test_group("paging-stale");
-    let mut guard = Cleanup::new(backend.clone());
-    guard.groups = vec![pool.clone()];
-    backend.create(&pool).unwrap();
-    backend.set_memory_limit(&pool, Some(POOL_LIMIT)).unwrap();
+    let mut bed = Bed::new(&backend, "paging-stale", 128 * MIB);
     let hole = 1 << 20;
-    let job = fork_job(backend.as_ref(), &pool, 16 << 20, hole, Thp::Small);
-    guard.children.push(job.pid);
+    let job = bed.fork(16 << 20, hole, Thp::Small);
+    let pool = bed.pool.clone();
     let pid = job.pid;
     let p = page();
 
@@ -744,14 +759,9 @@ fn fragmented_memory_takes_many_batches_and_scans() {
     let Some(backend) = backend(test) else {
         return;
     };
-    let _swap = TestSwap::new(128 * MIB).expect("creating the test swap");
-    let pool = test_group("paging-frag");
-    let mut guard = Cleanup::new(backend.clone());
-    guard.groups = vec![pool.clone()];
-    backend.create(&pool).unwrap();
-    backend.set_memory_limit(&pool, Some(POOL_LIMIT)).unwrap();
-    let job = fork_job(backend.as_ref(), &pool, 64 << 20, 0, Thp::Small);
-    guard.children.push(job.pid);
+    let mut bed = Bed::new(&backend, "paging-frag", 128 * MIB);
+    let job = bed.fork(64 << 20, 0, Thp::Small);
+    let pool = bed.pool.clone();
     let pid = job.pid;
 
     // Page out every other page: 8192 one-page ranges, more than one
