@@ -7,6 +7,8 @@
 #   gather   NumPy random gather/scatter (every page, random order)
 #   hpcc     HPC Challenge from Debian (HPL, STREAM, RandomAccess, FFT,
 #            ...; Open MPI, 2 ranks per job), only if APPS names it
+#   lammps   LAMMPS from Debian, Lennard-Jones melt (neighbour lists and
+#            atoms swept every step; Open MPI, 2 ranks), only if APPS names it
 # each pair in a pool that holds one job, not two: batch, gang lru and gang
 # so/ao/ai at q = 10 s. Prints bench/realapps_table.py's table: overhead,
 # cut against lru, per switch page-out and page-in and the switch against
@@ -19,7 +21,7 @@
 # single run here moves by 5-10% (docs/realapps.md).
 # SHARES adds so/ao/ai runs whose quantum grows after a dear switch until
 # switching is at most that share of the time (--max-switch-share).
-#   sudo bench/realapps.sh [OUT_DIR]        APPS="cg stencil gather" (or hpcc) SWITCHES="lru so/ao/ai"
+#   sudo bench/realapps.sh [OUT_DIR]        APPS="cg stencil gather" (or hpcc, lammps) SWITCHES="lru so/ao/ai"
 #                                           SHARES="5%" ("" for none) ROUNDS=1
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,6 +31,7 @@ out=$(cd "$out" && pwd)
 ensure_python_env
 .venv/bin/python -c 'import scipy' 2>/dev/null || .venv/bin/python -m pip install --quiet scipy
 case " ${APPS:-} " in *" hpcc "*) ensure_hpcc ;; esac
+case " ${APPS:-} " in *" lammps "*) ensure_lammps ;; esac
 APP_POOL=${APP_POOL:-512M}
 "$bin" testbed bandwidth --json > "$out/bandwidth-start.json"
 # One round: every app's batch and gang runs, one after the other, in DIR.

@@ -573,7 +573,6 @@ fn stale_runs_are_passed_over() {
     let mut bed = Bed::new(&backend, "paging-stale", 128 * MIB);
     let hole = 1 << 20;
     let job = bed.fork(16 << 20, hole, Thp::Small);
-    let pool = bed.pool.clone();
     let pid = job.pid;
     let p = page();
 
@@ -761,7 +760,6 @@ fn fragmented_memory_takes_many_batches_and_scans() {
     };
     let mut bed = Bed::new(&backend, "paging-frag", 128 * MIB);
     let job = bed.fork(64 << 20, 0, Thp::Small);
-    let pool = bed.pool.clone();
     let pid = job.pid;
 
     // Page out every other page: 8192 one-page ranges, more than one
