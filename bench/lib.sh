@@ -43,9 +43,9 @@ declare -A ARGS=(
 # The real applications' pairs (bench/apps/): per app its arguments (about
 # 30 s alone on this machine, 2 CPUs) and its declared memory (its steady
 # working set; hpcc: its peak alone at N = 5000 was 311 MiB, memgang run's
-# peak_anon; lammps: 864,000 atoms, its two ranks' resident sets peaked at
-# 335 MiB together, shared libraries included). Used by realapps.sh,
-# realapps_fit.sh and switch_ab.sh.
+# peak_anon; lammps: 66^3 cells, 1,149,984 atoms, 382 MiB peak_anon per
+# job in bench/results/realapps-lammps-20261127, whose batch ran the two
+# in 74-77 s). Used by realapps.sh, realapps_fit.sh and switch_ab.sh.
 declare -A APP_ARGS=([cg]="140 ${CG_ITERS:-900}" [stencil]="280 ${STENCIL_ITERS:-120}" [gather]="350 ${GATHER_ITERS:-130}" [hpcc]="${HPCC_N:-5000}" [lammps]="${LAMMPS_SIDE:-66} ${LAMMPS_STEPS:-140}")
 declare -A APP_MEM=([cg]=370M [stencil]=370M [gather]=440M [hpcc]=320M [lammps]=400M)
 

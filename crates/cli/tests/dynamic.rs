@@ -66,14 +66,7 @@ fn a_communicating_job_is_boosted_and_sequential_ones_are_not() {
 fn a_busy_polling_mpi_job_over_tcp_is_boosted_while_it_runs() {
     require_root("a_busy_polling_mpi_job_over_tcp_is_boosted_while_it_runs");
     let hpcc_sh = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bench/apps/hpcc.sh");
-    let installed = std::process::Command::new("sh")
-        .args(["-c", "command -v hpcc && command -v mpirun"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    assert!(
-        installed,
-        "hpcc or mpirun is missing: scripts/test installs them as root (ensure_hpcc)"
-    );
+    require_installed(&["hpcc", "mpirun"], "ensure_hpcc");
     let bed = Bed::new();
     // N = 1000: about 3 s alone, every hpcc test including the network ones.
     let exp = bed.write(

@@ -114,19 +114,12 @@ fn scipy_and_numpy_results_survive_every_switch() {
 #[ignore = "needs root: cgroups, swap; LAMMPS and Open MPI from Debian (scripts/test installs them as root)"]
 fn lammps_results_survive_every_switch() {
     require_root("lammps_results_survive_every_switch");
-    let found = Command::new("sh")
-        .args(["-c", "command -v lmp && command -v mpirun"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    assert!(
-        found,
-        "lmp or mpirun is missing: scripts/test installs them as root (ensure_lammps)"
-    );
+    require_installed(&["lmp", "mpirun"], "ensure_lammps");
     let bed = Bed::new();
     // Two MPI ranks per job; 36^3 cells of 4 atoms (186,624), 100 steps:
-    // about 5 s alone, its ranks' resident sets 122 MiB together with
-    // their shared libraries. The check is the last thermo line, printed
-    // to 8 digits: equal only if every atom came back.
+    // a few seconds alone. A pool of 112M holds one job and not two (the
+    // pair check asserts that so/ao/ai paged). The check is the last
+    // thermo line, printed to 8 digits: equal only if every atom came back.
     let lammps = repo().join("bench/apps/lammps.sh").display().to_string();
     let cmd = [lammps, "36".into(), "100".into()];
     pair_keeps_its_check(&bed, &cmd, "80M", "112M");

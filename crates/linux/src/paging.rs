@@ -279,11 +279,12 @@ pub trait Paging: Send + Sync + std::fmt::Debug {
     fn restore_huge(&self, _record: &PageRecord) -> Result<u64> {
         Ok(0)
     }
-    /// The part of process `pid` on huge pages now (see [`huge_record`]);
-    /// `None` if that cannot be known, and then a restore takes every
-    /// whole block of the resident record. By default `None`.
-    fn huge_record(&self, _pid: i32) -> Result<Option<PageRecord>> {
-        Ok(None)
+    /// [`record`](Self::record), and the part of it on huge pages now
+    /// (see [`record_with_huge`]): `None` if that cannot be known, and then
+    /// a restore takes every whole block of the resident record. By default
+    /// `None`.
+    fn record_with_huge(&self, pid: i32) -> Result<(PageRecord, Option<PageRecord>)> {
+        Ok((self.record(pid)?, None))
     }
 }
 
@@ -313,8 +314,8 @@ impl Paging for Madvise {
         restore_huge_pages(record.pid, &record.runs)
     }
 
-    fn huge_record(&self, pid: i32) -> Result<Option<PageRecord>> {
-        huge_record(pid)
+    fn record_with_huge(&self, pid: i32) -> Result<(PageRecord, Option<PageRecord>)> {
+        record_with_huge(pid)
     }
 }
 
@@ -431,18 +432,21 @@ pub fn record(pid: i32) -> Result<(PageRecord, ScanMethod)> {
     Ok((PageRecord { pid, runs }, method))
 }
 
-/// The anonymous memory of process `pid` that huge pages map now, as
-/// runs of whole huge pages: taken with the record at page-out (which
-/// splits them), it is what [`restore_huge_pages`] should put back, and
-/// no more. `Ok(None)` on a kernel without `PAGEMAP_SCAN`: pagemap does
-/// not say which pages are huge.
-pub fn huge_record(pid: i32) -> Result<Option<PageRecord>> {
-    if SCAN_IOCTL_MISSING.load(Ordering::Relaxed) {
-        return Ok(None);
-    }
+/// [`record`], and the anonymous memory that huge pages map now, as runs
+/// of whole huge pages, from one reading of the process's mappings: taken
+/// at page-out (which splits them), it is what [`restore_huge_pages`]
+/// should put back, and no more. The second is `None` on a kernel without
+/// `PAGEMAP_SCAN`: pagemap does not say which pages are huge.
+pub fn record_with_huge(pid: i32) -> Result<(PageRecord, Option<PageRecord>)> {
     let ranges = anon_ranges(pid)?;
-    Ok(scan(pid, &ranges, ScanMethod::PagemapScan, Pages::Huge)?
-        .map(|runs| PageRecord { pid, runs }))
+    let (runs, _) = resident_runs(pid, &ranges)?;
+    let huge = if SCAN_IOCTL_MISSING.load(Ordering::Relaxed) {
+        None
+    } else {
+        scan(pid, &ranges, ScanMethod::PagemapScan, Pages::Huge)?
+            .map(|runs| PageRecord { pid, runs })
+    };
+    Ok((PageRecord { pid, runs }, huge))
 }
 
 /// Aggressive page-out: `MADV_PAGEOUT` over `spans` of process `pid`
@@ -583,14 +587,14 @@ pub fn page_in(pid: i32, record: &PageRecord, fault_in: bool) -> Result<PageInRe
 /// huge pages (NumPy does, for its arrays) ran the rest of its life on
 /// small ones: SciPy CG alone computed 9% slower on them, NumPy's stencil
 /// and gather 4-5% (bench/realapps_fit.sh, THP_ROUNDS=3). Give it the
-/// [`huge_record`] taken before the page-out, so that only blocks that
+/// huge-page record of [`record_with_huge`] taken before the page-out, so that only blocks that
 /// were huge pages are collapsed; a resident record (a kernel without
 /// `PAGEMAP_SCAN`) also collapses wholly resident blocks the job had on
 /// small pages, unless it said `MADV_NOHUGEPAGE` (the kernel refuses
 /// those). Only whole blocks: one with a page missing would be filled
-/// with zero pages, memory the job never had. The kernel copies each block's small pages
-/// into a new huge page, which took about as long as the page-in itself
-/// here (bench/results/switch-ab-huge-20261126: a switch 0.44 -> 0.71 s
+/// with zero pages, memory the job never had. The kernel copies each
+/// block's small pages into a new huge page, which took about as long as
+/// the page-in itself here (bench/results/switch-ab-huge-20261126: a switch 0.44 -> 0.71 s
 /// for cg when done in it), so an executor does it beside the running job
 /// rather than in the switch. A block the kernel will not collapse (no
 /// huge page free, a kernel before 6.1) stays on small pages: the job runs

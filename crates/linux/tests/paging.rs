@@ -519,10 +519,8 @@ fn page_in_puts_huge_pages_back() {
         before >= 16 * MIB,
         "the job got no huge pages to begin with ({before} bytes)"
     );
-    let (record, _) = paging::record(pid).unwrap();
-    let huge = paging::huge_record(pid)
-        .unwrap()
-        .expect("this kernel has PAGEMAP_SCAN");
+    let (record, huge) = paging::record_with_huge(pid).unwrap();
+    let huge = huge.expect("this kernel has PAGEMAP_SCAN");
     assert_eq!(
         huge.bytes(),
         before,

@@ -48,7 +48,7 @@ pub struct PagedOut {
     /// The resident runs before the page-out, when the plan records.
     pub records: Option<Vec<PageRecord>>,
     /// With `records`: what huge pages mapped before the page-out split
-    /// them (`Paging::huge_record`), or the resident record where that
+    /// them (`Paging::record_with_huge`), or the resident record where that
     /// cannot be known; what a restore after the page-in puts back.
     pub huge: Vec<PageRecord>,
     pub warnings: Vec<String>,
@@ -84,23 +84,22 @@ impl GroupMemory {
             // Scanned even when not kept: advising only the resident runs
             // makes the bytes count what really left memory, and the scan
             // (a PAGEMAP_SCAN ioctl) is small next to the page-out.
-            let rec = match self.paging.record(pid) {
-                Ok(rec) => rec,
+            // With the huge pages, when kept: before the page-out, which
+            // splits them.
+            let scanned = if record {
+                self.paging.record_with_huge(pid)
+            } else {
+                self.paging.record(pid).map(|rec| (rec, None))
+            };
+            let (rec, huge) = match scanned {
+                Ok(found) => found,
                 Err(e) => {
                     failed(name, "recording resident pages", &e);
                     continue;
                 }
             };
-            // Before the page-out, which splits the huge pages.
             if record {
-                out.huge.push(match self.paging.huge_record(pid) {
-                    Ok(Some(huge)) => huge,
-                    Ok(None) => rec.clone(),
-                    Err(e) => {
-                        failed(name, "recording huge pages", &e);
-                        rec.clone()
-                    }
-                });
+                out.huge.push(huge.unwrap_or_else(|| rec.clone()));
             }
             if evict {
                 let runs = runs::truncate(&rec.runs, room);

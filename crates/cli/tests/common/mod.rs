@@ -30,6 +30,26 @@ pub fn require_root(test: &str) {
     );
 }
 
+/// Fails the test unless every one of `cmds` is on the PATH (programs
+/// from Debian's packages that `scripts/test` installs as root, by the
+/// function of scripts/lib.sh named in `how`).
+pub fn require_installed(cmds: &[&str], how: &str) {
+    let script = cmds
+        .iter()
+        .map(|c| format!("command -v {c}"))
+        .collect::<Vec<_>>()
+        .join(" && ");
+    let found = Command::new("sh")
+        .args(["-c", &script])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(
+        found,
+        "{} is missing: scripts/test installs them as root ({how})",
+        cmds.join(" or ")
+    );
+}
+
 pub struct Bed {
     pub dir: tempfile::TempDir,
     _swap: TestSwap,
