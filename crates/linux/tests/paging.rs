@@ -505,8 +505,11 @@ fn page_in_puts_huge_pages_back() {
     let Some(backend) = backend(test) else {
         return;
     };
-    if memgang_linux::sysfs::huge_page_size().is_none() {
-        eprintln!("SKIPPED {test}: this kernel has no transparent huge pages");
+    if skip_unless(
+        memgang_linux::sysfs::huge_page_size().is_some(),
+        test,
+        "this kernel has no transparent huge pages",
+    ) {
         return;
     }
     let mut bed = Bed::new(&backend, "paging-huge", SWAP);
