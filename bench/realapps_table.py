@@ -9,9 +9,12 @@ batch run `<app>-batch.json`):
   and the switch's bytes against the disk's limit (bandwidth-*.json, the
   slower of the two measurements, as in adaptive_table.py);
 - faults left after the page-in: a resumed job's major faults in its
-  quantum (cgroup counter, from the samples) against the pages the switch
-  brought back for it; the issue's target is at most 1%; also without
-  the last EXIT_S of a job that ends in the quantum (its exit);
+  quantum (cgroup counter, from the samples), which memgang counts into
+  each switch of the JSON (`faults_after`, and `faults_after_before_exit`
+  without the last half second of a job that ends in the quantum: its
+  exit; docs/results.md), against the pages the switch brought back; the
+  issue's target is at most 1%. Results written before memgang stored
+  these counts show "-";
 - each job's check (the last line of its stdout: residual or checksum)
   against the same job's in the batch run.
 A second table splits each run's time over batch: the seconds its
@@ -34,25 +37,6 @@ def check(job):
         return lines[-1] if lines else None
     except (OSError, KeyError, TypeError):
         return None
-
-
-# The end of a job's run left out of "before exits": its teardown. Python
-# frees its arrays and then walks its objects within about 0.3 s here
-# (the samples of realapps-share-20261126b/cg-q10s-so-ao-ai.json: a job's
-# anon 364 -> 5 MiB, then about 3,000 major faults in 0.3 s).
-EXIT_S = 0.5
-
-
-def faults_after_resume(run, switch, job, next_at):
-    """The job's major faults from the end of `switch` to `next_at`."""
-    start = switch["at_s"] + switch["took_s"]
-    series = [(s["t_s"], j["major_faults"]) for s in run["samples"] if not s.get("in_switch")
-              for j in s["jobs"] if j["job"] == job]
-    before = [f for t, f in series if t <= start]
-    during = [f for t, f in series if start < t <= next_at]
-    if not during:
-        return None
-    return during[-1] - (before[-1] if before else during[0])
 
 
 def main(d):
@@ -95,27 +79,21 @@ def main(d):
             took = sum(s["took_s"] for s in sw)
             if sum(limits) > 0:
                 ratio = f"{took / sum(limits):.2f}"
-        faults, early, pages = 0, 0, 0
-        finish = {j["name"]: j.get("finish_s") for j in run["jobs"]}
-        for k, s in enumerate(sw):
+        faults, early, pages, counted = 0, 0, 0, True
+        for s in sw:
             if not s["resumed"] or not s["paged_in_bytes"]:
                 continue
-            next_at = sw[k + 1]["at_s"] if k + 1 < len(sw) else run["makespan_s"]
-            for job in s["resumed"]:
-                got = faults_after_resume(run, s, job, next_at)
-                if got is not None:
-                    faults += got
-                # A job that ends in this quantum: its faults before its last
-                # EXIT_S, to tell the page-in's misses from an exit that reads
-                # back pages it left in swap long before (a Python job's
-                # teardown touches every object).
-                end = min(next_at, (finish.get(job) or next_at) - EXIT_S)
-                got = faults_after_resume(run, s, job, end)
-                if got is not None:
-                    early += got
+            if "faults_after" not in s:
+                counted = False
+            faults += s.get("faults_after") or 0
+            early += s.get("faults_after_before_exit") or 0
             pages += s["paged_in_bytes"] // PAGE
-        frac = (f"{faults} / {pages} ({faults / pages * 100:.1f}%; {early / pages * 100:.1f}% "
-                f"before exits)" if pages else f"{faults} / 0")
+        if not counted:
+            frac = "-"
+        elif pages:
+            frac = f"{faults} / {pages} ({faults / pages * 100:.1f}%; {early / pages * 100:.1f}% before exits)"
+        else:
+            frac = f"{faults} / 0"
         same = "-"
         if batch:
             want = {j["name"]: check(j) for j in batch["jobs"]}

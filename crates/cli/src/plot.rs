@@ -708,7 +708,8 @@ fn switches(args: SwitchesArgs) -> Result<()> {
             .enumerate()
             .filter(|(_, s)| s.paged_in_bytes > 0)
             .filter_map(|(k, s)| {
-                let faults = r.faults_after_switch(k)?;
+                // Results written before the counts were stored lack them.
+                let faults = s.faults_after.or_else(|| r.faults_after_switch(k))?;
                 Some((k, faults as f64 * page / s.paged_in_bytes as f64 * 100.0))
             })
             .collect();

@@ -93,7 +93,7 @@ pub fn execute(exp: &Experiment, env: &Env) -> Result<RunResult> {
     let completions: Vec<f64> = jobs.iter().filter_map(|j| j.completion_s).collect();
     let fault_rates: Vec<f64> = jobs.iter().filter_map(|j| j.major_faults_per_min).collect();
     let fault_stats = memgang_core::metrics::mean_std(&fault_rates);
-    Ok(RunResult {
+    let mut result = RunResult {
         schema: SCHEMA_VERSION,
         memgang_version: env!("CARGO_PKG_VERSION").into(),
         experiment: exp.name.clone(),
@@ -125,5 +125,7 @@ pub fn execute(exp: &Experiment, env: &Env) -> Result<RunResult> {
         timeline: report.timeline,
         switches: report.switches,
         samples: report.samples,
-    })
+    };
+    result.count_faults_after_switches();
+    Ok(result)
 }

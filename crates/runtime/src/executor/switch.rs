@@ -240,6 +240,9 @@ impl Node {
                     swap_out_pages: swapped(|v| v.pswpout),
                     background_bytes: bg_bytes,
                     warnings,
+                    // Counted from the samples once the run is over.
+                    faults_after: None,
+                    faults_after_before_exit: None,
                 });
                 queue.extend(self.sched.handle(self.now(), Event::SwitchDone { took }));
             }
