@@ -13,6 +13,9 @@
 #    LAMMPS_SIDE^3 cells, 2 MPI ranks, small pages), stopped after 25 s:
 #    its two ranks paged out, drained and paged in, in turn and with one
 #    thread per rank, LAMMPS_ROUNDS (2) times each, alternating.
+# vs_disk: each row's page-out + drain + page-in over the disk's limit for
+# its bytes (out at the write rate, in at the read rate), as the issue's
+# switch target (at most 1.25x) counts a switch.
 #
 #   sudo bench/paging_rate.sh [OUT_DIR]   RATE_MIB=512 RATE_ROUNDS=3 LAMMPS_ROUNDS=2
 set -euo pipefail
@@ -32,6 +35,11 @@ b = json.load(open(sys.argv[1]))
 print("disk: read %.0f MB/s, write %.0f MB/s (sequential, O_DIRECT)" % (b["read_bytes_per_s"] / 1e6, b["write_bytes_per_s"] / 1e6))' \
   "$out/bandwidth.json" | tee -a "$out/table.txt"
 
+# Each row's out + drain + in against the disk's limit for its bytes.
+DISK_BPS=$(python3 -c 'import json, sys
+b = json.load(open(sys.argv[1]))
+print("%s,%s" % (b["read_bytes_per_s"], b["write_bytes_per_s"]))' "$out/bandwidth.json")
+export DISK_BPS
 step "a synthetic process of ${RATE_MIB:-512} MiB, ${RATE_ROUNDS:-3} rounds"
 "$rate" "${RATE_MIB:-512}" "${RATE_ROUNDS:-3}" | tee -a "$out/table.txt"
 
@@ -46,13 +54,16 @@ stop_lammps() {
 }
 on_exit stop_lammps
 step "LAMMPS (${LAMMPS_SIDE:-66}^3 cells, 2 ranks), stopped after 25 s, ${LAMMPS_ROUNDS:-2} rounds"
-printf '%-10s %7s %7s %8s %8s %7s %7s %8s %8s\n' ranks out_MiB out_s out_MB/s drain_s in_MiB in_s in_MB/s total_s | tee -a "$out/table.txt"
+printf '%-10s %7s %7s %8s %8s %7s %7s %8s %8s %7s\n' ranks out_MiB out_s out_MB/s drain_s in_MiB in_s in_MB/s total_s vs_disk | tee -a "$out/table.txt"
 for round in $(seq 1 "${LAMMPS_ROUNDS:-2}"); do
   for parallel in "" 1; do
     mkdir "$memcg/$group"
     # STEPS far beyond 25 s: the job is killed after its page-in.
     bash -c "echo \$\$ > $memcg/$group/cgroup.procs; exec bash bench/apps/lammps.sh ${LAMMPS_SIDE:-66} 100000" \
       > "$out/lammps-$round${parallel:+-parallel}.log" 2>&1 &
+    # Not the shell's job: it would report the kill on stderr.
+    job=$!
+    disown
     sleep 25
     ranks=$(pgrep -x lmp | tr '\n' ' ')
     [ "$(wc -w <<<"$ranks")" = 2 ] || { echo "expected 2 lmp ranks, found: '$ranks'" >&2; exit 1; }
@@ -62,8 +73,7 @@ for round in $(seq 1 "${LAMMPS_ROUNDS:-2}"); do
     # shellcheck disable=SC2086
     PARALLEL=$parallel "$rate" pids "$group" $ranks 2>>"$out/lammps-$round${parallel:+-parallel}.log" | tee -a "$out/table.txt"
     stop_lammps
-    # Quietly: the shell would report the job's kill on stderr.
-    { wait "$!"; } 2>/dev/null || true
+    while kill -0 "$job" 2>/dev/null; do sleep 0.1; done
   done
 done
 echo "results: $out"

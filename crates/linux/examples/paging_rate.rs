@@ -125,6 +125,22 @@ fn timed<T>(f: impl FnOnce() -> T) -> (T, Duration, Duration) {
     (v, t.elapsed(), thread_cpu() - c)
 }
 
+/// Paging time over the disk's limit for the bytes (out at the write
+/// rate, in at the read rate), with DISK_BPS="READ,WRITE" (bytes/s, the
+/// bench passes `memgang testbed bandwidth`'s); "-" without it.
+fn vs_disk(out_bytes: u64, in_bytes: u64, took: Duration) -> String {
+    let bps: Option<Vec<f64>> = std::env::var("DISK_BPS")
+        .ok()
+        .and_then(|v| v.split(',').map(|x| x.trim().parse().ok()).collect());
+    match bps.as_deref() {
+        Some(&[read, write]) => {
+            let limit = out_bytes as f64 / write + in_bytes as f64 / read;
+            format!("{:.2}", took.as_secs_f64() / limit)
+        }
+        _ => "-".into(),
+    }
+}
+
 fn rate(bytes: u64, d: Duration) -> f64 {
     bytes as f64 / 1e6 / d.as_secs_f64().max(1e-9)
 }
@@ -193,7 +209,7 @@ fn round(backend: &dyn CgroupBackend, group: &GroupPath, mib: u64, kind: Kind, n
     // SAFETY: reaps our own child.
     unsafe { libc::waitpid(pid, std::ptr::null_mut(), 0) };
     println!(
-        "{name:<10} {n:>5} {:>6} {:>7} {:>9.3} {:>8.3} {:>9.3} {:>8.0} {:>8.3} {:>9.3} {:>8} {:>9.3} {:>8.0} {:>8.3}",
+        "{name:<10} {n:>5} {:>6} {:>7} {:>9.3} {:>8.3} {:>9.3} {:>8.0} {:>8.3} {:>9.3} {:>8} {:>9.3} {:>8.0} {:>8.3} {:>7}",
         mib,
         huge / MIB,
         collapse_s.as_secs_f64(),
@@ -206,6 +222,7 @@ fn round(backend: &dyn CgroupBackend, group: &GroupPath, mib: u64, kind: Kind, n
         in_s.as_secs_f64(),
         rate(inn.bytes, in_s),
         in_cpu.as_secs_f64(),
+        vs_disk(out.bytes_advised, inn.bytes, out_s + drain_s + in_s),
     );
 }
 
@@ -268,7 +285,7 @@ fn page_out_pids(mut args: impl Iterator<Item = String>) {
         (inn.bytes, line)
     });
     println!(
-        "{:<10} {:>7} {:>7.3} {:>8.0} {:>8.3} {:>7} {:>7.3} {:>8.0} {:>8.3}",
+        "{:<10} {:>7} {:>7.3} {:>8.0} {:>8.3} {:>7} {:>7.3} {:>8.0} {:>8.3} {:>7}",
         if parallel { "parallel" } else { "in_turn" },
         out_bytes / MIB,
         out_s.as_secs_f64(),
@@ -278,6 +295,7 @@ fn page_out_pids(mut args: impl Iterator<Item = String>) {
         in_s.as_secs_f64(),
         rate(in_bytes, in_s),
         (out_s + drain_s + in_s).as_secs_f64(),
+        vs_disk(out_bytes, in_bytes, out_s + drain_s + in_s),
     );
 }
 
@@ -323,7 +341,7 @@ fn main() {
     }
     let _remove = Remove(backend.as_ref(), &group);
     println!(
-        "{:<10} {:>5} {:>6} {:>7} {:>9} {:>8} {:>9} {:>8} {:>8} {:>9} {:>8} {:>9} {:>8} {:>8}",
+        "{:<10} {:>5} {:>6} {:>7} {:>9} {:>8} {:>9} {:>8} {:>8} {:>9} {:>8} {:>9} {:>8} {:>8} {:>7}",
         "pages",
         "round",
         "MiB",
@@ -337,7 +355,8 @@ fn main() {
         "in_MiB",
         "in_s",
         "in_MB/s",
-        "in_cpu"
+        "in_cpu",
+        "vs_disk"
     );
     for n in 1..=rounds {
         for &(kind, name) in &kinds {
