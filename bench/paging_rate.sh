@@ -12,7 +12,9 @@
 # 2. a LAMMPS job as bench/realapps.sh runs it (bench/apps/lammps.sh,
 #    LAMMPS_SIDE^3 cells, 2 MPI ranks, small pages), stopped after 25 s:
 #    its two ranks paged out, drained and paged in, in turn and with one
-#    thread per rank, LAMMPS_ROUNDS (2) times each, alternating.
+#    thread per rank, and in turn with the group limited to what comes
+#    back and 32 MiB (memgang's ROOM_MARGIN: a pool that holds one job),
+#    LAMMPS_ROUNDS (2) times each, alternating.
 # vs_disk: each row's page-out + drain + page-in over the disk's limit for
 # its bytes (out at the write rate, in at the read rate), as the issue's
 # switch target (at most 1.25x) counts a switch.
@@ -53,14 +55,20 @@ stop_lammps() {
   rmdir "$memcg/$group" 2>/dev/null || true
 }
 on_exit stop_lammps
+# The killed jobs cannot remove their working directories: keep them here.
+lammps_tmp=$(mktemp -d /tmp/memgang-bench-rate.XXXXXX)
+on_exit 'rm -rf "$lammps_tmp"'
 step "LAMMPS (${LAMMPS_SIDE:-66}^3 cells, 2 ranks), stopped after 25 s, ${LAMMPS_ROUNDS:-2} rounds"
 printf '%-10s %7s %7s %8s %8s %7s %7s %8s %8s %7s\n' ranks out_MiB out_s out_MB/s drain_s in_MiB in_s in_MB/s total_s vs_disk | tee -a "$out/table.txt"
 for round in $(seq 1 "${LAMMPS_ROUNDS:-2}"); do
-  for parallel in "" 1; do
+  for mode in in_turn parallel turn_limit; do
+    parallel=; limited=
+    [ "$mode" = parallel ] && parallel=1
+    [ "$mode" = turn_limit ] && limited=1
     mkdir "$memcg/$group"
     # STEPS far beyond 25 s: the job is killed after its page-in.
-    bash -c "echo \$\$ > $memcg/$group/cgroup.procs; exec bash bench/apps/lammps.sh ${LAMMPS_SIDE:-66} 100000" \
-      > "$out/lammps-$round${parallel:+-parallel}.log" 2>&1 &
+    TMPDIR=$lammps_tmp bash -c "echo \$\$ > $memcg/$group/cgroup.procs; exec bash bench/apps/lammps.sh ${LAMMPS_SIDE:-66} 100000" \
+      > "$out/lammps-$round-$mode.log" 2>&1 &
     # Not the shell's job: it would report the kill on stderr.
     job=$!
     disown
@@ -71,7 +79,7 @@ for round in $(seq 1 "${LAMMPS_ROUNDS:-2}"); do
     kill -STOP $ranks
     sleep 0.5
     # shellcheck disable=SC2086
-    PARALLEL=$parallel "$rate" pids "$group" $ranks 2>>"$out/lammps-$round${parallel:+-parallel}.log" | tee -a "$out/table.txt"
+    PARALLEL=$parallel LIMITED=$limited "$rate" pids "$group" $ranks 2>>"$out/lammps-$round-$mode.log" | tee -a "$out/table.txt"
     stop_lammps
     while kill -0 "$job" 2>/dev/null; do sleep 0.1; done
   done

@@ -273,6 +273,16 @@ fn page_out_pids(mut args: impl Iterator<Item = String>) {
     });
     let before = backend.memory_stat(&group).map_or(0, |m| m.usage_bytes);
     let (_, drain_s, _) = timed(|| backend.reclaim(&group, before));
+    // LIMITED=1: the page-in in a group with room for what comes back and
+    // a margin (memgang's ROOM_MARGIN, 32 MiB), no more, as in a pool
+    // that holds one job: its charges then reclaim within the group.
+    let limited = std::env::var("LIMITED").is_ok_and(|v| !v.is_empty() && v != "0");
+    if limited {
+        let room = backend.memory_stat(&group).map_or(0, |m| m.usage_bytes)
+            + records.iter().map(|r| r.bytes()).sum::<u64>()
+            + 32 * MIB;
+        backend.set_memory_limit(&group, Some(room)).unwrap();
+    }
     let (in_bytes, in_s) = each(&|pid| {
         let rec = records.iter().find(|r| r.pid == pid).unwrap();
         let (inn, d, cpu) = timed(|| paging::page_in(pid, rec, true).unwrap());
@@ -284,9 +294,17 @@ fn page_out_pids(mut args: impl Iterator<Item = String>) {
         );
         (inn.bytes, line)
     });
+    if limited {
+        backend.set_memory_limit(&group, None).unwrap();
+    }
     println!(
         "{:<10} {:>7} {:>7.3} {:>8.0} {:>8.3} {:>7} {:>7.3} {:>8.0} {:>8.3} {:>7}",
-        if parallel { "parallel" } else { "in_turn" },
+        match (parallel, limited) {
+            (true, false) => "parallel",
+            (true, true) => "par_limit",
+            (false, false) => "in_turn",
+            (false, true) => "turn_limit",
+        },
         out_bytes / MIB,
         out_s.as_secs_f64(),
         rate(out_bytes, out_s),
