@@ -33,20 +33,6 @@ pub fn page_in_budget(pool: u64, used: u64, holds: u64, margin: u64) -> u64 {
         .saturating_add(holds)
 }
 
-/// Whether room is made from a stopped job by the kernel's reclaim of its
-/// cgroup (oldest pages first) before a page-out in address order, given
-/// its resident `anon` bytes and the `anon_huge` part on transparent huge
-/// pages. Only when at least half is on huge pages: the reclaim writes
-/// small pages in LRU order, 32 at a time, so they land on swap out of
-/// address order and their page-in reads them back scattered. Measured
-/// (docs/realapps.md, "Room made in address order"): LAMMPS, all small
-/// pages, switched in 0.57 s without the reclaim against 0.86 s with it;
-/// cg, mostly huge pages, in 0.58 s without against 0.45 s with. Half is
-/// the middle between the two; no job in between was measured.
-pub fn reclaim_by_age(anon: u64, anon_huge: u64) -> bool {
-    anon_huge.saturating_mul(2) >= anon && anon > 0
-}
-
 /// Memory a running job may keep, to tell programs that adapt their own
 /// memory (memadapt): the pool less `margin` and what the `others`
 /// running beside it hold.
@@ -84,15 +70,5 @@ mod tests {
         assert_eq!(page_in_budget(1000, 700, 50, 100), 250);
         // A full pool: only what the job holds.
         assert_eq!(page_in_budget(1000, 1200, 50, 100), 50);
-    }
-
-    #[test]
-    fn room_is_made_by_age_only_from_jobs_mostly_on_huge_pages() {
-        assert!(reclaim_by_age(100, 100));
-        assert!(reclaim_by_age(100, 50));
-        assert!(!reclaim_by_age(100, 49));
-        assert!(!reclaim_by_age(100, 0));
-        // Nothing resident: nothing to reclaim by age either.
-        assert!(!reclaim_by_age(0, 0));
     }
 }

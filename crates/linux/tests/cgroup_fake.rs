@@ -295,7 +295,7 @@ fn v2_memory_stat_and_pressure() {
     let dir = job.under(tmp.path());
     write(
         &dir.join("memory.stat"),
-        "anon 33554432\nanon_thp 16777216\nfile 1048576\nkernel 8192\nshmem 0\npgfault 9000\npgmajfault 42\npswpin 7\npswpout 900\n",
+        "anon 33554432\nfile 1048576\nkernel 8192\nshmem 0\npgfault 9000\npgmajfault 42\npswpin 7\npswpout 900\n",
     );
     write(&dir.join("memory.current"), "35651584\n");
     write(&dir.join("memory.swap.current"), "3686400\n");
@@ -304,7 +304,6 @@ fn v2_memory_stat_and_pressure() {
         v2.memory_stat(&job).unwrap(),
         MemoryStat {
             anon_bytes: 32 << 20,
-            anon_huge_bytes: 16 << 20,
             file_bytes: 1 << 20,
             usage_bytes: 34 << 20,
             swap_bytes: Some(3686400),

@@ -199,8 +199,7 @@ impl GroupMemory {
     /// `so/ao` (paper 000 Fig. 3 with Fig. 2's victims): reclaim `need`
     /// bytes from the stopped jobs `victims` (group, name) in order, each
     /// one's oldest pages first (the kernel's LRU inside its cgroup), now
-    /// and in bulk; from a victim mostly on small pages, in address order
-    /// instead (`room::reclaim_by_age`). Returns the bytes freed.
+    /// and in bulk. Returns the bytes freed.
     pub fn make_room(
         &self,
         need: u64,
@@ -214,19 +213,15 @@ impl GroupMemory {
             if need == 0 {
                 break;
             }
-            let stat = self.backend.memory_stat(group).unwrap_or_default();
-            // A job on small pages goes out in address order only (see
-            // `room::reclaim_by_age`).
-            if room::reclaim_by_age(stat.anon_bytes, stat.anon_huge_bytes) {
-                match self.backend.reclaim(group, need.min(stat.anon_bytes)) {
-                    Ok(got) => {
-                        freed += got;
-                        need = need.saturating_sub(got);
-                    }
-                    Err(e) => warnings.push(format!(
-                        "making room for {for_job} from {name}: {e}; the kernel's LRU pages the rest"
-                    )),
+            let has = self.backend.memory_stat(group).map_or(0, |m| m.anon_bytes);
+            match self.backend.reclaim(group, need.min(has)) {
+                Ok(got) => {
+                    freed += got;
+                    need = need.saturating_sub(got);
                 }
+                Err(e) => warnings.push(format!(
+                    "making room for {for_job} from {name}: {e}; the kernel's LRU pages the rest"
+                )),
             }
             // Cgroup reclaim stalls once the pages it took are under
             // write-back, well before the group is out of pages; the rest

@@ -135,9 +135,6 @@ pub struct MemoryStat {
     /// Anonymous memory in RAM. v1 `total_rss` (which already includes
     /// transparent huge pages, `total_rss_huge` is a subset); v2 `anon`.
     pub anon_bytes: u64,
-    /// The part of `anon_bytes` on transparent huge pages. v1
-    /// `total_rss_huge`; v2 `anon_thp` (0 where the kernel has none).
-    pub anon_huge_bytes: u64,
     /// Page cache. v1 `total_cache`; v2 `file`.
     pub file_bytes: u64,
     /// What the group is charged for. v1 `memory.usage_in_bytes`; v2

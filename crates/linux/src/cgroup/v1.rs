@@ -128,8 +128,6 @@ pub fn parse_memory_stat(text: &str, path: &Path) -> Result<MemoryStat> {
     let m = parse_keyed(text);
     Ok(MemoryStat {
         anon_bytes: required(&m, "total_rss", path, text)?,
-        // Absent on kernels without transparent huge pages.
-        anon_huge_bytes: m.get("total_rss_huge").copied().unwrap_or(0),
         file_bytes: required(&m, "total_cache", path, text)?,
         usage_bytes: 0,
         // Only present with swap accounting (CONFIG_MEMCG_SWAP and not
@@ -423,7 +421,6 @@ total_inactive_anon 5558272
             s,
             MemoryStat {
                 anon_bytes: 11132928,
-                anon_huge_bytes: 2097152,
                 file_bytes: 613871616,
                 usage_bytes: 0,
                 swap_bytes: Some(4096),

@@ -170,8 +170,6 @@ pub fn parse_memory_stat(text: &str, path: &Path) -> Result<MemoryStat> {
     let m = parse_keyed(text);
     Ok(MemoryStat {
         anon_bytes: required(&m, "anon", path, text)?,
-        // Absent on kernels without transparent huge pages.
-        anon_huge_bytes: m.get("anon_thp").copied().unwrap_or(0),
         file_bytes: required(&m, "file", path, text)?,
         usage_bytes: 0,
         swap_bytes: None,

@@ -49,8 +49,6 @@ impl Log {
 struct FakeCgroups {
     log: Arc<Log>,
     groups: Mutex<BTreeMap<GroupPath, u64>>,
-    /// The jobs' memory on small pages (else on huge pages).
-    small_pages: Mutex<bool>,
 }
 
 impl FakeCgroups {
@@ -165,13 +163,6 @@ impl CgroupBackend for FakeCgroups {
         };
         Ok(MemoryStat {
             anon_bytes: usage,
-            // On huge pages unless a test says small: room is then made by
-            // reclaim first (`room::reclaim_by_age`).
-            anon_huge_bytes: if *self.small_pages.lock().unwrap() {
-                0
-            } else {
-                usage
-            },
             usage_bytes: usage,
             ..MemoryStat::default()
         })
@@ -292,7 +283,6 @@ fn fakes() -> Fakes {
     let cgroups = Arc::new(FakeCgroups {
         log: log.clone(),
         groups: Mutex::new(BTreeMap::new()),
-        small_pages: Mutex::new(false),
     });
     let logs = tempfile::tempdir().unwrap();
     let env = Env {
@@ -400,18 +390,7 @@ fn batch_runs_jobs_one_after_the_other_and_reports_their_exits() {
 /// Two jobs that each need several quanta of 100 ms, under gang with
 /// `switch`, run to their end, which must be a success.
 fn gang_of_two(test: &str, pool_memory: &str, switch: &str) -> (Fakes, NodeReport) {
-    gang_of_two_on(test, pool_memory, switch, false)
-}
-
-/// [`gang_of_two`], the jobs' memory on small pages if `small_pages`.
-fn gang_of_two_on(
-    test: &str,
-    pool_memory: &str,
-    switch: &str,
-    small_pages: bool,
-) -> (Fakes, NodeReport) {
     let f = fakes();
-    *f.cgroups.small_pages.lock().unwrap() = small_pages;
     let pool = pool_name(test);
     let exp = experiment_in(
         &pool,
@@ -477,27 +456,6 @@ fn selective_page_out_makes_room_for_the_shortfall_only() {
             _ => {}
         }
     }
-    assert!(f.cgroups.live().is_empty(), "{:?}", f.cgroups.live());
-}
-
-/// A victim on small pages: room is made in address order (a page-out of
-/// its runs) with no reclaim by age first, which would write its pages to
-/// swap out of address order (`room::reclaim_by_age`).
-#[test]
-fn room_is_made_in_address_order_from_a_job_on_small_pages() {
-    let (f, r) = gang_of_two_on("small", "100M", "so/ao", true);
-    let log = f.log.lines();
-    assert!(r.switches.iter().any(|s| s.paged_out_bytes > 0), "{log:?}");
-    let a = format!("{}/job-a", pool_name("small"));
-    let frozen = log
-        .iter()
-        .position(|l| *l == format!("freeze {a}"))
-        .unwrap();
-    let first_out = log[frozen..]
-        .iter()
-        .find(|l| l.starts_with("page_out") || l.starts_with("reclaim"))
-        .unwrap();
-    assert!(first_out.starts_with("page_out"), "{log:?}");
     assert!(f.cgroups.live().is_empty(), "{:?}", f.cgroups.live());
 }
 
