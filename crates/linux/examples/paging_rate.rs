@@ -15,8 +15,8 @@ use memgang_linux::cgroup::{self, CgroupBackend, GroupPath};
 use memgang_linux::paging;
 use memgang_linux::swap::TestSwap;
 use std::fs::OpenOptions;
-use std::io::Write;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::io::{Read, Write};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::time::{Duration, Instant};
 
 const MIB: u64 = 1 << 20;
@@ -29,26 +29,7 @@ enum Kind {
 }
 
 fn pipe() -> (OwnedFd, OwnedFd) {
-    let mut fds = [0; 2];
-    // SAFETY: fds has room for the two descriptors pipe2 returns.
-    assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
-    // SAFETY: fresh descriptors, owned here.
-    unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) }
-}
-
-fn byte(fd: &OwnedFd) -> Option<u8> {
-    let mut b = 0u8;
-    loop {
-        // SAFETY: reads one byte into b.
-        let n = unsafe { libc::read(fd.as_raw_fd(), (&mut b as *mut u8).cast(), 1) };
-        if n == 1 {
-            return Some(b);
-        }
-        if n < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
-            continue;
-        }
-        return None;
-    }
+    nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).expect("pipe2")
 }
 
 /// The child: waits for `g` (it is in the cgroup by then), maps and fills
@@ -174,11 +155,11 @@ fn round(backend: &dyn CgroupBackend, group: &GroupPath, mib: u64, kind: Kind, n
             .unwrap_or_else(|e| panic!("moving the child into {}: {e}", f.display()));
     }
     cmd.write_all(b"g").unwrap();
-    assert_eq!(
-        byte(&res_r),
-        Some(b'r'),
-        "the child did not fill its memory"
-    );
+    let mut answer = [0u8];
+    std::fs::File::from(res_r)
+        .read_exact(&mut answer)
+        .expect("the child did not fill its memory");
+    assert_eq!(&answer, b"r", "the child did not fill its memory");
     let (collapse_s, collapse_cpu) = if kind == Kind::Collapsed {
         let (runs, _) = paging::record(pid).unwrap();
         let (_, w, c) = timed(|| paging::restore_huge_pages(pid, &runs.runs).unwrap());

@@ -587,15 +587,15 @@ pub fn page_in(pid: i32, record: &PageRecord, fault_in: bool) -> Result<PageInRe
 /// huge pages (NumPy does, for its arrays) ran the rest of its life on
 /// small ones: SciPy CG alone computed 9% slower on them, NumPy's stencil
 /// and gather 4-5% (bench/realapps_fit.sh, THP_ROUNDS=3). Give it the
-/// huge-page record of [`record_with_huge`] taken before the page-out, so that only blocks that
-/// were huge pages are collapsed; a resident record (a kernel without
-/// `PAGEMAP_SCAN`) also collapses wholly resident blocks the job had on
-/// small pages, unless it said `MADV_NOHUGEPAGE` (the kernel refuses
-/// those). Only whole blocks: one with a page missing would be filled
-/// with zero pages, memory the job never had. The kernel copies each
-/// block's small pages into a new huge page, which took about as long as
-/// the page-in itself here (bench/results/switch-ab-huge-20261126: a switch 0.44 -> 0.71 s
-/// for cg when done in it), so an executor does it beside the running job
+/// huge-page record of [`record_with_huge`] taken before the page-out, so
+/// that only blocks that were huge pages are collapsed; a resident record
+/// (a kernel without `PAGEMAP_SCAN`) also collapses wholly resident blocks
+/// the job had on small pages, unless it said `MADV_NOHUGEPAGE` (the
+/// kernel refuses those). Only whole blocks: one with a page missing would
+/// be filled with zero pages, memory the job never had. The kernel copies
+/// each block's small pages into a new huge page, which took about as long
+/// as the page-in itself here (bench/results/switch-ab-huge-20261126: a
+/// switch 0.44 -> 0.71 s for cg when done in it), so an executor does it beside the running job
 /// rather than in the switch. A block the kernel will not collapse (no
 /// huge page free, a kernel before 6.1) stays on small pages: the job runs
 /// slower, not wrong. Returns the bytes of the blocks collapsed; Err only
