@@ -77,6 +77,10 @@ pub struct SimArgs {
     /// Skip malformed trace lines (counted and reported) instead of stopping.
     #[arg(long)]
     skip_bad_lines: bool,
+    /// Trace: offer this many times its load, by dividing every submit
+    /// time by it (run times stay): 2 makes arrivals twice as dense.
+    #[arg(long, default_value_t = 1.0, conflicts_with = "generate")]
+    load_factor: f64,
     /// Generator: seed of the random numbers.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -156,6 +160,12 @@ pub fn run(a: SimArgs) -> Result<()> {
     let mut swf = None;
     let mut trace_sha = None;
     let mut header = SwfHeader::default();
+    if !(a.load_factor.is_finite() && a.load_factor > 0.0 && a.load_factor <= 1e6) {
+        bail!(
+            "--load-factor is {}: give a positive factor (2 offers twice the trace's load), at most 1e6",
+            a.load_factor
+        );
+    }
     if let Some(path) = &a.swf {
         let (reader, sha) = open_trace(path)?;
         let mut s = Swf::new(
@@ -163,7 +173,8 @@ pub fn run(a: SimArgs) -> Result<()> {
             BufReader::with_capacity(1 << 16, reader),
             bad,
             a.default_memory,
-        );
+        )
+        .with_load_factor(a.load_factor);
         header = s.read_header()?;
         swf = Some(s);
         trace_sha = Some(sha);
@@ -311,6 +322,8 @@ pub fn run(a: SimArgs) -> Result<()> {
                 }),
                 "max_nodes": header.max_nodes,
                 "max_procs": header.max_procs,
+                "load_factor": a.load_factor,
+                "default_memory": a.default_memory,
             })),
             "cpus_per_node": cpus_per_node,
         });

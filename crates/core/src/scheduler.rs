@@ -108,8 +108,8 @@ impl Scheduler {
                 j.spec.name,
                 j.status
             );
-            j.status = JobStatus::Finished;
             j.finished_at = Some(now);
+            self.state.set_status(job, JobStatus::Finished);
             self.state.unfinished -= 1;
         }
         self.deliver(now, event)
@@ -149,21 +149,21 @@ impl Scheduler {
                 if j.status != JobStatus::Queued {
                     bad(j)
                 }
-                j.status = JobStatus::Running;
                 j.nodes = nodes.clone();
                 j.started_at = Some(now);
+                self.state.set_status(action.job(), JobStatus::Running);
             }
             Action::Suspend { .. } => {
                 if j.status != JobStatus::Running {
                     bad(j)
                 }
-                j.status = JobStatus::Suspended;
+                self.state.set_status(action.job(), JobStatus::Suspended);
             }
             Action::Resume { .. } => {
                 if j.status != JobStatus::Suspended {
                     bad(j)
                 }
-                j.status = JobStatus::Running;
+                self.state.set_status(action.job(), JobStatus::Running);
             }
             // Protection is set on a job about to resume (before its pages
             // come back) or just started, and cleared once it is suspended.

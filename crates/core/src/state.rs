@@ -49,17 +49,26 @@ pub struct State {
     base: u32,
     /// Jobs submitted and not finished.
     pub(crate) unfinished: usize,
+    /// Running jobs on each node, kept as jobs start, stop and end, so
+    /// that a policy asking which nodes are idle or least loaded pays for
+    /// the nodes, not for every job alive (a long archive trace queues
+    /// tens of thousands: docs/sim.md).
+    running_on: Vec<u32>,
+    /// Nodes with no running job.
+    idle: usize,
 }
 
 impl State {
     pub fn new(cluster: Cluster, specs: Vec<JobSpec>) -> Self {
         let mut state = State {
             now: Time::ZERO,
-            cluster,
             jobs: Vec::with_capacity(specs.len()),
             slot_of: VecDeque::with_capacity(specs.len()),
             base: 0,
             unfinished: 0,
+            running_on: vec![0; cluster.nodes.len()],
+            idle: cluster.nodes.len(),
+            cluster,
         };
         for spec in specs {
             state.push(spec);
@@ -116,6 +125,28 @@ impl State {
         }
     }
 
+    /// Change a job's status, keeping the running counts per node; a job
+    /// that starts has its nodes set first.
+    pub(crate) fn set_status(&mut self, id: JobId, status: JobStatus) {
+        let slot = self.slot(id);
+        let was = std::mem::replace(&mut self.jobs[slot].status, status);
+        let delta = match (was == JobStatus::Running, status == JobStatus::Running) {
+            (false, true) => 1i32,
+            (true, false) => -1,
+            _ => return,
+        };
+        for n in &self.jobs[slot].nodes {
+            let count = &mut self.running_on[n.0 as usize];
+            if delta > 0 {
+                self.idle -= usize::from(*count == 0);
+                *count += 1;
+            } else {
+                *count -= 1;
+                self.idle += usize::from(*count == 0);
+            }
+        }
+    }
+
     pub(crate) fn job_mut(&mut self, id: JobId) -> &mut JobState {
         let slot = self.slot(id);
         &mut self.jobs[slot]
@@ -151,17 +182,21 @@ impl State {
 
     /// Nodes on which no job is running right now.
     pub fn idle_nodes(&self) -> Vec<NodeId> {
-        let mut busy = vec![false; self.cluster.nodes.len()];
-        for j in self.with_status(JobStatus::Running) {
-            for n in &j.nodes {
-                busy[n.0 as usize] = true;
-            }
-        }
         self.cluster
             .nodes
             .iter()
-            .filter(|n| !busy[n.id.0 as usize])
+            .filter(|n| self.running_on[n.id.0 as usize] == 0)
             .map(|n| n.id)
             .collect()
+    }
+
+    /// How many nodes have no running job.
+    pub fn idle_node_count(&self) -> usize {
+        self.idle
+    }
+
+    /// Running jobs on `node` right now.
+    pub fn running_on(&self, node: NodeId) -> u32 {
+        self.running_on[node.0 as usize]
     }
 }

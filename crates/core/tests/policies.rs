@@ -858,3 +858,82 @@ fn hybrid_with_many_alive_a_job_end_empties_the_smallest_set() {
     assert_eq!(show(&sc, &a), started);
     assert_eq!(sc.next_wakeup(), None, "one set: no quantum");
 }
+
+/// The idle nodes and running counts a policy reads are kept as jobs
+/// start, stop and end; here they are checked against a count from every
+/// running job's nodes, after each step of every policy on mixed widths.
+#[test]
+fn idle_nodes_and_running_counts_follow_every_status_change() {
+    for kind in PolicyKind::ALL {
+        let specs: Vec<JobSpec> = (0..12u64)
+            .map(|i| JobSpec {
+                name: format!("j{i}"),
+                ranks: [1, 2, 4, 8][(i % 4) as usize],
+                memory_bytes: Some((300 + 100 * (i % 5)) * MIB),
+                arrival: s(3 * i),
+            })
+            .collect();
+        let mut sc = Scheduler::new(
+            Cluster::uniform(4, 2, GIB),
+            specs,
+            kind.build(s(10), Switching::LRU),
+        );
+        let check = |sc: &Scheduler, when: &str| {
+            let st = sc.state();
+            let mut count = [0u32; 4];
+            for j in st.with_status(JobStatus::Running) {
+                for n in &j.nodes {
+                    count[n.0 as usize] += 1;
+                }
+            }
+            for (n, c) in count.iter().enumerate() {
+                assert_eq!(
+                    st.running_on(memgang_core::NodeId(n as u32)),
+                    *c,
+                    "{kind} {when}: node {n}"
+                );
+            }
+            let idle: Vec<u32> = st.idle_nodes().iter().map(|n| n.0).collect();
+            let want: Vec<u32> = (0..4).filter(|n| count[*n as usize] == 0).collect();
+            assert_eq!(idle, want, "{kind} {when}");
+            assert_eq!(st.idle_node_count(), want.len(), "{kind} {when}");
+        };
+        let mut t = 0;
+        let mut ended = 0;
+        while !sc.all_finished() && t < 2000 {
+            let a = sc.advance(s(t));
+            check(&sc, &format!("advance at {t}"));
+            if a.iter().any(Action::is_switch) {
+                sc.handle(s(t), Event::SwitchDone { took: s(0) });
+                check(&sc, &format!("switch done at {t}"));
+            }
+            // Every 7 s the first running job (every third time a
+            // suspended one, if there is one) ends.
+            if t % 7 == 0 {
+                let status = if ended % 3 == 2 {
+                    JobStatus::Suspended
+                } else {
+                    JobStatus::Running
+                };
+                let st = sc.state();
+                let first = st
+                    .with_status(status)
+                    .chain(st.with_status(JobStatus::Running))
+                    .next()
+                    .map(|j| j.id);
+                if let Some(j) = first {
+                    ended += 1;
+                    let a = sc.handle(s(t), Event::JobFinished(j));
+                    check(&sc, &format!("end of {} at {t}", j.0));
+                    if a.iter().any(Action::is_switch) {
+                        sc.handle(s(t), Event::SwitchDone { took: s(0) });
+                        check(&sc, &format!("switch done after an end at {t}"));
+                    }
+                }
+            }
+            t += 1;
+        }
+        assert!(sc.all_finished(), "{kind}: jobs left after {t} s");
+        assert!(ended >= 12, "{kind}: {ended} ends");
+    }
+}

@@ -89,10 +89,13 @@ pub struct Swf<R> {
     reasons: Vec<String>,
     unusable: u64,
     buf: String,
+    /// The last job's submit time as written, for the order check.
     last_arrival: f64,
     header: SwfHeader,
     /// The first job line, read by `read_header` and not parsed yet.
     pending: bool,
+    /// Submit times are divided by this (`with_load_factor`).
+    load_factor: f64,
 }
 
 /// What an SWF header (its leading `; Field: value` comments) says about
@@ -135,7 +138,19 @@ impl<R: BufRead> Swf<R> {
             last_arrival: 0.0,
             header: SwfHeader::default(),
             pending: false,
+            load_factor: 1.0,
         }
+    }
+
+    /// Offers `factor` times the trace's load: every submit time is divided
+    /// by it, so the gaps between arrivals shrink and the run times stay
+    /// (the usual way to load an archive trace more, e.g. Feitelson's
+    /// workload modelling; a trace then fits a smaller or busier cluster).
+    /// `factor` must be finite and positive: the command line checks it.
+    pub fn with_load_factor(mut self, factor: f64) -> Self {
+        assert!(factor.is_finite() && factor > 0.0, "load factor {factor}");
+        self.load_factor = factor;
+        self
     }
 
     /// Reads the header comments (up to the first job line, which is kept
@@ -176,8 +191,9 @@ impl<R: BufRead> Swf<R> {
         }
     }
 
-    /// `Ok(None)`: well formed, but the job cannot be simulated.
-    fn parse(&self, line: &str) -> Result<Option<TraceJob>, String> {
+    /// `Ok(None)`: well formed, but the job cannot be simulated. With the
+    /// job, its submit time as written (before the load factor).
+    fn parse(&self, line: &str) -> Result<Option<(TraceJob, f64)>, String> {
         let f: Vec<&str> = line.split_whitespace().collect();
         if f.len() != SWF_FIELDS {
             return Err(format!("expected {SWF_FIELDS} fields, found {}", f.len()));
@@ -224,13 +240,14 @@ impl<R: BufRead> Swf<R> {
         ]
         .into_iter()
         .find(|m| *m > 0.0);
-        Ok(Some(TraceJob {
+        let job = TraceJob {
             name: f[0].to_string(),
-            arrival: Duration::from_secs_f64(submit),
+            arrival: Duration::from_secs_f64(submit / self.load_factor),
             ranks: procs.min(u32::MAX as f64) as u32,
             runtime_s: runtime,
             memory_per_rank: mem_kb.map_or(self.default_memory, |kb| (kb * 1024.0) as u64),
-        }))
+        };
+        Ok(Some((job, submit)))
     }
 }
 
@@ -242,8 +259,8 @@ impl<R: BufRead> Workload for Swf<R> {
             }
             let line = self.buf.trim();
             match self.parse(line) {
-                Ok(Some(job)) => {
-                    self.last_arrival = job.arrival.as_secs_f64();
+                Ok(Some((job, submit))) => {
+                    self.last_arrival = submit;
                     return Ok(Some(job));
                 }
                 Ok(None) => self.unusable += 1,

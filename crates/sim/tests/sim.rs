@@ -267,6 +267,23 @@ fn swf_bad_lines_are_refused_with_their_number_or_skipped() {
     assert!(err.contains("t.swf:2: submit time 40 is before"), "{err}");
 }
 
+#[test]
+fn swf_load_factor_divides_the_submit_times_only() {
+    // Job 2 arrives at 10 s; offered three times the load it arrives at
+    // 10/3 s with the same run time. Equal submit times stay in order
+    // after the division (no spurious "before the previous job").
+    let mut r = swf(TRACE, BadLines::Refuse).with_load_factor(3.0);
+    let a = r.next_job().unwrap().unwrap();
+    let b = r.next_job().unwrap().unwrap();
+    assert_eq!(a.arrival, Duration::ZERO);
+    assert_eq!(b.arrival, Duration::from_secs_f64(10.0 / 3.0));
+    assert_eq!((b.runtime_s, b.ranks), (50.0, 8));
+    let same = "1 7 0 10 1 -1 -1 1 10 -1 1 1 1 -1 1 -1 -1 -1\n2 7 0 10 1 -1 -1 1 10 -1 1 1 1 -1 1 -1 -1 -1\n";
+    let mut r = swf(same, BadLines::Refuse).with_load_factor(0.3);
+    assert!(r.next_job().unwrap().is_some());
+    assert!(r.next_job().unwrap().is_some());
+}
+
 trait NthErr {
     fn nth_err(self) -> String;
 }

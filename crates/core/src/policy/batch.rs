@@ -25,14 +25,21 @@ impl Policy for Batch {
             Event::JobFinished(_) => {}
             _ => return Decision::default(),
         }
-        let mut idle = state.idle_nodes();
+        // The count first: most events of a long queue start nothing, and
+        // the list costs a pass over the nodes.
+        let mut free = state.idle_node_count();
+        let mut idle = Vec::new();
         let mut actions = Vec::new();
         while let Some(&job) = self.queue.front() {
             let need = state.cluster().nodes_needed(state.job(job).spec.ranks) as usize;
-            if need > idle.len() {
+            if need > free {
                 break;
             }
+            if actions.is_empty() {
+                idle = state.idle_nodes();
+            }
             self.queue.pop_front();
+            free -= need;
             actions.push(Action::Start {
                 job,
                 nodes: idle.drain(..need).collect(),

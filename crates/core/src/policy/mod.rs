@@ -17,7 +17,7 @@ use crate::action::Action;
 use crate::event::Event;
 use crate::model::{JobId, NodeId, Time};
 use crate::quantum::Quantum;
-use crate::state::{JobStatus, State};
+use crate::state::State;
 use crate::switching::Switching;
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -114,16 +114,16 @@ impl PolicyKind {
 /// The `need` nodes hosting the fewest running jobs (ties by id): where a
 /// co-scheduled job goes.
 pub(crate) fn least_loaded_nodes(state: &State, job: JobId) -> Vec<NodeId> {
-    let mut load = vec![0usize; state.cluster().nodes.len()];
-    for j in state.with_status(JobStatus::Running) {
-        for n in &j.nodes {
-            load[n.0 as usize] += 1;
-        }
-    }
+    let key = |n: &NodeId| (state.running_on(*n), *n);
     let mut nodes: Vec<_> = state.cluster().nodes.iter().map(|n| n.id).collect();
-    nodes.sort_by_key(|n| (load[n.0 as usize], *n));
     let need = state.cluster().nodes_needed(state.job(job).spec.ranks) as usize;
-    nodes.truncate(need);
+    // The `need` smallest, then only those sorted: a pass over the nodes
+    // rather than a sort of them all, at every arrival.
+    if need < nodes.len() {
+        nodes.select_nth_unstable_by_key(need, key);
+        nodes.truncate(need);
+    }
+    nodes.sort_unstable_by_key(key);
     nodes
 }
 
