@@ -56,12 +56,15 @@ def device(d, calibration, random_only):
 
 
 def swf(batch):
-    """One SWF line per job of the batch run: run time alone, ranks, KB per rank."""
+    """One SWF line per job of the batch run: run time alone, average CPU
+    time per rank (field 6, the share of its CPUs the job keeps busy alone;
+    -1 where the run did not record it), ranks, KB per rank."""
     lines = []
     for i, j in enumerate(sorted(batch["jobs"], key=lambda j: j["arrival_s"]), 1):
         run = j["finish_s"] - j["start_s"]
         kb = (j["declared_memory_bytes"] or j["peak_anon_bytes"]) / j["ranks"] / 1024
-        lines.append(f"{i} {j['arrival_s']:.3f} -1 {run:.3f} {j['ranks']} -1 {kb:.0f} {j['ranks']} "
+        cpu = f"{j['cpu_s'] / j['ranks']:.3f}" if j.get("cpu_s") else "-1"
+        lines.append(f"{i} {j['arrival_s']:.3f} -1 {run:.3f} {j['ranks']} {cpu} {kb:.0f} {j['ranks']} "
                      f"-1 -1 1 -1 -1 -1 -1 -1 -1 -1")
     return "\n".join(lines) + "\n"
 

@@ -40,8 +40,9 @@ struct Job {
     remaining_s: f64,
     /// Bytes per node it wants resident.
     mem: u64,
-    /// Its ranks on each of its nodes: the CPUs it wants there.
-    ranks_per_node: u32,
+    /// The CPUs it keeps busy on each of its nodes: its ranks there times
+    /// the share of its time alone a rank computes (`TraceJob::cpu_share`).
+    cpu_per_node: f64,
     nodes: Vec<NodeId>,
     running: bool,
     /// While running: when it computes again (after its switch and demand
@@ -91,9 +92,10 @@ struct NodeState {
     slots: Vec<Slot>,
     used: u64,
     runners: Vec<JobId>,
-    /// Memory the running jobs want here, together, and their ranks.
+    /// Memory the running jobs want here, together, and the CPUs they
+    /// keep busy (their ranks, less the time those wait alone).
     want: u64,
-    ranks: u32,
+    cpu: f64,
 }
 
 impl NodeState {
@@ -113,17 +115,22 @@ impl NodeState {
         }
     }
 
-    fn run(&mut self, job: JobId, mem: u64, ranks: u32) {
+    fn run(&mut self, job: JobId, mem: u64, cpu: f64) {
         self.runners.push(job);
         self.want += mem;
-        self.ranks += ranks;
+        self.cpu += cpu;
     }
 
-    fn stop(&mut self, job: JobId, mem: u64, ranks: u32) {
+    fn stop(&mut self, job: JobId, mem: u64, cpu: f64) {
         if let Some(k) = self.runners.iter().position(|j| *j == job) {
             self.runners.swap_remove(k);
             self.want -= mem;
-            self.ranks -= ranks;
+            // Sums of fractions leave a residue once the last runner goes.
+            self.cpu = if self.runners.is_empty() {
+                0.0
+            } else {
+                self.cpu - cpu
+            };
         }
     }
 }
@@ -322,7 +329,7 @@ impl<'a> Simulator<'a> {
                 runtime_s: tj.runtime_s,
                 remaining_s: tj.runtime_s,
                 mem,
-                ranks_per_node: per_node,
+                cpu_per_node: f64::from(per_node) * tj.cpu_share,
                 nodes: Vec::new(),
                 running: false,
                 active_from: Time::ZERO,
@@ -352,7 +359,7 @@ impl<'a> Simulator<'a> {
                 node.used -= node.slots.swap_remove(k).resident;
             }
             if job.running {
-                node.stop(id, job.mem, job.ranks_per_node);
+                node.stop(id, job.mem, job.cpu_per_node);
             }
             self.touch(n.0);
         }
@@ -480,7 +487,7 @@ impl<'a> Simulator<'a> {
             match action {
                 Action::Start { job, nodes } => {
                     self.t.node_actions += nodes.len() as u64;
-                    let (want, ranks) = (self.jobs[job].mem, self.jobs[job].ranks_per_node);
+                    let (want, cpu) = (self.jobs[job].mem, self.jobs[job].cpu_per_node);
                     let mem = want.min(m);
                     let mut stall: f64 = 0.0;
                     for n in nodes {
@@ -498,7 +505,7 @@ impl<'a> Simulator<'a> {
                             pending_in: 0,
                         });
                         node.used += mem;
-                        node.run(*job, want, ranks);
+                        node.run(*job, want, cpu);
                         stall = stall.max(out as f64 / dev.write_bps);
                         self.touched.push(n.0);
                     }
@@ -528,7 +535,7 @@ impl<'a> Simulator<'a> {
                     j.active_from = now;
                     j.last_ran = now;
                     self.ends.remove(*job);
-                    let (want, ranks) = (j.mem, j.ranks_per_node);
+                    let (want, cpu) = (j.mem, j.cpu_per_node);
                     let mem = want.min(m);
                     if let Some(from) = j.bg_from.take() {
                         let wrote = (dev.write_bps * (now - from).as_secs_f64()).min(mem as f64);
@@ -544,7 +551,7 @@ impl<'a> Simulator<'a> {
                     let mut last: Option<(u64, u64, f64)> = None;
                     for n in &j.nodes {
                         let node = &mut self.nodes[n.0 as usize];
-                        node.stop(*job, want, ranks);
+                        node.stop(*job, want, cpu);
                         self.touched.push(n.0);
                         // No slot: nothing of it here to bring back or page out.
                         let Some(k) = node.slots.iter().position(|s| s.job == *job) else {
@@ -601,7 +608,7 @@ impl<'a> Simulator<'a> {
                     }
                 }
                 Action::Resume { job, page_in } => {
-                    let (want, ranks) = (self.jobs[job].mem, self.jobs[job].ranks_per_node);
+                    let (want, cpu) = (self.jobs[job].mem, self.jobs[job].cpu_per_node);
                     let mem = want.min(m);
                     let (mut stall, mut faulted): (f64, u64) = (0.0, 0);
                     // As for a suspension: the seconds for the last (written,
@@ -627,7 +634,7 @@ impl<'a> Simulator<'a> {
                         let node = &mut self.nodes[n.0 as usize];
                         node.slots[k].resident = mem;
                         node.used += missing;
-                        node.run(*job, want, ranks);
+                        node.run(*job, want, cpu);
                         self.t.paged_in += missing;
                         match page_in {
                             // Overlapped is charged as Recorded: the model
@@ -748,11 +755,12 @@ impl<'a> Simulator<'a> {
             // A node where the running jobs want no more than it has adds
             // no faults: the paging model is asked only when one is short
             // (its answer is 1 otherwise), and the CPU share is the most
-            // ranks on a node over the CPUs (one division, same value).
-            let (mut ranks, mut short) = (0u32, false);
+            // CPUs kept busy on a node over its CPUs (one division, same
+            // value).
+            let (mut busy, mut short) = (0f64, false);
             for n in &j.nodes {
                 let node = &self.nodes[n.0 as usize];
-                ranks = ranks.max(node.ranks);
+                busy = busy.max(node.cpu);
                 short |= node.want > self.cfg.node_memory;
             }
             let (slowdown, thrash) = if short {
@@ -763,7 +771,7 @@ impl<'a> Simulator<'a> {
                     NodeLoad {
                         c: (m / node.want.max(1) as f64).min(1.0),
                         want: node.want,
-                        cpu_share: f64::from(node.ranks) / cpus,
+                        cpu_share: node.cpu / cpus,
                     }
                 };
                 let bytes: f64 = j
@@ -773,7 +781,7 @@ impl<'a> Simulator<'a> {
                     .sum();
                 (paging.slowdown_on(j.mem, j.nodes.iter().map(load)), bytes)
             } else {
-                ((f64::from(ranks) / cpus).max(1.0), 0.0)
+                ((busy / cpus).max(1.0), 0.0)
             };
             let j = self.jobs.get_mut(id).expect("live");
             let moved = Self::settle(j, now);

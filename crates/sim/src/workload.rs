@@ -17,6 +17,12 @@ pub struct TraceJob {
     pub runtime_s: f64,
     /// Memory per rank, bytes (SWF's unit: per processor).
     pub memory_per_rank: u64,
+    /// Share of its run time alone a rank keeps its CPU busy (0, 1]: SWF's
+    /// average CPU time per processor (field 6) over the run time; 1 when
+    /// the trace does not say. Ranks that wait (messages, I/O) leave CPU
+    /// to the jobs sharing their node, as the measured co-scheduled runs
+    /// show (docs/sim.md).
+    pub cpu_share: f64,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -230,6 +236,7 @@ impl<R: BufRead> Swf<R> {
             ));
         }
         let runtime = within(4, "run time", MAX_TRACE_S, "s")?;
+        let cpu = within(6, "average CPU time", MAX_TRACE_S, "s")?;
         let procs = [num(5)?, num(8)?].into_iter().find(|p| *p >= 1.0);
         let Some(procs) = procs.filter(|_| runtime > 0.0) else {
             return Ok(None);
@@ -246,6 +253,13 @@ impl<R: BufRead> Swf<R> {
             ranks: procs.min(u32::MAX as f64) as u32,
             runtime_s: runtime,
             memory_per_rank: mem_kb.map_or(self.default_memory, |kb| (kb * 1024.0) as u64),
+            // Unknown (-1) or none recorded (0): the rank computes all the
+            // time. More than the run time (multithreaded ranks): all.
+            cpu_share: if cpu > 0.0 {
+                (cpu / runtime).min(1.0)
+            } else {
+                1.0
+            },
         };
         Ok(Some((job, submit)))
     }
@@ -366,6 +380,7 @@ impl Generator {
             ranks: 1 << k,
             runtime_s,
             memory_per_rank: memory as u64,
+            cpu_share: 1.0,
         })
     }
 }

@@ -25,6 +25,7 @@ fn job(name: &str, runtime_s: f64, mib: u64) -> TraceJob {
         ranks: 1,
         runtime_s,
         memory_per_rank: mib * MIB,
+        cpu_share: 1.0,
     }
 }
 
@@ -136,6 +137,35 @@ fn cosched_ranks_share_the_node_cpus_not_one_cpu() {
     close(r.makespan_s, 100.0);
 }
 
+/// Ranks that wait leave CPU to the others: three 2-rank jobs that keep
+/// their CPUs busy 3/4 of their time alone want 4.5 CPUs of a node's 2,
+/// so each runs 2.25 times longer than alone (not 3 times, as jobs that
+/// compute all the time would).
+#[test]
+fn cosched_jobs_that_wait_share_the_cpus_by_what_they_use() {
+    let cfg = Config {
+        cpus_per_node: 2,
+        ..one_node(PolicyKind::Cosched, "lru")
+    };
+    let jobs = |share: f64| -> Vec<TraceJob> {
+        (0..3)
+            .map(|i| TraceJob {
+                ranks: 2,
+                cpu_share: share,
+                ..job(&format!("j{i}"), 100.0, 100)
+            })
+            .collect()
+    };
+    let r = Simulator::new(cfg.clone(), &mut Jobs(jobs(0.75).into_iter()))
+        .run()
+        .unwrap();
+    close(r.makespan_s, 225.0);
+    let r = Simulator::new(cfg, &mut Jobs(jobs(1.0).into_iter()))
+        .run()
+        .unwrap();
+    close(r.makespan_s, 300.0);
+}
+
 fn generated(seed: u64, jobs: u64) -> Report {
     let mut w = Generator::new(GeneratorSpec {
         jobs,
@@ -199,7 +229,7 @@ const TRACE: &str = "\
 ; Version: 2.2
 ; Computer: test
 1 0 5 100 4 -1 2048 4 200 -1 1 1 1 -1 1 -1 -1 -1
-2 10 0 50 -1 -1 -1 8 60 4096 1 1 1 -1 1 -1 -1 -1
+2 10 0 50 -1 30 -1 8 60 4096 1 1 1 -1 1 -1 -1 -1
 
 3 20 0 -1 2 -1 -1 2 60 -1 5 1 1 -1 1 -1 -1 -1
 ";
@@ -224,8 +254,11 @@ fn swf_reads_the_fields_memgang_needs() {
     );
     // Allocated processors unknown: requested (field 8); used memory
     // unknown: requested (field 10).
+    assert_eq!(a.cpu_share, 1.0, "field 6 unknown: all the time");
     let b = r.next_job().unwrap().unwrap();
     assert_eq!((b.ranks, b.memory_per_rank), (8, 4096 * 1024));
+    // Field 6, 30 s of CPU per processor over a run of 50 s.
+    assert_eq!(b.cpu_share, 0.6);
     // Job 3 never ran (run time -1): passed over, counted.
     assert!(r.next_job().unwrap().is_none());
     assert_eq!(r.unusable(), 1);
