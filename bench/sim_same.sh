@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Whether two builds of memgang simulate the same: 17 `memgang sim` runs
+# Whether two builds of memgang simulate the same: 20 `memgang sim` runs
 # (gang lru, ao, ao/ai, so/ao/ai/bg; hybrid sequential, prefetch,
 # overlapped; auto; batch; cosched; open and closed workloads, drained and
-# overloaded clusters) by each binary, their JSON (less wall_s,
+# overloaded clusters; NASA's archive trace at twice its load under
+# gang, hybrid and batch) by each binary, their JSON (less wall_s,
 # events_per_s, node_actions and the command line) and per-job CSV compared. A speed-up
 # of the engine or of a policy must leave them equal (issue 16). No root.
 #
@@ -14,6 +15,7 @@ set -euo pipefail
 old=$(readlink -f "$1")
 new=$(readlink -f "$2")
 out=${3:-$(mktemp -d)}
+nasa=$(readlink -f "$(dirname "$0")/traces/NASA-iPSC-1993-3.1-cln.swf.gz")
 runs() {
   local bin=$1 dir=$2
   mkdir -p "$dir"
@@ -54,6 +56,11 @@ PY
   run cosched-small --generate 3000 $S --policy cosched --switch lru
   run gang-closed --generate 3000 --closed 200 $S --policy gang --switch ao/ai
   run hybrid-closed --generate 3000 --closed 200 $S --policy hybrid
+  # A real archive trace at twice its load (bench/sim_archive.sh's NASA rows).
+  local A="--swf $nasa --node-memory 1G --default-memory 700M --load-factor 2"
+  run nasa-gang $A --policy gang --switch ao/ai
+  run nasa-hybrid $A --policy hybrid
+  run nasa-batch $A --policy batch
 }
 runs "$old" "$out/old"
 runs "$new" "$out/new"
