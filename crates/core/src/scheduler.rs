@@ -23,7 +23,10 @@ pub struct Scheduler {
 
 impl Scheduler {
     pub fn new(cluster: Cluster, jobs: Vec<JobSpec>, policy: Box<dyn Policy>) -> Self {
-        let state = State::new(cluster, jobs);
+        let mut state = State::new(cluster, jobs);
+        if policy.reads_node_load() {
+            state.keep_node_load();
+        }
         let arrivals = state
             .jobs()
             .iter()

@@ -49,12 +49,13 @@ pub struct State {
     base: u32,
     /// Jobs submitted and not finished.
     pub(crate) unfinished: usize,
-    /// Running jobs on each node, kept as jobs start, stop and end, so
-    /// that a policy asking which nodes are idle or least loaded pays for
-    /// the nodes, not for every job alive (a long archive trace queues
-    /// tens of thousands: docs/sim.md).
-    running_on: Vec<u32>,
-    /// Nodes with no running job.
+    /// Running jobs on each node, kept as jobs start, stop and end when the
+    /// policy reads them (`Policy::reads_node_load`), so that asking which
+    /// nodes are idle or least loaded costs the nodes, not every job alive
+    /// (a long archive trace queues tens of thousands: docs/sim.md). When
+    /// not kept, the answers are counted from the running jobs.
+    running_on: Option<Vec<u32>>,
+    /// Nodes with no running job, when `running_on` is kept.
     idle: usize,
 }
 
@@ -66,7 +67,7 @@ impl State {
             slot_of: VecDeque::with_capacity(specs.len()),
             base: 0,
             unfinished: 0,
-            running_on: vec![0; cluster.nodes.len()],
+            running_on: None,
             idle: cluster.nodes.len(),
             cluster,
         };
@@ -125,18 +126,33 @@ impl State {
         }
     }
 
+    /// Keep running counts per node from now on (set before any job runs).
+    pub(crate) fn keep_node_load(&mut self) {
+        let mut counts = vec![0; self.cluster.nodes.len()];
+        for j in self.with_status(JobStatus::Running) {
+            for n in &j.nodes {
+                counts[n.0 as usize] += 1;
+            }
+        }
+        self.idle = counts.iter().filter(|c| **c == 0).count();
+        self.running_on = Some(counts);
+    }
+
     /// Change a job's status, keeping the running counts per node; a job
     /// that starts has its nodes set first.
     pub(crate) fn set_status(&mut self, id: JobId, status: JobStatus) {
         let slot = self.slot(id);
         let was = std::mem::replace(&mut self.jobs[slot].status, status);
+        let Some(running_on) = self.running_on.as_mut() else {
+            return;
+        };
         let delta = match (was == JobStatus::Running, status == JobStatus::Running) {
             (false, true) => 1i32,
             (true, false) => -1,
             _ => return,
         };
         for n in &self.jobs[slot].nodes {
-            let count = &mut self.running_on[n.0 as usize];
+            let count = &mut running_on[n.0 as usize];
             if delta > 0 {
                 self.idle -= usize::from(*count == 0);
                 *count += 1;
@@ -180,23 +196,43 @@ impl State {
         self.unfinished == 0
     }
 
+    /// Running jobs per node: kept, or counted now.
+    fn counts(&self) -> std::borrow::Cow<'_, [u32]> {
+        match &self.running_on {
+            Some(c) => std::borrow::Cow::Borrowed(c),
+            None => {
+                let mut c = vec![0; self.cluster.nodes.len()];
+                for j in self.with_status(JobStatus::Running) {
+                    for n in &j.nodes {
+                        c[n.0 as usize] += 1;
+                    }
+                }
+                std::borrow::Cow::Owned(c)
+            }
+        }
+    }
+
     /// Nodes on which no job is running right now.
     pub fn idle_nodes(&self) -> Vec<NodeId> {
+        let counts = self.counts();
         self.cluster
             .nodes
             .iter()
-            .filter(|n| self.running_on[n.id.0 as usize] == 0)
+            .filter(|n| counts[n.id.0 as usize] == 0)
             .map(|n| n.id)
             .collect()
     }
 
     /// How many nodes have no running job.
     pub fn idle_node_count(&self) -> usize {
-        self.idle
+        match &self.running_on {
+            Some(_) => self.idle,
+            None => self.counts().iter().filter(|c| **c == 0).count(),
+        }
     }
 
-    /// Running jobs on `node` right now.
-    pub fn running_on(&self, node: NodeId) -> u32 {
-        self.running_on[node.0 as usize]
+    /// Running jobs on each node right now, indexed by node id.
+    pub fn running_per_node(&self) -> std::borrow::Cow<'_, [u32]> {
+        self.counts()
     }
 }

@@ -886,13 +886,7 @@ fn idle_nodes_and_running_counts_follow_every_status_change() {
                     count[n.0 as usize] += 1;
                 }
             }
-            for (n, c) in count.iter().enumerate() {
-                assert_eq!(
-                    st.running_on(memgang_core::NodeId(n as u32)),
-                    *c,
-                    "{kind} {when}: node {n}"
-                );
-            }
+            assert_eq!(&st.running_per_node()[..], &count[..], "{kind} {when}");
             let idle: Vec<u32> = st.idle_nodes().iter().map(|n| n.0).collect();
             let want: Vec<u32> = (0..4).filter(|n| count[*n as usize] == 0).collect();
             assert_eq!(idle, want, "{kind} {when}");

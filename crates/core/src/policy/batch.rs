@@ -19,6 +19,10 @@ impl Policy for Batch {
         PolicyKind::Batch
     }
 
+    fn reads_node_load(&self) -> bool {
+        true
+    }
+
     fn on_event(&mut self, event: &Event, state: &State) -> Decision {
         match event {
             Event::JobArrived(job) => self.queue.push_back(*job),

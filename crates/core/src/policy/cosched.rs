@@ -15,6 +15,10 @@ impl Policy for Cosched {
         PolicyKind::Cosched
     }
 
+    fn reads_node_load(&self) -> bool {
+        true
+    }
+
     fn on_event(&mut self, event: &Event, state: &State) -> Decision {
         let Event::JobArrived(job) = event else {
             return Decision::default();

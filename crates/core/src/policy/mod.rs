@@ -49,6 +49,14 @@ pub struct Decision {
 pub trait Policy: Send + fmt::Debug {
     fn kind(&self) -> PolicyKind;
     fn on_event(&mut self, event: &Event, state: &State) -> Decision;
+    /// Whether it asks the state which nodes are idle or least loaded at
+    /// most events: the state then keeps running counts per node, a cost
+    /// at every start, suspension and resumption that the others, which
+    /// place jobs by their own books, need not pay (10% of an overloaded
+    /// gang run in `memgang sim`).
+    fn reads_node_load(&self) -> bool {
+        false
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -114,7 +122,8 @@ impl PolicyKind {
 /// The `need` nodes hosting the fewest running jobs (ties by id): where a
 /// co-scheduled job goes.
 pub(crate) fn least_loaded_nodes(state: &State, job: JobId) -> Vec<NodeId> {
-    let key = |n: &NodeId| (state.running_on(*n), *n);
+    let load = state.running_per_node();
+    let key = |n: &NodeId| (load[n.0 as usize], *n);
     let mut nodes: Vec<_> = state.cluster().nodes.iter().map(|n| n.id).collect();
     let need = state.cluster().nodes_needed(state.job(job).spec.ranks) as usize;
     // The `need` smallest, then only those sorted: a pass over the nodes
