@@ -61,8 +61,11 @@ row() {
     *) echo "unknown policy $policy (batch, cosched, gang-aoai, gang-lru, hybrid)" >&2; exit 2 ;;
   esac
   local name=$trace-x$load-$policy
+  # Only when the load changes, so that a build older than --load-factor
+  # (BIN=...) can run the logs' own load for a before/after.
+  [[ $load == 1 ]] || flags+=(--load-factor "$load")
   if timeout "$TIMEOUT" /usr/bin/time -v -o "$out/$name.time" "$bin" sim --swf "$file" "${flags[@]}" \
-    --cpus-per-node 1 --node-memory 1G --default-memory "$MEM_PER_PROC" --load-factor "$load" \
+    --cpus-per-node 1 --node-memory 1G --default-memory "$MEM_PER_PROC" \
     --quantum 60s --json "$out/$name.json" >"$out/$name.txt" 2>&1; then
     python3 - "$out/$name.json" "$out/$name.time" "$trace" "$load" "$policy" <<'PY' | tee -a "$out/table.txt"
 import json, re, sys
