@@ -6,7 +6,8 @@
 # what the policies did (makespan, utilization, mean response, mean bounded
 # slowdown, switches and their share of node time, jobs alive at most) and
 # what the simulator cost (CPU seconds, events per CPU second, job-node
-# actions per event). No root: the simulator touches no kernel feature.
+# actions per event and per switch: a job started, suspended, made room
+# for or resumed, once per node of it). No root: the simulator touches no kernel feature.
 #
 #   bench/sim_archive.sh [OUT_DIR]
 #   LOADS="1 2" POLICIES="batch cosched gang-aoai gang-lru hybrid" TRACES="nasa lcg" TIMEOUT=600 BIN=path/to/memgang
@@ -43,8 +44,8 @@ MEM_PER_PROC=${MEM_PER_PROC:-700M}
 
 echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cores, $(free -g | awk '/Mem:/ {print $2}')G; one simulation at a time, one core each" | tee "$out/machine.txt"
 sha256sum bench/traces/*.swf.gz | tee "$out/traces.sha256"
-printf '%-5s %-5s %4s %-9s %7s %6s %11s %5s %10s %9s %8s %6s %6s %8s %7s %12s %10s\n' \
-  trace nodes load policy jobs unfin makespan_s util mean_resp bsld switches sw_ovh alive events cpu_s events/cpu_s act/event | tee "$out/table.txt"
+printf '%-5s %-5s %4s %-9s %7s %6s %11s %5s %10s %9s %8s %6s %6s %8s %7s %12s %10s %10s\n' \
+  trace nodes load policy jobs unfin makespan_s util mean_resp bsld switches sw_ovh alive events cpu_s events/cpu_s act/event act/switch | tee "$out/table.txt"
 
 row() {
   local trace=$1 load=$2 policy=$3
@@ -77,7 +78,8 @@ cpu = sum(float(re.search(rf"{k} time \(seconds\): ([\d.]+)", t).group(1)) for k
 print(f'{sys.argv[3]:<5} {r["nodes"]:<5} {sys.argv[4]:>4} {sys.argv[5]:<9} {r["jobs"]:>7} {r["unfinished"]:>6} '
       f'{r["makespan_s"]:>11.0f} {r["utilization"]:>5.3f} {r["mean_response_s"]:>10.0f} {r["mean_bounded_slowdown"]:>9.1f} '
       f'{r["switches"]:>8} {100 * r["switching_overhead"]:>5.1f}% {r["peak_jobs_alive"]:>6} {r["events"]:>8} '
-      f'{cpu:>7.2f} {r["events"] / max(cpu, 0.01):>12.0f} {r["node_actions"] / max(r["events"], 1):>10.1f}')
+      f'{cpu:>7.2f} {r["events"] / max(cpu, 0.01):>12.0f} {r["node_actions"] / max(r["events"], 1):>10.1f} '
+      f'{r["node_actions"] / r["switches"] if r["switches"] else 0:>10.0f}')
 PY
   else
     printf '%-5s %-5s %4s %-9s %s\n' "$trace" - "$load" "$policy" "not finished within ${TIMEOUT}s (or failed: see $out/$name.txt)" | tee -a "$out/table.txt"
@@ -90,5 +92,5 @@ for trace in $TRACES; do
     done
   done
 done
-echo "(makespan, mean response in s; bsld: mean bounded slowdown, 10 s bound; sw_ovh: switching's share of node time; alive: jobs alive at most; act/event: job-node actions per event)" | tee -a "$out/table.txt"
+echo "(makespan, mean response in s; bsld: mean bounded slowdown, 10 s bound; sw_ovh: switching's share of node time; alive: jobs alive at most; act/event, act/switch: job-node actions per event, per switch)" | tee -a "$out/table.txt"
 echo "results: $out"
