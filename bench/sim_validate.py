@@ -2,7 +2,7 @@
 bench/adaptive.sh or bench/hybrid.sh, the same experiment in `memgang sim`
 and one table of makespans and switching overheads (issue 6: within 15%).
 
-usage: sim_validate.py MEMGANG [--calibration FILE | --random-reads FILE] DIR [DIR ...]
+usage: sim_validate.py MEMGANG [--calibration FILE | --random-reads FILE] [--no-queue-rate] DIR [DIR ...]
 
 The simulated experiment is built from the results alone: one node with
 the run's pool as its memory and the machine's CPUs; per job its declared
@@ -11,8 +11,8 @@ batch run (DIR/<experiment>-batch.json). The device: the sequential
 bandwidths measured in that run (DIR/bandwidth-*.json, the mean of start
 and end, or DIR/testbed.txt); the random read rate and the switch
 efficiency from FILE (written by `memgang calibrate`; with --random-reads
-only the random read rate, and the readahead and reclaim cost if the file
-has them), else the simulator's defaults (20,000 reads/s, efficiency 1).
+only the random read rates, one at a time and 8 in flight, and the
+readahead and reclaim cost, those the file has), else the simulator's defaults (20,000 reads/s, efficiency 1).
 The jobs' touch rate: TOUCH_SHARE of their sweeps per second alone. The simulated overhead is
 measured against the simulated batch run, as the measured one against the
 measured batch run: (makespan - batch) / makespan.
@@ -47,7 +47,7 @@ def device(d, calibration, random_only):
     dev = {"write_bps": write, "read_bps": read, "random_read_iops": 20000.0}
     if calibration:
         dev["random_read_iops"] = calibration["random_read_iops"]
-        for k in ("readahead_pages", "reclaim_cpu_s_per_page"):
+        for k in ("readahead_pages", "reclaim_cpu_s_per_page", "queue_read_iops"):
             if k in calibration:
                 dev[k] = calibration[k]
         if not random_only:
@@ -120,6 +120,11 @@ def main(argv):
         calibration = json.load(open(argv[1]))
         random_only = argv[0] == "--random-reads"
         argv = argv[2:]
+    if argv[:1] == ["--no-queue-rate"]:
+        # The model then charges a readahead as one single read.
+        if calibration:
+            calibration.pop("queue_read_iops", None)
+        argv = argv[1:]
     rows = []
     print(f"{'experiment':<24} {'policy/switch':<18} {'meas_s':>7} {'sim_s':>7} {'sim/meas':>8} "
           f"{'meas_ovh':>8} {'sim_ovh':>8} {'meas_sw':>7} {'sim_sw':>7} {'meas_sw_s':>9} {'sim_sw_s':>8} {'meas_GiB':>8} {'sim_GiB':>7}")
@@ -181,6 +186,8 @@ def main(argv):
              f"random reads {calibration['random_read_iops']:.0f}/s and switch efficiency "
              f"{calibration.get('switch_efficiency', 1.0):.2f} from the calibration"
              if calibration else "random reads 20000/s, switch efficiency 1")
+          + (f", {calibration['queue_read_iops']:.0f}/s at depth 8"
+             if calibration and calibration.get("queue_read_iops") else "")
           + f"; touch per s: {TOUCH_SHARE} of the jobs' sweep rate)")
 
 

@@ -9,10 +9,15 @@
 #
 #   bench/sim_validate.sh [DIR ...]     default: adaptive-fix, hybrid-long
 #                                       and hybrid-full, hybrid-full-2rank (if there)
-#   CALIBRATION=device.json bench/sim_validate.sh   random read rate and
-#       switch efficiency from `memgang calibrate` (else the random read
-#       rate of the newest bench/results/calibrate-*/device.json, with
-#       efficiency 1; with none, the simulator's 20,000 reads/s)
+#   CALIBRATION=device.json bench/sim_validate.sh   random read rates and
+#       switch efficiency from `memgang calibrate`
+#   RANDOM_READS=device.json   only its random read rates (one at a time
+#       and, if it has one, 8 in flight), readahead and reclaim cost;
+#       default: bench/results/calibrate-20261123T132753Z/device.json,
+#       taken the day the runs were measured (the device's random rate
+#       moves from day to day on this VM, and the lru rows with it)
+#   QUEUE=0   leave out the rate at depth 8 (the model then charges a
+#       readahead as one single read)
 #
 # How each simulated experiment is built, and the table's columns:
 # bench/sim_validate.py.
@@ -36,7 +41,7 @@ cal=()
 if [ -n "${CALIBRATION:-}" ]; then
   cal=(--calibration "$CALIBRATION")
 else
-  newest=$(ls -d bench/results/calibrate-*/device.json 2>/dev/null | sort | tail -n 1)
-  [ -z "$newest" ] || cal=(--random-reads "$newest")
+  cal=(--random-reads "${RANDOM_READS:-bench/results/calibrate-20261123T132753Z/device.json}")
 fi
+[ "${QUEUE:-1}" != 0 ] || cal+=(--no-queue-rate)
 python3 bench/sim_validate.py target/debug/memgang "${cal[@]}" "${dirs[@]}"

@@ -29,7 +29,8 @@ pub struct CalibrateArgs {
     /// Bytes written and read back sequentially on the swap device.
     #[arg(long, default_value = "1G", value_parser = parse_bytes)]
     sample: u64,
-    /// How long to read random 4 KiB pages of the sample, one at a time.
+    /// How long to read random 4 KiB pages of the sample, one at a time;
+    /// then as long again with 8 in flight (the swap readahead window).
     #[arg(long, default_value = "5s", value_parser = crate::humantime_arg)]
     random_for: Duration,
     /// Memory pool of the switch run; its two jobs take 70% of it each.
@@ -161,6 +162,9 @@ fn calibrate(a: &CalibrateArgs, stop: &AtomicBool) -> Result<(serde_json::Value,
     let iops = bw
         .random_read_iops
         .context("the random-read pass gave no rate")?;
+    let queue_iops = bw
+        .queue_read_iops
+        .context("the random-read pass at depth gave no rate")?;
     check(stop)?;
 
     let job = ((a.pool_memory >> 20) * 7 / 10) << 20;
@@ -234,6 +238,7 @@ fn calibrate(a: &CalibrateArgs, stop: &AtomicBool) -> Result<(serde_json::Value,
         "write_bps": bw.write_bytes_per_s,
         "read_bps": bw.read_bytes_per_s,
         "random_read_iops": iops,
+        "queue_read_iops": queue_iops,
         "switch_efficiency": efficiency,
         "calibration": {
             "memgang_version": env!("CARGO_PKG_VERSION"),
@@ -246,6 +251,7 @@ fn calibrate(a: &CalibrateArgs, stop: &AtomicBool) -> Result<(serde_json::Value,
             "swap_file_added": swap_file,
             "sample_bytes": bw.sample_bytes,
             "random_read_s": a.random_for.as_secs_f64(),
+            "queue_depth": swap::QUEUE_DEPTH,
             "switch_run": {
                 "jobs": 2,
                 "job_bytes": job,
@@ -272,7 +278,7 @@ fn calibrate(a: &CalibrateArgs, stop: &AtomicBool) -> Result<(serde_json::Value,
     let mbs = |b: f64| format!("{:.0} MB/s", b / 1e6);
     let summary = format!(
         "swap device {}: sequential write {}, read {} ({}, O_DIRECT)\n\
-         random 4 KiB reads: {iops:.0}/s ({}, queue depth 1)\n\
+         random 4 KiB reads: {iops:.0}/s ({}, queue depth 1); {queue_iops:.0}/s ({}, queue depth {})\n\
          switch run: {} switches took {:.2} s for {} out, {} in: page-out {} ({:.2} of sequential), \
          page-in {} ({:.2})\n\
          switch efficiency: {efficiency:.2} (the model's {model_s:.2} s over the measured {:.2} s)\n",
@@ -281,6 +287,8 @@ fn calibrate(a: &CalibrateArgs, stop: &AtomicBool) -> Result<(serde_json::Value,
         mbs(bw.read_bytes_per_s),
         format_bytes(bw.sample_bytes),
         mbs(iops * 4096.0),
+        mbs(queue_iops * 4096.0),
+        swap::QUEUE_DEPTH,
         r.switch_count,
         s.took_s,
         format_bytes(s.out_bytes),

@@ -312,6 +312,7 @@ pub fn run(a: SimArgs) -> Result<()> {
                 "random_read_iops": device.random_read_iops,
                 "readahead_pages": model.readahead_pages,
                 "reclaim_cpu_s_per_page": model.reclaim_cpu_s,
+                "queue_read_iops": model.queue_read_iops,
                 "touch_per_s": model.touch_per_s,
             },
             "trace": a.swf.as_ref().map(|path| serde_json::json!({
@@ -355,7 +356,7 @@ pub fn read_paging(path: Option<&std::path::Path>, base: PagingModel) -> Result<
                     format!(
                         "{}: expected {{\"write_bps\": ..., \"read_bps\": ..., \"random_read_iops\": ..., \
                          optional \"switch_efficiency\", \"readahead_pages\", \
-                         \"reclaim_cpu_s_per_page\", \"calibration\": {{...}}}} \
+                         \"reclaim_cpu_s_per_page\", \"queue_read_iops\", \"calibration\": {{...}}}} \
                          (`memgang calibrate` writes one)",
                         p.display()
                     )

@@ -44,6 +44,7 @@ fn calibrate_writes_a_device_file_the_simulator_reads() {
         "write_bps",
         "read_bps",
         "random_read_iops",
+        "queue_read_iops",
         "switch_efficiency",
     ] {
         let x = v[k].as_f64().unwrap_or(f64::NAN);
@@ -54,7 +55,13 @@ fn calibrate_writes_a_device_file_the_simulator_reads() {
         v["random_read_iops"].as_f64().unwrap() * 4096.0 < 1.5 * v["read_bps"].as_f64().unwrap(),
         "{v}"
     );
+    // Eight reads in flight cannot beat the sequential reads by much either.
+    assert!(
+        v["queue_read_iops"].as_f64().unwrap() * 4096.0 < 1.5 * v["read_bps"].as_f64().unwrap(),
+        "{v}"
+    );
     let c = &v["calibration"];
+    assert_eq!(c["queue_depth"].as_u64(), Some(8), "{v}");
     assert!(!c["kernel"].as_str().unwrap().is_empty(), "{v}");
     assert!(c["switch_run"]["switches"].as_u64().unwrap() > 0, "{v}");
     assert!(

@@ -91,7 +91,16 @@ pub struct Bandwidth {
     /// depth 1, as a process waiting on page faults reads); `None` unless
     /// [`measure_device`] was asked for it.
     pub random_read_iops: Option<f64>,
+    /// The same reads, [`QUEUE_DEPTH`] in flight at once (one thread
+    /// each): the rate at which the device serves the reads that swap
+    /// readahead issues together, and those of several faulting tasks.
+    pub queue_read_iops: Option<f64>,
 }
+
+/// Reads in flight for [`Bandwidth::queue_read_iops`]: the kernel's swap
+/// readahead window, 2^`vm.page-cluster` pages (3 by default), issued
+/// together by one fault.
+pub const QUEUE_DEPTH: usize = 8;
 
 /// One line of /proc/swaps.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -309,7 +318,8 @@ pub fn measure_bandwidth(dir: &Path, bytes: u64) -> Result<Bandwidth> {
 
 /// [`measure_bandwidth`], then, for `random_for` (if not zero), random 4 KiB
 /// `O_DIRECT` reads over the same file, one at a time: the rate of demand
-/// page faults, which read single pages and wait for each.
+/// page faults, which read single pages and wait for each; then as long
+/// again with [`QUEUE_DEPTH`] reads in flight.
 pub fn measure_device(dir: &Path, bytes: u64, random_for: Duration) -> Result<Bandwidth> {
     static SEQ: AtomicU64 = AtomicU64::new(0);
     let chunk = IO_CHUNK as u64;
@@ -391,6 +401,11 @@ pub fn measure_device(dir: &Path, bytes: u64, random_for: Duration) -> Result<Ba
         Ok(reads as f64 / t.elapsed().as_secs_f64())
     });
     let random_read_iops = random_read_iops.transpose()?;
+    let queue_read_iops = if random_for.is_zero() {
+        None
+    } else {
+        Some(queue_reads(&file, &path, bytes, random_for, x)?)
+    };
 
     drop(file);
     // Remove explicitly to report failures; the guard covers early returns.
@@ -402,7 +417,44 @@ pub fn measure_device(dir: &Path, bytes: u64, random_for: Duration) -> Result<Ba
         write_bytes_per_s: rate(write_s),
         sample_bytes: bytes,
         random_read_iops,
+        queue_read_iops,
     })
+}
+
+/// Random 4 KiB `O_DIRECT` reads of `file`, [`QUEUE_DEPTH`] threads each
+/// with one in flight, for `span`: reads per second of them all.
+fn queue_reads(file: &File, path: &Path, bytes: u64, span: Duration, seed: u64) -> Result<f64> {
+    let pages = bytes / RANDOM_IO as u64;
+    let align = page_size() as usize;
+    let t = Instant::now();
+    let counts = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..QUEUE_DEPTH as u64)
+            .map(|i| {
+                scope.spawn(move || -> Result<u64> {
+                    let mut backing = vec![0u8; RANDOM_IO + align];
+                    let off = backing.as_ptr().align_offset(align);
+                    let page = &mut backing[off..off + RANDOM_IO];
+                    // Each thread its own sequence: no two read in step.
+                    let mut x = seed ^ (i + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+                    let mut reads = 0u64;
+                    while t.elapsed() < span {
+                        x ^= x << 13;
+                        x ^= x >> 7;
+                        x ^= x << 17;
+                        file.read_exact_at(page, (x % pages) * RANDOM_IO as u64)
+                            .map_err(|e| Error::io("reading bandwidth probe file", path, e))?;
+                        reads += 1;
+                    }
+                    Ok(reads)
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .map(|w| w.join().expect("a probe thread panicked"))
+            .collect::<Result<Vec<u64>>>()
+    })?;
+    Ok(counts.iter().sum::<u64>() as f64 / t.elapsed().as_secs_f64())
 }
 
 /// A swap file for tests and benchmarks: [`up`] in `new`, [`down`] in `Drop`

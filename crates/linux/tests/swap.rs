@@ -134,17 +134,25 @@ fn bandwidth_on_var_tmp() {
         .collect();
     let bw = swap::measure_device(dir, 256 * MIB, Duration::from_millis(300)).unwrap();
     println!(
-        "bandwidth on /var/tmp ({} MiB): write {:.0} MiB/s, read {:.0} MiB/s, {:?} random 4 KiB reads/s",
+        "bandwidth on /var/tmp ({} MiB): write {:.0} MiB/s, read {:.0} MiB/s, {:?} random 4 KiB reads/s, {:?} at depth 8",
         bw.sample_bytes / MIB,
         bw.write_bytes_per_s / MIB as f64,
         bw.read_bytes_per_s / MIB as f64,
-        bw.random_read_iops
+        bw.random_read_iops,
+        bw.queue_read_iops
     );
     let iops = bw.random_read_iops.expect("asked for random reads");
     // One 4 KiB read at a time cannot beat the sequential 1 MiB reads.
     assert!(
         iops > 0.0 && iops * 4096.0 <= bw.read_bytes_per_s * 1.5,
         "{iops} random reads/s against {} B/s sequential",
+        bw.read_bytes_per_s
+    );
+    let queue = bw.queue_read_iops.expect("asked for random reads");
+    assert!(
+        queue > 0.0 && queue * 4096.0 <= bw.read_bytes_per_s * 1.5,
+        "{queue} reads/s at depth {} against {} B/s sequential",
+        swap::QUEUE_DEPTH,
         bw.read_bytes_per_s
     );
     assert_eq!(bw.sample_bytes, 256 * MIB);

@@ -72,6 +72,11 @@ pub struct DeviceFile {
     /// memory pressure; default [`RECLAIM_CPU_S`].
     #[serde(default = "reclaim_cpu")]
     pub reclaim_cpu_s_per_page: f64,
+    /// Random 4 KiB reads per second with 8 in flight (`memgang
+    /// calibrate`); when given, the device serves a thrashing node's
+    /// readahead at this rate (see [`PagingModel::queue_read_iops`]).
+    #[serde(default)]
+    pub queue_read_iops: Option<f64>,
     /// Provenance (machine, date, device, sizes); not used by the model.
     #[serde(default)]
     pub calibration: Option<serde::de::IgnoredAny>,
@@ -126,6 +131,12 @@ impl DeviceFile {
                 0.0,
                 1.0,
             ),
+            (
+                "queue_read_iops",
+                self.queue_read_iops.unwrap_or(1.0),
+                1.0,
+                1e9,
+            ),
         ] {
             if !(v.is_finite() && (min..=max).contains(&v)) {
                 return Err(format!(
@@ -157,6 +168,7 @@ impl DeviceFile {
             device: self.device()?,
             readahead_pages: self.readahead_pages,
             reclaim_cpu_s: self.reclaim_cpu_s_per_page,
+            queue_read_iops: self.queue_read_iops,
             ..base
         })
     }
@@ -234,6 +246,16 @@ pub struct PagingModel {
     pub readahead_pages: f64,
     /// Kernel CPU seconds per page moved in or out while memory is short.
     pub reclaim_cpu_s: f64,
+    /// Random reads per second the device serves with a readahead window
+    /// in flight. When known, a thrashing node's device is busy
+    /// `1 / queue_read_iops` per page read (each page of a readahead its
+    /// own read); when not, a readahead costs one single read
+    /// (`page_s`), as if 8 reads in flight went 8 times as fast as one:
+    /// this machine's disk did 3.0 times (15,316 and 46,659 reads/s,
+    /// `bench/results/calibrate-20261127T052634Z`). The faulting job's own
+    /// wait is a single read either way.
+    #[serde(default)]
+    pub queue_read_iops: Option<f64>,
 }
 
 impl Default for PagingModel {
@@ -246,6 +268,7 @@ impl Default for PagingModel {
             t_pcs: 0.01,
             readahead_pages: READAHEAD_PAGES,
             reclaim_cpu_s: RECLAIM_CPU_S,
+            queue_read_iops: None,
         }
     }
 }
@@ -257,6 +280,15 @@ impl PagingModel {
     pub fn page_s(&self) -> f64 {
         1.0 / (self.device.random_read_iops * self.readahead_pages.max(1.0))
             + PAGE / self.device.write_bps
+    }
+
+    /// The device's time per page read while a node thrashes (its
+    /// capacity, not one job's wait): see [`PagingModel::queue_read_iops`].
+    pub fn device_page_s(&self) -> f64 {
+        match self.queue_read_iops {
+            Some(q) => 1.0 / q + PAGE / self.device.write_bps,
+            None => self.page_s(),
+        }
     }
 
     /// Pages a job of `mem` bytes on a node faults in per second of its
@@ -306,7 +338,7 @@ impl PagingModel {
             let kernel = 2.0 * f * self.reclaim_cpu_s;
             own_cpu = own_cpu.max(kernel);
             cpu = cpu.max(n.cpu_share.max(1.0) * (1.0 + kernel));
-            device = device.max(self.faults_per_s(n.want, n.c) * self.page_s());
+            device = device.max(self.faults_per_s(n.want, n.c) * self.device_page_s());
         }
         if faults == 0.0 {
             return cpu;
@@ -415,6 +447,41 @@ mod tests {
             ..spin
         };
         assert!(run(&lug) > run(&spin));
+    }
+
+    /// A device that serves a readahead window slower than 8 single reads'
+    /// worth (as the measured one does) slows a node bound by its device,
+    /// in proportion.
+    #[test]
+    fn a_measured_queue_rate_sets_the_device_limit_only() {
+        let m = PagingModel {
+            touch_per_s: 5.0,
+            reclaim_cpu_s: 0.0,
+            ..PagingModel::default()
+        };
+        let iops = m.device.random_read_iops;
+        let q = PagingModel {
+            queue_read_iops: Some(iops * 2.0),
+            ..m
+        };
+        let w = PAGE / m.device.write_bps;
+        assert!((q.device_page_s() - (1.0 / (iops * 2.0) + w)).abs() < 1e-15);
+        assert_eq!(m.device_page_s(), m.page_s(), "none measured: as before");
+        let mem = 200 << 20;
+        let on = |m: &PagingModel, jobs: u64| {
+            m.slowdown_on(
+                mem,
+                std::iter::once(NodeLoad {
+                    c: 0.8,
+                    want: jobs * mem,
+                    cpu_share: 1.0,
+                }),
+            )
+        };
+        // 64 jobs: the device binds, 4 times slower per page read.
+        let ratio = (q.device_page_s()) / m.page_s();
+        assert!((on(&q, 64) / on(&m, 64) - ratio).abs() < 1e-9);
+        assert!(on(&q, 64) > on(&m, 64));
     }
 
     /// Jobs that thrash on one node queue at its one device: more of them
