@@ -279,3 +279,37 @@ fn paper004_figures_print_as_tables_and_json() {
         assert!(fast[5] < disk[5], "{a}");
     }
 }
+
+/// `--load-factor 5` brings job 2 in at 1 s instead of 5 s (run times
+/// kept), says so in the provenance, and a factor of 0 is refused by name.
+#[test]
+fn sim_load_factor_compresses_arrivals_and_is_recorded() {
+    let arrivals = |extra: &[&str]| {
+        let (out, dir) = sim(TRACE, extra);
+        assert!(out.status.success(), "{}", text(&out));
+        let csv = std::fs::read_to_string(dir.path().join("jobs.csv")).unwrap();
+        let v: Value =
+            serde_json::from_slice(&std::fs::read(dir.path().join("r.json")).unwrap()).unwrap();
+        (csv, v)
+    };
+    let (plain, v1) = arrivals(&[]);
+    let (dense, v5) = arrivals(&["--load-factor", "5"]);
+    let arrival_of_2 = |csv: &str| -> f64 {
+        let mut lines = csv.lines();
+        let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+        let col = header
+            .iter()
+            .position(|h| h.starts_with("arrival"))
+            .unwrap();
+        let row = lines.find(|l| l.starts_with("2,")).unwrap();
+        row.split(',').nth(col).unwrap().parse().unwrap()
+    };
+    assert_eq!(arrival_of_2(&plain), 5.0, "{plain}");
+    assert_eq!(arrival_of_2(&dense), 1.0, "{dense}");
+    assert_eq!(v1["provenance"]["trace"]["load_factor"], 1.0);
+    assert_eq!(v5["provenance"]["trace"]["load_factor"], 5.0);
+
+    let (out, _dir) = sim(TRACE, &["--load-factor", "0"]);
+    assert!(!out.status.success());
+    assert!(text(&out).contains("--load-factor is 0"), "{}", text(&out));
+}
