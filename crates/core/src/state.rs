@@ -128,12 +128,7 @@ impl State {
 
     /// Keep running counts per node from now on (set before any job runs).
     pub(crate) fn keep_node_load(&mut self) {
-        let mut counts = vec![0; self.cluster.nodes.len()];
-        for j in self.with_status(JobStatus::Running) {
-            for n in &j.nodes {
-                counts[n.0 as usize] += 1;
-            }
-        }
+        let counts = self.counts().into_owned();
         self.idle = counts.iter().filter(|c| **c == 0).count();
         self.running_on = Some(counts);
     }

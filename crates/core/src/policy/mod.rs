@@ -52,8 +52,8 @@ pub trait Policy: Send + fmt::Debug {
     /// Whether it asks the state which nodes are idle or least loaded at
     /// most events: the state then keeps running counts per node, a cost
     /// at every start, suspension and resumption that the others, which
-    /// place jobs by their own books, need not pay (10% of an overloaded
-    /// gang run in `memgang sim`).
+    /// place jobs by their own books, need not pay (it showed in a profile
+    /// of an overloaded gang run in `memgang sim`).
     fn reads_node_load(&self) -> bool {
         false
     }
