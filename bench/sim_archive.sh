@@ -11,6 +11,10 @@
 #
 #   bench/sim_archive.sh [OUT_DIR]
 #   LOADS="1 2" POLICIES="batch cosched gang-aoai gang-lru hybrid" TRACES="nasa lcg" TIMEOUT=600 BIN=path/to/memgang
+#   MEM_DIST=pareto   each job's memory per processor drawn (Pareto, mean
+#                     MEM_PER_PROC, shape 1.5, at most 1G, seed 1) instead
+#                     of MEM_PER_PROC for all: jobs of many sizes, some of
+#                     which fit on a node together
 #
 # Scaling. The logs record no memory, so every job gets MEM_PER_PROC
 # (700M) per processor on nodes of 1G (the papers' node size): two jobs
@@ -41,7 +45,9 @@ POLICIES=${POLICIES:-batch cosched gang-aoai gang-lru hybrid}
 TRACES=${TRACES:-nasa lcg}
 TIMEOUT=${TIMEOUT:-600}
 MEM_PER_PROC=${MEM_PER_PROC:-700M}
+MEM_DIST=${MEM_DIST:-fixed}
 
+echo "memory per processor: $MEM_PER_PROC ($MEM_DIST)" | tee "$out/memory.txt"
 echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cores, $(free -g | awk '/Mem:/ {print $2}')G; one simulation at a time, one core each" | tee "$out/machine.txt"
 sha256sum bench/traces/*.swf.gz | tee "$out/traces.sha256"
 printf '%-5s %-5s %4s %-9s %7s %6s %11s %5s %10s %9s %8s %6s %6s %8s %7s %12s %10s %10s\n' \
@@ -65,6 +71,7 @@ row() {
   # Only when the load changes, so that a build older than --load-factor
   # (BIN=...) can run the logs' own load for a before/after.
   [[ $load == 1 ]] || flags+=(--load-factor "$load")
+  [[ $MEM_DIST == fixed ]] || flags+=(--default-memory-dist "$MEM_DIST" --seed 1)
   if timeout "$TIMEOUT" /usr/bin/time -v -o "$out/$name.time" "$bin" sim --swf "$file" "${flags[@]}" \
     --cpus-per-node 1 --node-memory 1G --default-memory "$MEM_PER_PROC" \
     --quantum 60s --json "$out/$name.json" >"$out/$name.txt" 2>&1; then

@@ -13,6 +13,11 @@ use std::io::{BufReader, BufWriter, IsTerminal, Write};
 use std::path::PathBuf;
 use std::time::Duration;
 
+/// Pareto shape of generated memory sizes, and of those drawn for trace
+/// jobs without memory: paper 003 §5's workloads (a heavy tail: most jobs
+/// small, a few near the node's size).
+const MEMORY_SHAPE: f64 = 1.5;
+
 #[derive(Args)]
 pub struct SimArgs {
     /// A Standard Workload Format trace (Parallel Workloads Archive), plain
@@ -74,6 +79,12 @@ pub struct SimArgs {
     /// Memory per processor for trace jobs that give none (fields 7 and 10 -1).
     #[arg(long, default_value = "1G", value_parser = parse_bytes)]
     default_memory: u64,
+    /// How trace jobs that give no memory get theirs: all the default
+    /// (fixed), or drawn from a Pareto distribution of mean the default,
+    /// shape 1.5, at most a node's share per processor, seeded by --seed
+    /// (pareto; the generator's sizes).
+    #[arg(long, default_value = "fixed", value_parser = ["fixed", "pareto"], conflicts_with = "generate")]
+    default_memory_dist: String,
     /// Skip malformed trace lines (counted and reported) instead of stopping.
     #[arg(long)]
     skip_bad_lines: bool,
@@ -81,7 +92,7 @@ pub struct SimArgs {
     /// time by it (run times stay): 2 makes arrivals twice as dense.
     #[arg(long, default_value_t = 1.0, conflicts_with = "generate")]
     load_factor: f64,
-    /// Generator: seed of the random numbers.
+    /// Seed of the random numbers: the generator's, and --default-memory-dist pareto's.
     #[arg(long, default_value_t = 1)]
     seed: u64,
     /// Generator: mean time between arrivals.
@@ -200,6 +211,15 @@ pub fn run(a: SimArgs) -> Result<()> {
     if nodes == 0 || cpus_per_node == 0 || a.node_memory == 0 {
         bail!("--nodes, --cpus-per-node and --node-memory must be greater than zero");
     }
+    if a.default_memory_dist == "pareto" {
+        swf = swf.map(|s| {
+            s.with_memory_draw(
+                a.seed,
+                MEMORY_SHAPE,
+                a.node_memory / u64::from(cpus_per_node),
+            )
+        });
+    }
     if !(0.0..=1.0).contains(&a.f_pf) {
         bail!("--f-pf is {}: it is a share, between 0 and 1", a.f_pf);
     }
@@ -248,7 +268,7 @@ pub fn run(a: SimArgs) -> Result<()> {
                 mean_runtime_s: a.mean_runtime.as_secs_f64(),
                 runtime_shape: 1.5,
                 mean_memory: a.mean_memory.unwrap_or(a.node_memory / 8),
-                memory_shape: 1.5,
+                memory_shape: MEMORY_SHAPE,
                 max_memory: a.node_memory / u64::from(cpus_per_node),
                 max_ranks: a
                     .max_ranks
@@ -304,7 +324,7 @@ pub fn run(a: SimArgs) -> Result<()> {
         value["provenance"] = serde_json::json!({
             "memgang_version": env!("CARGO_PKG_VERSION"),
             "command": std::env::args().collect::<Vec<_>>(),
-            "seed": a.generate.map(|_| a.seed),
+            "seed": (a.generate.is_some() || a.default_memory_dist == "pareto").then_some(a.seed),
             "device": {
                 "file": a.device,
                 "write_bps": device.write_bps,
@@ -325,6 +345,7 @@ pub fn run(a: SimArgs) -> Result<()> {
                 "max_procs": header.max_procs,
                 "load_factor": a.load_factor,
                 "default_memory": a.default_memory,
+                "default_memory_dist": a.default_memory_dist,
             })),
             "cpus_per_node": cpus_per_node,
         });

@@ -102,6 +102,18 @@ pub struct Swf<R> {
     pending: bool,
     /// Submit times are divided by this (`with_load_factor`).
     load_factor: f64,
+    /// Memory drawn for jobs the trace gives none (`with_memory_draw`).
+    draw: Option<MemoryDraw>,
+}
+
+/// Memory per processor for the jobs of a trace that records none: Pareto
+/// with the default memory as its mean (as the generator draws it, paper
+/// 003 §5), so that a log without memory gives jobs of many sizes rather
+/// than one.
+struct MemoryDraw {
+    rng: Rng,
+    shape: f64,
+    cap: f64,
 }
 
 /// What an SWF header (its leading `; Field: value` comments) says about
@@ -145,7 +157,22 @@ impl<R: BufRead> Swf<R> {
             header: SwfHeader::default(),
             pending: false,
             load_factor: 1.0,
+            draw: None,
         }
+    }
+
+    /// Draws the memory per processor of the jobs the trace gives none
+    /// from a Pareto distribution of this `shape` (> 1; smaller, heavier
+    /// tail) whose mean is the default memory, at most `cap` (a node's
+    /// share), seeded by `seed`, instead of giving them all the default.
+    pub fn with_memory_draw(mut self, seed: u64, shape: f64, cap: u64) -> Self {
+        assert!(shape > 1.0, "Pareto shape {shape}");
+        self.draw = Some(MemoryDraw {
+            rng: Rng::new(seed),
+            shape,
+            cap: cap as f64,
+        });
+        self
     }
 
     /// Offers `factor` times the trace's load: every submit time is divided
@@ -198,8 +225,9 @@ impl<R: BufRead> Swf<R> {
     }
 
     /// `Ok(None)`: well formed, but the job cannot be simulated. With the
-    /// job, its submit time as written (before the load factor).
-    fn parse(&self, line: &str) -> Result<Option<(TraceJob, f64)>, String> {
+    /// job, its submit time as written (before the load factor), and
+    /// whether the trace gave its memory.
+    fn parse(&self, line: &str) -> Result<Option<(TraceJob, f64, bool)>, String> {
         let f: Vec<&str> = line.split_whitespace().collect();
         if f.len() != SWF_FIELDS {
             return Err(format!("expected {SWF_FIELDS} fields, found {}", f.len()));
@@ -261,7 +289,7 @@ impl<R: BufRead> Swf<R> {
                 1.0
             },
         };
-        Ok(Some((job, submit)))
+        Ok(Some((job, submit, mem_kb.is_some())))
     }
 }
 
@@ -273,8 +301,12 @@ impl<R: BufRead> Workload for Swf<R> {
             }
             let line = self.buf.trim();
             match self.parse(line) {
-                Ok(Some((job, submit))) => {
+                Ok(Some((mut job, submit, given))) => {
                     self.last_arrival = submit;
+                    if let (false, Some(d)) = (given, self.draw.as_mut()) {
+                        job.memory_per_rank =
+                            d.rng.pareto(self.default_memory as f64, d.shape, d.cap) as u64;
+                    }
                     return Ok(Some(job));
                 }
                 Ok(None) => self.unusable += 1,
@@ -351,12 +383,6 @@ impl Generator {
         }
     }
 
-    /// Pareto with this mean and shape: scale = mean·(shape-1)/shape.
-    fn pareto(&mut self, mean: f64, shape: f64, cap: f64) -> f64 {
-        let scale = mean * (shape - 1.0) / shape;
-        (scale / (1.0 - self.rng.f64()).powf(1.0 / shape)).min(cap)
-    }
-
     fn make(&mut self, at: f64) -> Option<TraceJob> {
         if self.made == self.spec.jobs {
             return None;
@@ -371,8 +397,8 @@ impl Generator {
             s.max_memory as f64,
         );
         let levels = 32 - s.max_ranks.max(1).leading_zeros();
-        let runtime_s = self.pareto(mr, rs, 100.0 * mr).max(1.0);
-        let memory = self.pareto(mm, ms, cap);
+        let runtime_s = self.rng.pareto(mr, rs, 100.0 * mr).max(1.0);
+        let memory = self.rng.pareto(mm, ms, cap);
         let k = self.rng.below(levels as u64) as u32;
         Some(TraceJob {
             name: format!("g{}", self.made),

@@ -346,3 +346,34 @@ fn a_trace_runs_under_every_policy() {
         assert_eq!((r.jobs, r.unfinished, r.unusable), (2, 0, 1), "{policy}");
     }
 }
+
+/// A trace without memory, drawn: a seed gives the same sizes, they
+/// differ from job to job, stay under the cap, and a job whose trace
+/// gives its memory keeps it.
+#[test]
+fn swf_memory_drawn_for_jobs_without_it_is_seeded_and_capped() {
+    let mut text = String::new();
+    for i in 1..=400 {
+        text.push_str(&format!(
+            "{i} {i} 0 10 1 -1 -1 1 10 -1 1 1 1 -1 1 -1 -1 -1\n"
+        ));
+    }
+    text.push_str("401 500 0 10 1 -1 2048 1 10 -1 1 1 1 -1 1 -1 -1 -1\n");
+    let sizes = |seed: u64| -> Vec<u64> {
+        let mut r = swf(&text, BadLines::Refuse).with_memory_draw(seed, 1.5, 64 * MIB);
+        std::iter::from_fn(|| r.next_job().unwrap())
+            .map(|j| j.memory_per_rank)
+            .collect()
+    };
+    let (a, b, c) = (sizes(1), sizes(1), sizes(2));
+    assert_eq!(a, b);
+    assert_ne!(a, c);
+    assert_eq!(a[400], 2048 * 1024, "the trace's own memory");
+    let drawn = &a[..400];
+    assert!(drawn.iter().all(|m| *m > 0 && *m <= 64 * MIB));
+    let distinct: std::collections::BTreeSet<_> = drawn.iter().collect();
+    assert!(distinct.len() > 300, "{} sizes", distinct.len());
+    // Mean 7 MiB (the default of `swf`): a heavy tail, so loosely.
+    let mean = drawn.iter().sum::<u64>() as f64 / 400.0 / MIB as f64;
+    assert!((4.0..12.0).contains(&mean), "mean {mean} MiB");
+}
