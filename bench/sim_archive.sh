@@ -62,10 +62,10 @@ row() {
     *) echo "unknown trace $trace (nasa, lcg)" >&2; exit 2 ;;
   esac
   case $policy in
-    batch | cosched | hybrid) flags+=(--policy "$policy") ;;
+    batch | cosched | hybrid | auto) flags+=(--policy "$policy") ;;
     gang-aoai) flags+=(--policy gang --switch ao/ai) ;;
     gang-lru) flags+=(--policy gang --switch lru) ;;
-    *) echo "unknown policy $policy (batch, cosched, gang-aoai, gang-lru, hybrid)" >&2; exit 2 ;;
+    *) echo "unknown policy $policy (batch, cosched, gang-aoai, gang-lru, hybrid, auto)" >&2; exit 2 ;;
   esac
   local name=$trace-x$load-$policy
   # Only when the load changes, so that a build older than --load-factor
