@@ -3,7 +3,7 @@
 //! reports back what the runtime would observe (`JobFinished`,
 //! `SwitchDone`), exactly as the runtime does on a real node.
 
-use crate::paging::{NodeLoad, PagingModel, PAGE};
+use crate::paging::{NodeLoad, PagingModel};
 use crate::queue::FinishQueue;
 use crate::report::{JobRecord, Report};
 use crate::table::JobTable;
@@ -774,12 +774,7 @@ impl<'a> Simulator<'a> {
                         cpu_share: node.cpu / cpus,
                     }
                 };
-                let bytes: f64 = j
-                    .nodes
-                    .iter()
-                    .map(|n| paging.faults_per_s(j.mem, load(n).c) * PAGE)
-                    .sum();
-                (paging.slowdown_on(j.mem, j.nodes.iter().map(load)), bytes)
+                paging.slowdown_and_bytes(j.mem, j.nodes.iter().map(load))
             } else {
                 ((busy / cpus).max(1.0), 0.0)
             };

@@ -328,20 +328,33 @@ impl PagingModel {
     ///   swap device, so the node pages no faster than the device serves
     ///   them, however the jobs share the CPUs.
     pub fn slowdown_on(&self, mem: u64, nodes: impl Iterator<Item = NodeLoad>) -> f64 {
+        self.slowdown_and_bytes(mem, nodes).0
+    }
+
+    /// [`PagingModel::slowdown_on`], and the bytes the job faults in per
+    /// second of its computing over all its nodes, in one pass over them
+    /// (the engine needs both for every job it re-times on a short node).
+    pub fn slowdown_and_bytes(
+        &self,
+        mem: u64,
+        nodes: impl Iterator<Item = NodeLoad>,
+    ) -> (f64, f64) {
         let (mut faults, mut own_cpu, mut cpu, mut device) = (0.0, 0.0f64, 1.0f64, 0.0f64);
-        let mut count = 0usize;
+        let (mut count, mut bytes) = (0usize, 0.0f64);
+        let device_page_s = self.device_page_s();
         for n in nodes {
             count += 1;
             let f = self.faults_per_s(mem, n.c);
             faults += f;
+            bytes += f * PAGE;
             // In and out: a page read evicts one.
             let kernel = 2.0 * f * self.reclaim_cpu_s;
             own_cpu = own_cpu.max(kernel);
             cpu = cpu.max(n.cpu_share.max(1.0) * (1.0 + kernel));
-            device = device.max(self.faults_per_s(n.want, n.c) * self.device_page_s());
+            device = device.max(self.faults_per_s(n.want, n.c) * device_page_s);
         }
         if faults == 0.0 {
-            return cpu;
+            return (cpu, bytes);
         }
         let f = self.f_pf.max(1.0 / count.max(1) as f64).min(1.0);
         // Counted in pages: a fault brings `readahead_pages` of them, and
@@ -352,7 +365,10 @@ impl PagingModel {
             FaultPolicy::Lug => f * self.page_s() + LUG_SWITCH_S / cluster,
             FaultPolicy::Pcs => self.t_pcs / cluster,
         };
-        (1.0 + faults * per_page + own_cpu).max(cpu).max(device)
+        (
+            (1.0 + faults * per_page + own_cpu).max(cpu).max(device),
+            bytes,
+        )
     }
 }
 
