@@ -73,6 +73,10 @@ impl Policy for DynamicCosched {
         self.inner.kind()
     }
 
+    fn reads_node_load(&self) -> bool {
+        self.inner.reads_node_load()
+    }
+
     fn on_event(&mut self, event: &Event, state: &State) -> Decision {
         match event {
             Event::JobTraffic { job, messages } => {
@@ -147,6 +151,16 @@ mod tests {
             jobs,
             Box::new(DynamicCosched::new(Box::new(Cosched))),
         )
+    }
+
+    /// The layer reads node load as its inner policy does, so the state
+    /// keeps the running counts for cosched beneath it.
+    #[test]
+    fn the_layer_asks_for_node_load_as_its_inner_policy() {
+        assert!(DynamicCosched::new(Box::new(Cosched)).reads_node_load());
+        let gang =
+            crate::policy::PolicyKind::Gang.build(Duration::from_secs(10), Default::default());
+        assert!(!DynamicCosched::new(gang).reads_node_load());
     }
 
     #[test]
