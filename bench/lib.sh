@@ -26,6 +26,12 @@ bench_setup() {
     on_exit '"$bin" testbed down >/dev/null' 
     "$bin" testbed up --swap 8G | tee "$out/testbed.txt"
   fi
+  # The swap disk's random read rates on the day of the run (one at a
+  # time, 8 in flight): bench/sim_validate.py takes them over a
+  # calibration's, since this VM's disk moves from day to day and the
+  # simulated lru runs follow it. A build without the option writes none.
+  "$bin" testbed bandwidth --json --random-for 2s >"$out/random-reads.json" 2>/dev/null ||
+    rm -f "$out/random-reads.json"
 }
 
 POOL=1G

@@ -12,7 +12,10 @@ bandwidths measured in that run (DIR/bandwidth-*.json, the mean of start
 and end, or DIR/testbed.txt); the random read rate and the switch
 efficiency from FILE (written by `memgang calibrate`; with --random-reads
 only the random read rates, one at a time and 8 in flight, and the
-readahead and reclaim cost, those the file has), else the simulator's defaults (20,000 reads/s, efficiency 1).
+readahead and reclaim cost, those the file has), else the simulator's
+defaults (20,000 reads/s, efficiency 1); the run's own random read rates
+(DIR/random-reads.json, written by bench/lib.sh since 2026-11-27) come
+before FILE's.
 The jobs' touch rate: TOUCH_SHARE of their sweeps per second alone. The simulated overhead is
 measured against the simulated batch run, as the measured one against the
 measured batch run: (makespan - batch) / makespan.
@@ -28,7 +31,7 @@ import tempfile
 PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
-def device(d, calibration, random_only):
+def device(d, calibration, random_only, no_queue=False):
     bw = [json.load(open(f)) for f in sorted(glob.glob(os.path.join(d, "bandwidth-*.json")))]
     if bw:
         read = sum(b["read_bytes_per_s"] for b in bw) / len(bw)
@@ -52,6 +55,15 @@ def device(d, calibration, random_only):
                 dev[k] = calibration[k]
         if not random_only:
             dev["switch_efficiency"] = calibration.get("switch_efficiency", 1.0)
+    # The run's own random read rates, measured the day it ran (bench/lib.sh
+    # writes them), come before any calibration's: the lru rows follow them.
+    own = os.path.join(d, "random-reads.json")
+    if os.path.exists(own):
+        r = json.load(open(own))
+        dev["random_read_iops"] = r["random_read_iops"]
+        if "queue_read_iops" in r and not no_queue:
+            dev["queue_read_iops"] = r["queue_read_iops"]
+        src += " and random-reads.json"
     return dev, src
 
 
@@ -120,7 +132,8 @@ def main(argv):
         calibration = json.load(open(argv[1]))
         random_only = argv[0] == "--random-reads"
         argv = argv[2:]
-    if argv[:1] == ["--no-queue-rate"]:
+    no_queue = argv[:1] == ["--no-queue-rate"]
+    if no_queue:
         # The model then charges a readahead as one single read.
         if calibration:
             calibration.pop("queue_read_iops", None)
@@ -130,10 +143,12 @@ def main(argv):
           f"{'meas_ovh':>8} {'sim_ovh':>8} {'meas_sw':>7} {'sim_sw':>7} {'meas_sw_s':>9} {'sim_sw_s':>8} {'meas_GiB':>8} {'sim_GiB':>7}")
     with tempfile.TemporaryDirectory() as tmp:
         for d in argv:
-            dev, src = device(d, calibration, random_only)
+            dev, src = device(d, calibration, random_only, no_queue)
             if dev is None:
                 print(f"# {d}: no bandwidth-*.json nor testbed.txt: skipped", file=sys.stderr)
                 continue
+            if src.endswith("random-reads.json"):
+                print(f"# {d}: the run's own random read rates ({dev['random_read_iops']:.0f}/s)", file=sys.stderr)
             devfile = os.path.join(tmp, "device.json")
             json.dump(dev, open(devfile, "w"))
             for bf in sorted(glob.glob(os.path.join(d, "*-batch.json"))):

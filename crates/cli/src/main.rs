@@ -186,6 +186,11 @@ enum TestbedAction {
         /// Print JSON instead of a sentence.
         #[arg(long)]
         json: bool,
+        /// Also read random 4 KiB pages for this long, one at a time and
+        /// then 8 in flight (the rates demand faults and swap readahead
+        /// get), e.g. 2s; default: not measured.
+        #[arg(long, value_parser = humantime_arg)]
+        random_for: Option<Duration>,
     },
 }
 
@@ -371,15 +376,24 @@ const BANDWIDTH_SAMPLE: u64 = 1 << 30;
 
 /// Measures the bandwidth under `dir`; prints it (as a sentence, or JSON
 /// with `json`) when `print`, and returns it as JSON.
-fn print_bandwidth(dir: &std::path::Path, json: bool, print: bool) -> Result<serde_json::Value> {
-    let bw = memgang_linux::swap::measure_bandwidth(dir, BANDWIDTH_SAMPLE)
+fn print_bandwidth(
+    dir: &std::path::Path,
+    json: bool,
+    print: bool,
+    random_for: Duration,
+) -> Result<serde_json::Value> {
+    let bw = memgang_linux::swap::measure_device(dir, BANDWIDTH_SAMPLE, random_for)
         .with_context(|| format!("measuring the disk bandwidth in {}", dir.display()))?;
-    let value = serde_json::json!({
+    let mut value = serde_json::json!({
         "dir": dir,
         "sample_bytes": bw.sample_bytes,
         "read_bytes_per_s": bw.read_bytes_per_s,
         "write_bytes_per_s": bw.write_bytes_per_s,
     });
+    if let (Some(one), Some(queue)) = (bw.random_read_iops, bw.queue_read_iops) {
+        value["random_read_iops"] = one.into();
+        value["queue_read_iops"] = queue.into();
+    }
     if print && json {
         println!("{value}");
     } else if print {
@@ -389,6 +403,12 @@ fn print_bandwidth(dir: &std::path::Path, json: bool, print: bool) -> Result<ser
             bw.read_bytes_per_s / 1e6,
             bw.write_bytes_per_s / 1e6
         );
+        if let (Some(one), Some(queue)) = (bw.random_read_iops, bw.queue_read_iops) {
+            println!(
+                "random 4 KiB reads: {one:.0}/s one at a time, {queue:.0}/s with {} in flight",
+                memgang_linux::swap::QUEUE_DEPTH
+            );
+        }
     }
     Ok(value)
 }
@@ -410,7 +430,7 @@ fn testbed(action: TestbedAction) -> Result<ExitCode> {
                 );
             }
             let dir = path.parent().unwrap_or(std::path::Path::new("/"));
-            let bw = print_bandwidth(dir, false, !json)?;
+            let bw = print_bandwidth(dir, false, !json, Duration::ZERO)?;
             if json {
                 println!(
                     "{}",
@@ -421,7 +441,11 @@ fn testbed(action: TestbedAction) -> Result<ExitCode> {
                 );
             }
         }
-        TestbedAction::Bandwidth { dir, json } => {
+        TestbedAction::Bandwidth {
+            dir,
+            json,
+            random_for,
+        } => {
             let dir = match dir {
                 Some(d) => d,
                 None => calibrate::swap_dir()?.context(
@@ -429,7 +453,7 @@ fn testbed(action: TestbedAction) -> Result<ExitCode> {
                          or give --dir",
                 )?,
             };
-            print_bandwidth(&dir, json, true)?;
+            print_bandwidth(&dir, json, true, random_for.unwrap_or_default())?;
         }
         TestbedAction::Down { path } => {
             swap::down(&path)?;

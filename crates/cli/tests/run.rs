@@ -552,3 +552,35 @@ memory = "160M"
         });
     assert!(warned, "no switch reported the locked memory: {v}");
 }
+
+/// `testbed bandwidth --random-for` adds the random read rates, one at a
+/// time and 8 in flight, that benches store beside their runs for the
+/// simulator's validation; without it they are not measured. No root:
+/// an `O_DIRECT` file in /var/tmp.
+#[test]
+fn testbed_bandwidth_measures_random_reads_when_asked() {
+    let run = |extra: &[&str]| -> Value {
+        let out = memgang()
+            .args(["testbed", "bandwidth", "--dir", "/var/tmp", "--json"])
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", text(&out));
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let plain = run(&[]);
+    assert!(plain["read_bytes_per_s"].as_f64().unwrap() > 0.0, "{plain}");
+    assert!(plain.get("random_read_iops").is_none(), "{plain}");
+    let v = run(&["--random-for", "200ms"]);
+    let (one, queue) = (
+        v["random_read_iops"].as_f64().unwrap(),
+        v["queue_read_iops"].as_f64().unwrap(),
+    );
+    assert!(one > 0.0 && queue > 0.0, "{v}");
+    // No 4 KiB rate beats the sequential 1 MiB reads by much.
+    let seq = v["read_bytes_per_s"].as_f64().unwrap();
+    assert!(
+        one * 4096.0 < 1.5 * seq && queue * 4096.0 < 1.5 * seq,
+        "{v}"
+    );
+}
