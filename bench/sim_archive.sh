@@ -31,13 +31,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
 ensure_toolchain
-command -v /usr/bin/time >/dev/null || { echo "bench/sim_archive.sh needs /usr/bin/time (GNU time: apt-get install time)" >&2; exit 1; }
-if [[ -n ${BIN:-} ]]; then
-  bin=$BIN
-else
-  cargo build --release -p memgang --quiet
-  bin=target/release/memgang
-fi
+sim_bench_bin sim_archive
 out=${1:-bench/results/sim_archive-$(date -u +%Y%m%dT%H%M%SZ)}
 mkdir -p "$out"
 LOADS=${LOADS:-1 2}

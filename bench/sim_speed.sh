@@ -45,13 +45,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
 ensure_toolchain
-command -v /usr/bin/time >/dev/null || { echo "bench/sim_speed.sh needs /usr/bin/time (GNU time: apt-get install time)" >&2; exit 1; }
-if [[ -n ${BIN:-} ]]; then
-  bin=$BIN
-else
-  cargo build --release -p memgang --quiet
-  bin=target/release/memgang
-fi
+sim_bench_bin sim_speed
 out=${1:-bench/results/sim_speed-$(date -u +%Y%m%dT%H%M%SZ)}
 mkdir -p "$out"
 JOBS=${JOBS:-10000 100000 1000000}

@@ -73,6 +73,19 @@ ensure_hpcc() { ensure_mpi_app hpcc "the hpcc pair" hpcc; }
 # LAMMPS (molecular dynamics), for bench/realapps.sh's lammps pair.
 ensure_lammps() { ensure_mpi_app lmp "the lammps pair" lammps; }
 
+# For the simulator's benchmarks (no root): GNU time, which reports the
+# CPU time they print, and the memgang to time in $bin: BIN if given, else
+# a release build of this tree. $1 names the bench for the error.
+sim_bench_bin() {
+  command -v /usr/bin/time >/dev/null || { echo "bench/$1.sh needs /usr/bin/time (GNU time: apt-get install time)" >&2; exit 1; }
+  if [[ -n ${BIN:-} ]]; then
+    bin=$BIN
+  else
+    cargo build --release -p memgang --quiet
+    bin=target/release/memgang
+  fi
+}
+
 check_leftovers() {
   local bad=0
   for root in /sys/fs/cgroup /sys/fs/cgroup/memory /sys/fs/cgroup/freezer /sys/fs/cgroup/unified; do

@@ -390,7 +390,8 @@ fn print_bandwidth(
         "read_bytes_per_s": bw.read_bytes_per_s,
         "write_bytes_per_s": bw.write_bytes_per_s,
     });
-    if let (Some(one), Some(queue)) = (bw.random_read_iops, bw.queue_read_iops) {
+    let random = bw.random_read_iops.zip(bw.queue_read_iops);
+    if let Some((one, queue)) = random {
         value["random_read_iops"] = one.into();
         value["queue_read_iops"] = queue.into();
     }
@@ -403,7 +404,7 @@ fn print_bandwidth(
             bw.read_bytes_per_s / 1e6,
             bw.write_bytes_per_s / 1e6
         );
-        if let (Some(one), Some(queue)) = (bw.random_read_iops, bw.queue_read_iops) {
+        if let Some((one, queue)) = random {
             println!(
                 "random 4 KiB reads: {one:.0}/s one at a time, {queue:.0}/s with {} in flight",
                 memgang_linux::swap::QUEUE_DEPTH

@@ -18,6 +18,14 @@ use std::time::Duration;
 /// small, a few near the node's size).
 const MEMORY_SHAPE: f64 = 1.5;
 
+/// How trace jobs without memory get theirs (`--default-memory-dist`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+enum MemoryDist {
+    Fixed,
+    Pareto,
+}
+
 #[derive(Args)]
 pub struct SimArgs {
     /// A Standard Workload Format trace (Parallel Workloads Archive), plain
@@ -83,8 +91,8 @@ pub struct SimArgs {
     /// (fixed), or drawn from a Pareto distribution of mean the default,
     /// shape 1.5, at most a node's share per processor, seeded by --seed
     /// (pareto; the generator's sizes).
-    #[arg(long, default_value = "fixed", value_parser = ["fixed", "pareto"], conflicts_with = "generate")]
-    default_memory_dist: String,
+    #[arg(long, value_enum, default_value_t = MemoryDist::Fixed, conflicts_with = "generate")]
+    default_memory_dist: MemoryDist,
     /// Skip malformed trace lines (counted and reported) instead of stopping.
     #[arg(long)]
     skip_bad_lines: bool,
@@ -211,7 +219,7 @@ pub fn run(a: SimArgs) -> Result<()> {
     if nodes == 0 || cpus_per_node == 0 || a.node_memory == 0 {
         bail!("--nodes, --cpus-per-node and --node-memory must be greater than zero");
     }
-    if a.default_memory_dist == "pareto" {
+    if a.default_memory_dist == MemoryDist::Pareto {
         swf = swf.map(|s| {
             s.with_memory_draw(
                 a.seed,
@@ -324,7 +332,7 @@ pub fn run(a: SimArgs) -> Result<()> {
         value["provenance"] = serde_json::json!({
             "memgang_version": env!("CARGO_PKG_VERSION"),
             "command": std::env::args().collect::<Vec<_>>(),
-            "seed": (a.generate.is_some() || a.default_memory_dist == "pareto").then_some(a.seed),
+            "seed": (a.generate.is_some() || a.default_memory_dist == MemoryDist::Pareto).then_some(a.seed),
             "device": {
                 "file": a.device,
                 "write_bps": device.write_bps,

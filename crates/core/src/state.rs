@@ -49,13 +49,19 @@ pub struct State {
     base: u32,
     /// Jobs submitted and not finished.
     pub(crate) unfinished: usize,
-    /// Running jobs on each node, kept as jobs start, stop and end when the
-    /// policy reads them (`Policy::reads_node_load`), so that asking which
-    /// nodes are idle or least loaded costs the nodes, not every job alive
-    /// (a long archive trace queues tens of thousands: docs/sim.md). When
-    /// not kept, the answers are counted from the running jobs.
-    running_on: Option<Vec<u32>>,
-    /// Nodes with no running job, when `running_on` is kept.
+    /// Running jobs on each node, and the idle nodes, kept as jobs start,
+    /// stop and end when the policy reads them (`Policy::reads_node_load`),
+    /// so that asking which nodes are idle or least loaded costs the nodes,
+    /// not every job alive (a long archive trace queues tens of thousands:
+    /// docs/sim.md). When not kept, the answers are counted from the
+    /// running jobs.
+    running_on: Option<RunningCounts>,
+}
+
+/// Running jobs per node, and how many nodes have none.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+struct RunningCounts {
+    per_node: Vec<u32>,
     idle: usize,
 }
 
@@ -68,7 +74,6 @@ impl State {
             base: 0,
             unfinished: 0,
             running_on: None,
-            idle: cluster.nodes.len(),
             cluster,
         };
         for spec in specs {
@@ -129,8 +134,11 @@ impl State {
     /// Keep running counts per node from now on (set before any job runs).
     pub(crate) fn keep_node_load(&mut self) {
         let counts = self.counts().into_owned();
-        self.idle = counts.iter().filter(|c| **c == 0).count();
-        self.running_on = Some(counts);
+        let idle = counts.iter().filter(|c| **c == 0).count();
+        self.running_on = Some(RunningCounts {
+            per_node: counts,
+            idle,
+        });
     }
 
     /// Change a job's status, keeping the running counts per node; a job
@@ -147,13 +155,13 @@ impl State {
             _ => return,
         };
         for n in &self.jobs[slot].nodes {
-            let count = &mut running_on[n.0 as usize];
+            let count = &mut running_on.per_node[n.0 as usize];
             if delta > 0 {
-                self.idle -= usize::from(*count == 0);
+                running_on.idle -= usize::from(*count == 0);
                 *count += 1;
             } else {
                 *count -= 1;
-                self.idle += usize::from(*count == 0);
+                running_on.idle += usize::from(*count == 0);
             }
         }
     }
@@ -194,7 +202,7 @@ impl State {
     /// Running jobs per node: kept, or counted now.
     fn counts(&self) -> std::borrow::Cow<'_, [u32]> {
         match &self.running_on {
-            Some(c) => std::borrow::Cow::Borrowed(c),
+            Some(c) => std::borrow::Cow::Borrowed(&c.per_node),
             None => {
                 let mut c = vec![0; self.cluster.nodes.len()];
                 for j in self.with_status(JobStatus::Running) {
@@ -221,7 +229,7 @@ impl State {
     /// How many nodes have no running job.
     pub fn idle_node_count(&self) -> usize {
         match &self.running_on {
-            Some(_) => self.idle,
+            Some(c) => c.idle,
             None => self.counts().iter().filter(|c| **c == 0).count(),
         }
     }

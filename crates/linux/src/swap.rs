@@ -357,17 +357,12 @@ pub fn measure_device(dir: &Path, bytes: u64, random_for: Duration) -> Result<Ba
 
     // O_DIRECT needs buffers aligned to the logical block size, which is at
     // most the page size. Over-allocate a Vec and use an aligned window.
-    let align = page_size() as usize;
-    let mut backing = vec![0u8; IO_CHUNK + align];
-    let off = backing.as_ptr().align_offset(align);
+    let (mut backing, off) = aligned(IO_CHUNK);
     let buf = &mut backing[off..off + IO_CHUNK];
     // Incompressible content: virtual disks and SSDs may shortcut zeros.
     let mut x: u64 = 0x9e37_79b9_7f4a_7c15 ^ u64::from(std::process::id());
     for w in buf.chunks_exact_mut(8) {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        w.copy_from_slice(&x.to_ne_bytes());
+        w.copy_from_slice(&xorshift(&mut x).to_ne_bytes());
     }
 
     let t = Instant::now();
@@ -386,25 +381,20 @@ pub fn measure_device(dir: &Path, bytes: u64, random_for: Duration) -> Result<Ba
     }
     let read_s = t.elapsed().as_secs_f64();
 
-    let random_read_iops = (!random_for.is_zero()).then(|| -> Result<f64> {
-        let pages = bytes / RANDOM_IO as u64;
-        let page = &mut buf[..RANDOM_IO];
-        let (mut reads, t) = (0u64, Instant::now());
-        while t.elapsed() < random_for {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            file.read_exact_at(page, (x % pages) * RANDOM_IO as u64)
-                .map_err(|e| Error::io("reading bandwidth probe file", &path, e))?;
-            reads += 1;
-        }
-        Ok(reads as f64 / t.elapsed().as_secs_f64())
-    });
-    let random_read_iops = random_read_iops.transpose()?;
-    let queue_read_iops = if random_for.is_zero() {
-        None
+    let (random_read_iops, queue_read_iops) = if random_for.is_zero() {
+        (None, None)
     } else {
-        Some(queue_reads(&file, &path, bytes, random_for, x)?)
+        (
+            Some(random_reads(&file, &path, bytes, random_for, x, 1)?),
+            Some(random_reads(
+                &file,
+                &path,
+                bytes,
+                random_for,
+                x,
+                QUEUE_DEPTH,
+            )?),
+        )
     };
 
     drop(file);
@@ -421,27 +411,49 @@ pub fn measure_device(dir: &Path, bytes: u64, random_for: Duration) -> Result<Ba
     })
 }
 
-/// Random 4 KiB `O_DIRECT` reads of `file`, [`QUEUE_DEPTH`] threads each
-/// with one in flight, for `span`: reads per second of them all.
-fn queue_reads(file: &File, path: &Path, bytes: u64, span: Duration, seed: u64) -> Result<f64> {
-    let pages = bytes / RANDOM_IO as u64;
+/// A zeroed buffer and the offset in it of `len` bytes aligned for
+/// `O_DIRECT` (to the logical block size, at most the page size).
+fn aligned(len: usize) -> (Vec<u8>, usize) {
     let align = page_size() as usize;
+    let backing = vec![0u8; len + align];
+    let off = backing.as_ptr().align_offset(align);
+    (backing, off)
+}
+
+/// The next number of Marsaglia's xorshift64: incompressible bytes and
+/// probe offsets, cheap, and the same on every run for a seed.
+fn xorshift(x: &mut u64) -> u64 {
+    *x ^= *x << 13;
+    *x ^= *x >> 7;
+    *x ^= *x << 17;
+    *x
+}
+
+/// Random 4 KiB `O_DIRECT` reads of `file` for `span`, `depth` threads
+/// each with one in flight (1: as a task waiting on its page faults reads;
+/// [`QUEUE_DEPTH`]: as swap readahead does): reads per second of them all.
+fn random_reads(
+    file: &File,
+    path: &Path,
+    bytes: u64,
+    span: Duration,
+    seed: u64,
+    depth: usize,
+) -> Result<f64> {
+    let pages = bytes / RANDOM_IO as u64;
     let t = Instant::now();
     let counts = std::thread::scope(|scope| {
-        let workers: Vec<_> = (0..QUEUE_DEPTH as u64)
+        let workers: Vec<_> = (0..depth as u64)
             .map(|i| {
                 scope.spawn(move || -> Result<u64> {
-                    let mut backing = vec![0u8; RANDOM_IO + align];
-                    let off = backing.as_ptr().align_offset(align);
+                    let (mut backing, off) = aligned(RANDOM_IO);
                     let page = &mut backing[off..off + RANDOM_IO];
                     // Each thread its own sequence: no two read in step.
                     let mut x = seed ^ (i + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
                     let mut reads = 0u64;
                     while t.elapsed() < span {
-                        x ^= x << 13;
-                        x ^= x >> 7;
-                        x ^= x << 17;
-                        file.read_exact_at(page, (x % pages) * RANDOM_IO as u64)
+                        let at = (xorshift(&mut x) % pages) * RANDOM_IO as u64;
+                        file.read_exact_at(page, at)
                             .map_err(|e| Error::io("reading bandwidth probe file", path, e))?;
                         reads += 1;
                     }

@@ -465,16 +465,36 @@ mod tests {
         assert!(run(&lug) > run(&spin));
     }
 
+    /// A device-bound setting: the kernel's CPU left out, jobs sweeping
+    /// 5 times their memory a second.
+    fn device_bound() -> PagingModel {
+        PagingModel {
+            touch_per_s: 5.0,
+            reclaim_cpu_s: 0.0,
+            ..PagingModel::default()
+        }
+    }
+
+    /// The slowdown of a 200 MiB job on one node where `jobs` such jobs
+    /// run with 80% of their memory resident.
+    fn one_node_of(m: &PagingModel, jobs: u64) -> f64 {
+        let mem = 200 << 20;
+        m.slowdown_on(
+            mem,
+            std::iter::once(NodeLoad {
+                c: 0.8,
+                want: jobs * mem,
+                cpu_share: 1.0,
+            }),
+        )
+    }
+
     /// A device that serves a readahead window slower than 8 single reads'
     /// worth (as the measured one does) slows a node bound by its device,
     /// in proportion.
     #[test]
     fn a_measured_queue_rate_sets_the_device_limit_only() {
-        let m = PagingModel {
-            touch_per_s: 5.0,
-            reclaim_cpu_s: 0.0,
-            ..PagingModel::default()
-        };
+        let m = device_bound();
         let iops = m.device.random_read_iops;
         let q = PagingModel {
             queue_read_iops: Some(iops * 2.0),
@@ -483,18 +503,8 @@ mod tests {
         let w = PAGE / m.device.write_bps;
         assert!((q.device_page_s() - (1.0 / (iops * 2.0) + w)).abs() < 1e-15);
         assert_eq!(m.device_page_s(), m.page_s(), "none measured: as before");
-        let mem = 200 << 20;
-        let on = |m: &PagingModel, jobs: u64| {
-            m.slowdown_on(
-                mem,
-                std::iter::once(NodeLoad {
-                    c: 0.8,
-                    want: jobs * mem,
-                    cpu_share: 1.0,
-                }),
-            )
-        };
-        // 64 jobs: the device binds, 4 times slower per page read.
+        let on = one_node_of;
+        // 64 jobs: the device binds, each page's read 4 times as long.
         let ratio = (q.device_page_s()) / m.page_s();
         assert!((on(&q, 64) / on(&m, 64) - ratio).abs() < 1e-9);
         assert!(on(&q, 64) > on(&m, 64));
@@ -505,22 +515,9 @@ mod tests {
     /// even with CPUs to spare.
     #[test]
     fn faulting_jobs_on_a_node_queue_at_its_device() {
-        let m = PagingModel {
-            touch_per_s: 5.0,
-            reclaim_cpu_s: 0.0,
-            ..PagingModel::default()
-        };
+        let m = device_bound();
         let mem = 200 << 20;
-        let on = |jobs: u64| {
-            m.slowdown_on(
-                mem,
-                std::iter::once(NodeLoad {
-                    c: 0.8,
-                    want: jobs * mem,
-                    cpu_share: 1.0,
-                }),
-            )
-        };
+        let on = |jobs: u64| one_node_of(&m, jobs);
         let dev = |jobs: u64| m.faults_per_s(jobs * mem, 0.8) * m.page_s();
         assert!(on(1) > 1.0);
         assert!((on(64) - dev(64)).abs() < 1e-9, "{} {}", on(64), dev(64));
