@@ -44,17 +44,50 @@ MEM_DIST=${MEM_DIST:-fixed}
 echo "memory per processor: $MEM_PER_PROC ($MEM_DIST)" | tee "$out/memory.txt"
 echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cores, $(free -g | awk '/Mem:/ {print $2}')G; one simulation at a time, one core each" | tee "$out/machine.txt"
 sha256sum bench/traces/*.swf.gz | tee "$out/traces.sha256"
+
+# The trace's file and nodes: sets `file` and `nodes`.
+trace_of() {
+  case $1 in
+    nasa) file=bench/traces/NASA-iPSC-1993-3.1-cln.swf.gz nodes=128 ;;
+    lcg) file=bench/traces/LCG.swf.gz nodes=2048 ;;
+    *) echo "unknown trace $1 (nasa, lcg)" >&2; exit 2 ;;
+  esac
+}
+
+# Offered load: the jobs' processor-seconds (run time, field 4, times
+# processors, field 5 else 8, at most the nodes) over the nodes' seconds
+# between the first and the last submission, the latter divided by the
+# load factor; jobs the simulator passes over (no run time or processors)
+# left out.
+for trace in $TRACES; do
+  trace_of "$trace"
+  python3 - "$file" "$nodes" "$trace" $LOADS <<'PY' | tee -a "$out/load.txt"
+import gzip, sys
+work, first, last = 0.0, None, None
+for line in gzip.open(sys.argv[1], "rt"):
+    f = line.split()
+    if not f or line.startswith(";"):
+        continue
+    submit, run, procs = float(f[1]), float(f[3]), float(f[4]) if float(f[4]) > 0 else float(f[7])
+    if run < 0 or procs <= 0:
+        continue
+    work += run * min(procs, float(sys.argv[2]))
+    first = submit if first is None else min(first, submit)
+    last = submit if last is None else max(last, submit)
+for load in sys.argv[4:]:
+    offered = work / (float(sys.argv[2]) * (last - first) / float(load))
+    print(f"{sys.argv[3]} on {sys.argv[2]} nodes, load factor {load}: offered load {offered:.2f}")
+PY
+done
+
 printf '%-5s %-5s %4s %-9s %7s %6s %11s %5s %10s %9s %8s %6s %6s %8s %7s %12s %10s %10s\n' \
   trace nodes load policy jobs unfin makespan_s util mean_resp bsld switches sw_ovh alive events cpu_s events/cpu_s act/event act/switch | tee "$out/table.txt"
 
 row() {
   local trace=$1 load=$2 policy=$3
-  local file flags
-  case $trace in
-    nasa) file=bench/traces/NASA-iPSC-1993-3.1-cln.swf.gz; flags=(--nodes 128) ;;
-    lcg) file=bench/traces/LCG.swf.gz; flags=(--nodes 2048) ;;
-    *) echo "unknown trace $trace (nasa, lcg)" >&2; exit 2 ;;
-  esac
+  local file nodes flags
+  trace_of "$trace"
+  flags=(--nodes "$nodes")
   case $policy in
     batch | cosched | hybrid | auto) flags+=(--policy "$policy") ;;
     gang-aoai) flags+=(--policy gang --switch ao/ai) ;;
@@ -69,13 +102,10 @@ row() {
   if timeout "$TIMEOUT" /usr/bin/time -v -o "$out/$name.time" "$bin" sim --swf "$file" "${flags[@]}" \
     --cpus-per-node 1 --node-memory 1G --default-memory "$MEM_PER_PROC" \
     --quantum 60s --json "$out/$name.json" >"$out/$name.txt" 2>&1; then
-    python3 - "$out/$name.json" "$out/$name.time" "$trace" "$load" "$policy" <<'PY' | tee -a "$out/table.txt"
-import json, re, sys
+    python3 - "$out/$name.json" "$(cpu_seconds "$out/$name.time")" "$trace" "$load" "$policy" <<'PY' | tee -a "$out/table.txt"
+import json, sys
 r = json.load(open(sys.argv[1]))
-t = open(sys.argv[2]).read()
-# The CPU time is what the simulation itself took (one core); the wall
-# time on a shared machine counts the others' turns too.
-cpu = sum(float(re.search(rf"{k} time \(seconds\): ([\d.]+)", t).group(1)) for k in ("User", "System"))
+cpu = float(sys.argv[2])
 print(f'{sys.argv[3]:<5} {r["nodes"]:<5} {sys.argv[4]:>4} {sys.argv[5]:<9} {r["jobs"]:>7} {r["unfinished"]:>6} '
       f'{r["makespan_s"]:>11.0f} {r["utilization"]:>5.3f} {r["mean_response_s"]:>10.0f} {r["mean_bounded_slowdown"]:>9.1f} '
       f'{r["switches"]:>8} {100 * r["switching_overhead"]:>5.1f}% {r["peak_jobs_alive"]:>6} {r["events"]:>8} '

@@ -67,19 +67,19 @@ row() {
   if timeout "$TIMEOUT" /usr/bin/time -v -o "$out/$name.time" "$bin" sim --generate "$n" \
     --policy "$p" --switch "$SWITCH" --quantum 60s --max-ranks 64 --seed 1 "$@" \
     --json "$out/$name.json" >"$out/$name.txt" 2>&1; then
-    python3 - "$out/$name.json" "$out/$name.time" "$n" "$p" "$label" <<'PY' | tee -a "$out/table.txt"
+    python3 - "$out/$name.json" "$out/$name.time" "$n" "$p" "$label" "$(cpu_seconds "$out/$name.time")" <<'PY' | tee -a "$out/table.txt"
 import json, re, sys
 r = json.load(open(sys.argv[1]))
 t = open(sys.argv[2]).read()
 rss = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", t).group(1))
-# On a shared machine the wall time counts the others' turns too; the CPU
-# time is what the simulation itself took (one core).
-cpu = sum(float(re.search(rf"{k} time \(seconds\): ([\d.]+)", t).group(1)) for k in ("User", "System"))
+# The CPU time (scripts/lib.sh cpu_seconds) is what the simulation itself
+# took; the wall time on a shared machine counts the others' turns too.
+cpu = float(sys.argv[6])
 days_per_hour = r["makespan_s"] / 86400 / (r["wall_s"] / 3600)
 print(f'{sys.argv[3]:<8} {sys.argv[5]:<8} {sys.argv[4]:<7} {r["events"]:>11} {r["wall_s"]:>8.2f} {r["events_per_s"]:>11.0f} '
       f'{r["jobs"] / r["wall_s"]:>9.0f} {days_per_hour:>14.0f} {rss / 1024:>8.0f} {r["peak_jobs_alive"]:>10} '
       f'{cpu:>6.2f} {r["events"] / max(cpu, 0.01):>12.0f} {r["node_actions"] / max(r["events"], 1):>12.1f} '
-      f'{r["switches"]:>9} {r["node_actions"] / max(r["switches"], 1):>15.1f}')
+      f'{r["switches"]:>9} {r["node_actions"] / r["switches"] if r["switches"] else 0:>15.1f}')
 PY
   else
     printf '%-8s %-8s %-7s %s\n' "$n" "$label" "$p" "not finished within ${TIMEOUT}s (or failed: see $out/$name.txt)" | tee -a "$out/table.txt"

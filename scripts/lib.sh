@@ -86,6 +86,13 @@ sim_bench_bin() {
   fi
 }
 
+# The CPU seconds (user + system) in GNU time's `-v` file: what a
+# simulation itself took on its one core, where the wall time on a shared
+# machine counts the others' turns too.
+cpu_seconds() {
+  awk -F': ' '/^\t(User|System) time \(seconds\)/ {s += $2} END {printf "%.2f\n", s}' "$1"
+}
+
 check_leftovers() {
   local bad=0
   for root in /sys/fs/cgroup /sys/fs/cgroup/memory /sys/fs/cgroup/freezer /sys/fs/cgroup/unified; do

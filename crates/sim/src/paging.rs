@@ -503,6 +503,19 @@ mod tests {
         let w = PAGE / m.device.write_bps;
         assert!((q.device_page_s() - (1.0 / (iops * 2.0) + w)).abs() < 1e-15);
         assert_eq!(m.device_page_s(), m.page_s(), "none measured: as before");
+        // Only the device's limit: a job's own wait for its faults (each a
+        // readahead, one random read) keeps the depth-1 rate.
+        assert_eq!(q.page_s(), m.page_s());
+        // A job faulting lightly, far from the device's limit, computes as
+        // fast with the rate as without it.
+        let light = |m: &PagingModel| m.slowdown(200 << 20, std::iter::once(0.99));
+        let d = PagingModel::default();
+        let dq = PagingModel {
+            queue_read_iops: Some(d.device.random_read_iops * 2.0),
+            ..d
+        };
+        assert!(light(&d) > 1.0);
+        assert_eq!(light(&dq), light(&d));
         let on = one_node_of;
         // 64 jobs: the device binds, each page's read 4 times as long.
         let ratio = (q.device_page_s()) / m.page_s();
