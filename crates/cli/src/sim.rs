@@ -6,7 +6,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use memgang_core::units::{format_bytes, parse_bytes};
 use memgang_core::{Overlap, PolicyKind, Switching, Time};
 use memgang_sim::{
-    Arrivals, BadLines, Config, Device, DeviceFile, FaultPolicy, Generator, GeneratorSpec,
+    Access, Arrivals, BadLines, Config, Device, DeviceFile, FaultPolicy, Generator, GeneratorSpec,
     JobRecord, PagingModel, Report, Simulator, Swf, SwfHeader, Workload,
 };
 use std::io::{BufReader, BufWriter, IsTerminal, Write};
@@ -78,6 +78,11 @@ pub struct SimArgs {
     /// job faults while memory is short.
     #[arg(long, default_value_t = 0.5)]
     touch_per_s: f64,
+    /// How the jobs touch their memory: sweep (in order: a fault's
+    /// readahead brings the next pages while the job computes) or random
+    /// (each fault brings one page, and the job waits for it).
+    #[arg(long, default_value = "sweep")]
+    access: Access,
     /// The swap device as JSON {"write_bps", "read_bps",
     /// "random_read_iops", optional "switch_efficiency"}, as `memgang
     /// calibrate` writes it; default: a SATA SSD (400 MB/s write, 500 MB/s
@@ -243,6 +248,7 @@ pub fn run(a: SimArgs) -> Result<()> {
             f_pf: a.f_pf,
             fault_policy: a.fault_policy,
             touch_per_s: a.touch_per_s,
+            access: a.access,
             ..PagingModel::default()
         },
     )?;
@@ -342,6 +348,7 @@ pub fn run(a: SimArgs) -> Result<()> {
                 "reclaim_cpu_s_per_page": model.reclaim_cpu_s,
                 "queue_read_iops": model.queue_read_iops,
                 "touch_per_s": model.touch_per_s,
+                "access": model.access,
             },
             "trace": a.swf.as_ref().map(|path| serde_json::json!({
                 "path": path,

@@ -313,3 +313,29 @@ fn sim_load_factor_compresses_arrivals_and_is_recorded() {
     assert!(!out.status.success());
     assert!(text(&out).contains("--load-factor is 0"), "{}", text(&out));
 }
+
+/// `--access random`: under gang lru a resumed job waits for its faults
+/// instead of computing through them, so the run is longer than with the
+/// default sweep; the provenance says which, and a wrong word is refused
+/// with the choices.
+#[test]
+fn sim_access_pattern_changes_demand_paging_and_is_recorded() {
+    let run = |extra: &[&str]| -> Value {
+        let (out, dir) = sim(TRACE, &[&["--switch", "lru"], extra].concat());
+        assert!(out.status.success(), "{}", text(&out));
+        serde_json::from_slice(&std::fs::read(dir.path().join("r.json")).unwrap()).unwrap()
+    };
+    let (sweep, random) = (run(&[]), run(&["--access", "random"]));
+    assert_eq!(sweep["provenance"]["device"]["access"], "sweep");
+    assert_eq!(random["provenance"]["device"]["access"], "random");
+    let makespan = |v: &Value| v["makespan_s"].as_f64().unwrap();
+    assert!(makespan(&random) > makespan(&sweep), "{random} {sweep}");
+
+    let (out, _dir) = sim(TRACE, &["--access", "rand"]);
+    assert!(!out.status.success());
+    assert!(
+        text(&out).contains("expected sweep or random"),
+        "{}",
+        text(&out)
+    );
+}

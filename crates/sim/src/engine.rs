@@ -667,8 +667,11 @@ impl<'a> Simulator<'a> {
                     let j = self.jobs.get_mut(job).expect("live");
                     j.running = true;
                     j.clean = 0.0;
-                    let work = faulted as f64 / mem.max(1) as f64 / self.cfg.paging.touch_per_s;
-                    to_run.push((*job, stall, work));
+                    let (span, work) = self
+                        .cfg
+                        .paging
+                        .demand_page_in(faulted as f64 / mem.max(1) as f64, stall);
+                    to_run.push((*job, span, work));
                 }
                 Action::WriteBack { job, .. } => {
                     self.jobs.get_mut(job).expect("live").bg_from = Some(now);

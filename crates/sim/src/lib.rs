@@ -25,7 +25,7 @@ mod window;
 pub mod workload;
 
 pub use engine::{Config, Simulator, BSLD_BOUND_S};
-pub use paging::{Device, DeviceFile, FaultPolicy, PagingModel};
+pub use paging::{Access, Device, DeviceFile, FaultPolicy, PagingModel};
 pub use report::{JobRecord, Report};
 pub use workload::{
     Arrivals, BadLines, Generator, GeneratorSpec, Swf, SwfHeader, TraceJob, Workload, WorkloadError,

@@ -227,6 +227,42 @@ impl fmt::Display for FaultPolicy {
     }
 }
 
+/// How jobs touch their memory, which decides what their faults cost them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Access {
+    /// In order, as paper 004's applications sweep their arrays: a fault's
+    /// swap readahead brings the pages the job touches next, and the
+    /// kernel reads them while the job computes on those it has.
+    #[default]
+    Sweep,
+    /// At random: a fault brings one page the job uses (the kernel's
+    /// readahead window shrinks to it), and the job waits for it.
+    Random,
+}
+
+impl FromStr for Access {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "sweep" => Ok(Access::Sweep),
+            "random" => Ok(Access::Random),
+            _ => Err(format!(
+                "unknown access pattern {s:?}: expected sweep or random"
+            )),
+        }
+    }
+}
+
+impl fmt::Display for Access {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Access::Sweep => "sweep",
+            Access::Random => "random",
+        })
+    }
+}
+
 /// A local context switch under LUG (paper 004: 100 µs to 1 ms).
 const LUG_SWITCH_S: f64 = 0.5e-3;
 
@@ -256,6 +292,9 @@ pub struct PagingModel {
     /// wait is a single read either way.
     #[serde(default)]
     pub queue_read_iops: Option<f64>,
+    /// How the jobs touch their memory.
+    #[serde(default)]
+    pub access: Access,
 }
 
 impl Default for PagingModel {
@@ -269,17 +308,42 @@ impl Default for PagingModel {
             readahead_pages: READAHEAD_PAGES,
             reclaim_cpu_s: RECLAIM_CPU_S,
             queue_read_iops: None,
+            access: Access::Sweep,
         }
     }
 }
 
 impl PagingModel {
     /// The device's time per page a thrashing job faults in: a random read
-    /// brings `readahead_pages` pages, and each page read evicts one,
-    /// written out.
+    /// brings the pages of a fault ([`PagingModel::pages_per_fault`]), and
+    /// each page read evicts one, written out.
     pub fn page_s(&self) -> f64 {
-        1.0 / (self.device.random_read_iops * self.readahead_pages.max(1.0))
-            + PAGE / self.device.write_bps
+        1.0 / (self.device.random_read_iops * self.pages_per_fault()) + PAGE / self.device.write_bps
+    }
+
+    /// Pages a fault brings that the job then uses: a sweep's readahead
+    /// window, or one page touched at random.
+    pub fn pages_per_fault(&self) -> f64 {
+        match self.access {
+            Access::Sweep => self.readahead_pages.max(1.0),
+            Access::Random => 1.0,
+        }
+    }
+
+    /// A job resumed under demand paging faults `share` of its memory back
+    /// in, its reads taking `read_s`: how long its page-in lasts, and the
+    /// seconds of its computing it gets done meanwhile (what its sweep
+    /// needs to touch those pages, `share / touch_per_s`). A sweep computes
+    /// while the kernel reads ahead, so the page-in lasts the longer of
+    /// the two; a job touching at random waits for each of its faults, so
+    /// they add up. Either way a page-in cut short by the quantum's end
+    /// has done its share of the computing.
+    pub fn demand_page_in(&self, share: f64, read_s: f64) -> (f64, f64) {
+        let work = share / self.touch_per_s;
+        match self.access {
+            Access::Sweep => (read_s.max(work), work),
+            Access::Random => (read_s + work, work),
+        }
     }
 
     /// The device's time per page read while a node thrashes (its
@@ -359,7 +423,7 @@ impl PagingModel {
         let f = self.f_pf.max(1.0 / count.max(1) as f64).min(1.0);
         // Counted in pages: a fault brings `readahead_pages` of them, and
         // LUG's and PCS's context switches happen once per fault.
-        let cluster = self.readahead_pages.max(1.0);
+        let cluster = self.pages_per_fault();
         let per_page = match self.fault_policy {
             FaultPolicy::Spin => f * self.page_s(),
             FaultPolicy::Lug => f * self.page_s() + LUG_SWITCH_S / cluster,
@@ -521,6 +585,36 @@ mod tests {
         let ratio = (q.device_page_s()) / m.page_s();
         assert!((on(&q, 64) / on(&m, 64) - ratio).abs() < 1e-9);
         assert!(on(&q, 64) > on(&m, 64));
+    }
+
+    /// A job touching at random uses one page of each fault, where a sweep
+    /// uses the whole readahead window: its faults cost it a random read
+    /// per page, and thrashing slows it more; and it waits through a
+    /// demand page-in, where a sweep computes on.
+    #[test]
+    fn random_access_pays_a_read_per_page_and_waits_for_it() {
+        let sweep = PagingModel::default();
+        let random = PagingModel {
+            access: Access::Random,
+            ..sweep
+        };
+        let (iops, w) = (sweep.device.random_read_iops, PAGE / sweep.device.write_bps);
+        assert!((random.page_s() - (1.0 / iops + w)).abs() < 1e-15);
+        assert!((sweep.page_s() - (1.0 / (iops * READAHEAD_PAGES) + w)).abs() < 1e-15);
+        let mem = 200 << 20;
+        let at = |m: &PagingModel| m.slowdown(mem, std::iter::once(0.8));
+        assert!(at(&random) > at(&sweep) && at(&sweep) > 1.0);
+        // A quarter of its memory at a sweep a second: 0.5 s of computing,
+        // inside 2 s of reads for a sweep, after them at random; and a sweep
+        // faster than its reads takes the sweep's time.
+        assert_eq!(sweep.demand_page_in(0.25, 2.0), (2.0, 0.5));
+        assert_eq!(random.demand_page_in(0.25, 2.0), (2.5, 0.5));
+        assert_eq!(sweep.demand_page_in(0.25, 0.1), (0.5, 0.5));
+        assert_eq!("random".parse::<Access>(), Ok(Access::Random));
+        assert!("rand"
+            .parse::<Access>()
+            .unwrap_err()
+            .contains("sweep or random"));
     }
 
     /// Jobs that thrash on one node queue at its one device: more of them

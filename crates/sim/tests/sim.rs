@@ -2,8 +2,8 @@
 
 use memgang_core::{Overlap, PolicyKind, Switching};
 use memgang_sim::{
-    Arrivals, BadLines, Config, Device, Generator, GeneratorSpec, PagingModel, Report, Simulator,
-    Swf, TraceJob, Workload, WorkloadError,
+    Access, Arrivals, BadLines, Config, Device, Generator, GeneratorSpec, PagingModel, Report,
+    Simulator, Swf, TraceJob, Workload, WorkloadError,
 };
 use std::time::Duration;
 
@@ -97,6 +97,33 @@ fn gang_lru_two_jobs_on_one_node_by_hand() {
     close(r.mean_response_s, (b_end + a_end) / 2.0);
     // Stalls: 1.76 + 3 × 3.52.
     close(r.paging_node_s, 1.76 + 3.0 * 3.52);
+}
+
+/// The same with jobs touching their memory at random: a resumed job waits
+/// for each fault, so its page-in lasts its reads plus the computing its
+/// touches of those pages need, 3.52 + 0.5867 s, and b no longer ends
+/// within its third quantum.
+///   20      a resumes, 6.48 s of work by 30      a: 15 - 6.48 = 8.52
+///   30      b resumes, the same                  b: 6.76 - 6.48 = 0.28
+///   40      a resumes, the same                  a: 8.52 - 6.48 = 2.04
+///   50      b resumes and ends inside its page-in, after 0.28 of its
+///           0.5867 s of work there: at 50 + 4.1067 · 0.28 / 0.5867
+///   51.96   a resumes alone (nothing out): its page-in, then 2.04 - 0.5867
+#[test]
+fn gang_lru_random_access_waits_for_its_faults() {
+    let mut cfg = one_node(PolicyKind::Gang, "lru");
+    cfg.paging.access = Access::Random;
+    let r = two_jobs(cfg);
+    let w = 176.0 / 600.0 / 0.5;
+    let span = 3.52 + w;
+    let b_end = 50.0 + span * 0.28 / w;
+    let a_end = b_end + span + (2.04 - w);
+    close(b_end, 51.96);
+    close(r.makespan_s, a_end);
+    close(r.mean_response_s, (b_end + a_end) / 2.0);
+    assert_eq!(r.switches, 6, "at 10, 20, 30, 40, 50 and when b ends");
+    assert_eq!(r.paged_out_bytes, 5 * 176 * MIB);
+    assert_eq!(r.paged_in_bytes, 5 * 176 * MIB);
 }
 
 /// Gang, ao/ai: a switch writes the outgoing job's 600 MiB (6 s) and reads
