@@ -8,6 +8,9 @@
 #
 #   sudo bench/adaptive.sh [OUT_DIR]
 #   VARIANTS="seq random 2rank" QUANTA="10s 30s" SWITCHES="lru ai ..." to choose
+#   POLICIES="cosched"   other policies than gang, once per variant and
+#       scale, each stopped after TIMEOUT_X (4) times its batch makespan,
+#       at least 60 s (cosched out of core can thrash for hours)
 # Jobs run 3 quanta alone at any quantum (iterations scaled by q / 10 s).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,6 +30,14 @@ for variant in ${VARIANTS:-seq random 2rank}; do
       write_experiment "$variant" "$exp" "$scale" "$name"
       step "$name / batch"
       "$bin" run "$exp" --policy batch --json "$out/$name-batch.json" --logs "$out/logs/$name-batch" | tail -n 1
+      for p in ${POLICIES:-}; do
+        limit=$(python3 -c 'import json,sys; print(max(60, round(float(sys.argv[2]) * json.load(open(sys.argv[1]))["makespan_s"])))' \
+          "$out/$name-batch.json" "${TIMEOUT_X:-4}")
+        step "$name / $p (stopped after ${limit}s)"
+        timeout --signal=TERM --kill-after=60 "$limit" \
+          "$bin" run "$exp" --policy "$p" --baseline "$out/$name-batch.json" \
+          --json "$out/$name-$p.json" --logs "$out/logs/$name-$p" | tail -n 1 || true
+      done
     fi
     for sw in ${SWITCHES:-lru ai so so/ao so/ao/bg so/ao/ai so/ao/ai/bg}; do
       run=$name-q$q-${sw//\//-}

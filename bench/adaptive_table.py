@@ -71,6 +71,17 @@ for variant in exps:
         print(f"{variant:<{W}} {q:>3.0f}s {r['switch']:<12} {t:>10.1f} "
               f"{(t - tb) / t:>8.1%} {cut:>7} {paged / 2**30:>9.2f} {pg_cut:>6} "
               f"{r['switch_count']:>8} {sw_s:>8.2f} {limit:>7.2f} {x:>7} {failed:>6}")
+    # Other policies (adaptive.sh POLICIES=...): '>' when the run was stopped.
+    for k, r in sorted(runs.items()):
+        if not k.startswith(variant + "-") or k[len(variant) + 1:] in ("batch",) or k.startswith(variant + "-q"):
+            continue
+        t = r["makespan_s"]
+        paged = (r["swap_in_pages"] + r["swap_out_pages"]) * PAGE
+        failed = sum(not j.get("exit_code") == 0 for j in r["jobs"])
+        mark = ">" if r.get("interrupted") else ""
+        print(f"{variant:<{W}} {'-':>4} {r['policy']:<12} {mark + f'{t:.1f}':>10} "
+              f"{(t - tb) / t:>8.1%} {'-':>7} {paged / 2**30:>9.2f} {'-':>6} "
+              f"{r['switch_count']:>8} {'-':>8} {'-':>7} {'-':>7} {failed:>6}")
 
 # Where a switch's time goes, per switch on average (q = 10 s runs): the
 # disk traffic during the switch, what background writing wrote before it,

@@ -2,7 +2,7 @@
 bench/adaptive.sh or bench/hybrid.sh, the same experiment in `memgang sim`
 and one table of makespans and switching overheads (issue 6: within 15%).
 
-usage: sim_validate.py MEMGANG [--calibration FILE | --random-reads FILE] [--no-queue-rate] DIR [DIR ...]
+usage: sim_validate.py MEMGANG [--calibration FILE | --random-reads FILE] [--no-queue-rate] [--all-sweep] DIR [DIR ...]
 
 The simulated experiment is built from the results alone: one node with
 the run's pool as its memory and the machine's CPUs; per job its declared
@@ -16,7 +16,9 @@ readahead and reclaim cost, those the file has), else the simulator's
 defaults (20,000 reads/s, efficiency 1); the run's own random read rates
 (DIR/random-reads.json, written by bench/lib.sh since 2026-11-27) come
 before FILE's.
-The jobs' touch rate: TOUCH_SHARE of their sweeps per second alone. The simulated overhead is
+The jobs' touch rate: TOUCH_SHARE of their sweeps per second alone; their
+access pattern (`--access`): random for memgang-workload --pattern random,
+else sweep (--all-sweep: sweep for all, the model before it knew random). The simulated overhead is
 measured against the simulated batch run, as the measured one against the
 measured batch run: (makespan - batch) / makespan.
 """
@@ -104,14 +106,24 @@ def touch_per_s(batch):
     return TOUCH_SHARE * sum(rates) / len(rates) if rates else None
 
 
+def access(batch):
+    """`random` when every job touches its memory at random
+    (memgang-workload --pattern random), else `sweep` (seq, stencil and
+    programs not ours sweep their arrays)."""
+    def pattern(j):
+        c = j["command"]
+        return c[c.index("--pattern") + 1] if "--pattern" in c else None
+    return "random" if all(pattern(j) == "random" for j in batch["jobs"]) else "sweep"
+
+
 def gib(r):
     """The node's swap traffic during the run, in and out (/proc/vmstat)."""
     return (r["swap_in_pages"] + r["swap_out_pages"]) * PAGE / 2**30
 
 
-def simulate(memgang, tmp, trace, dev, r, policy, touch):
+def simulate(memgang, tmp, trace, dev, r, policy, touch, pattern):
     out = os.path.join(tmp, "out.json")
-    cmd = [memgang, "sim", "--swf", trace, "--device", dev, "--json", out,
+    cmd = [memgang, "sim", "--swf", trace, "--device", dev, "--json", out, "--access", pattern,
            "--nodes", "1", "--node-memory", str(r["pool_memory_bytes"]),
            "--cpus-per-node", str(r["machine"]["cpus"]),
            "--policy", policy, "--quantum", f"{r['quantum_s']:g}s"]
@@ -138,7 +150,10 @@ def main(argv):
         if calibration:
             calibration.pop("queue_read_iops", None)
         argv = argv[1:]
-    rows = []
+    all_sweep = argv[:1] == ["--all-sweep"]
+    if all_sweep:
+        argv = argv[1:]
+    rows, own_rates = [], []
     print(f"{'experiment':<24} {'policy/switch':<18} {'meas_s':>7} {'sim_s':>7} {'sim/meas':>8} "
           f"{'meas_ovh':>8} {'sim_ovh':>8} {'meas_sw':>7} {'sim_sw':>7} {'meas_sw_s':>9} {'sim_sw_s':>8} {'meas_GiB':>8} {'sim_GiB':>7}")
     with tempfile.TemporaryDirectory() as tmp:
@@ -148,6 +163,7 @@ def main(argv):
                 print(f"# {d}: no bandwidth-*.json nor testbed.txt: skipped", file=sys.stderr)
                 continue
             if src.endswith("random-reads.json"):
+                own_rates.append(f"{os.path.basename(os.path.normpath(d))} {dev['random_read_iops']:.0f}/s")
                 print(f"# {d}: the run's own random read rates ({dev['random_read_iops']:.0f}/s)", file=sys.stderr)
             devfile = os.path.join(tmp, "device.json")
             json.dump(dev, open(devfile, "w"))
@@ -159,15 +175,15 @@ def main(argv):
                     continue
                 trace = os.path.join(tmp, "t.swf")
                 open(trace, "w").write(swf(batch))
-                touch = touch_per_s(batch)
-                sim_batch = simulate(memgang, tmp, trace, devfile, batch, "batch", touch)
+                touch, pattern = touch_per_s(batch), "sweep" if all_sweep else access(batch)
+                sim_batch = simulate(memgang, tmp, trace, devfile, batch, "batch", touch, pattern)
                 runs = sorted(f for f in glob.glob(os.path.join(d, exp + "-*.json"))
                               if re.fullmatch(re.escape(exp) + r"-[a-z].*\.json", os.path.basename(f)))
                 for f in runs:
                     r = json.load(open(f))
                     if r["policy"] == "batch":
                         continue  # the simulated batch is the measured one by construction
-                    s = simulate(memgang, tmp, trace, devfile, r, r["policy"], touch)
+                    s = simulate(memgang, tmp, trace, devfile, r, r["policy"], touch, pattern)
                     how = r["policy"]
                     if r["policy"] == "gang":
                         how += " " + r["switch"]
@@ -203,6 +219,8 @@ def main(argv):
              if calibration else "random reads 20000/s, switch efficiency 1")
           + (f", {calibration['queue_read_iops']:.0f}/s at depth 8"
              if calibration and calibration.get("queue_read_iops") else "")
+          + (f"; the runs' own random reads: {', '.join(own_rates)}" if own_rates else "")
+          + (f"; every job sweeps" if all_sweep else "")
           + f"; touch per s: {TOUCH_SHARE} of the jobs' sweep rate)")
 
 

@@ -8,7 +8,8 @@
 # switching overhead. No root: only the simulator runs.
 #
 #   bench/sim_validate.sh [DIR ...]     default: adaptive-fix, hybrid-long
-#                                       and hybrid-full, hybrid-full-2rank (if there)
+#                                       and hybrid-full, hybrid-full-2rank,
+#                                       adaptive-access-20261127 (if there)
 #   CALIBRATION=device.json bench/sim_validate.sh   random read rates and
 #       switch efficiency from `memgang calibrate`
 #   RANDOM_READS=device.json   only its random read rates (one at a time
@@ -18,6 +19,8 @@
 #       moves from day to day on this VM, and the lru rows with it)
 #   QUEUE=0   leave out the rate at depth 8 (the model then charges a
 #       readahead as one single read)
+#   ACCESS=sweep   every job sweeps its memory (`--access` left at its
+#       default), as the model had it before it knew random access
 #
 # How each simulated experiment is built, and the table's columns:
 # bench/sim_validate.py.
@@ -29,7 +32,7 @@ cargo build -p memgang --quiet
 dirs=("$@")
 if [ ${#dirs[@]} -eq 0 ]; then
   dirs=(bench/results/adaptive-fix bench/results/hybrid-long)
-  for d in bench/results/hybrid-full bench/results/hybrid-full-2rank; do
+  for d in bench/results/hybrid-full bench/results/hybrid-full-2rank bench/results/adaptive-access-20261127; do
     [ ! -d "$d" ] || dirs+=("$d")
   done
 fi
@@ -44,4 +47,5 @@ else
   cal=(--random-reads "${RANDOM_READS:-bench/results/calibrate-20261123T132753Z/device.json}")
 fi
 [ "${QUEUE:-1}" != 0 ] || cal+=(--no-queue-rate)
+[ "${ACCESS:-}" != sweep ] || cal+=(--all-sweep)
 python3 bench/sim_validate.py target/debug/memgang "${cal[@]}" "${dirs[@]}"
