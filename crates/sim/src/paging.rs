@@ -421,7 +421,7 @@ impl PagingModel {
             return (cpu, bytes);
         }
         let f = self.f_pf.max(1.0 / count.max(1) as f64).min(1.0);
-        // Counted in pages: a fault brings `readahead_pages` of them, and
+        // Counted in pages: a fault brings `pages_per_fault` of them, and
         // LUG's and PCS's context switches happen once per fault.
         let cluster = self.pages_per_fault();
         let per_page = match self.fault_policy {
@@ -604,9 +604,9 @@ mod tests {
         let mem = 200 << 20;
         let at = |m: &PagingModel| m.slowdown(mem, std::iter::once(0.8));
         assert!(at(&random) > at(&sweep) && at(&sweep) > 1.0);
-        // A quarter of its memory at a sweep a second: 0.5 s of computing,
-        // inside 2 s of reads for a sweep, after them at random; and a sweep
-        // faster than its reads takes the sweep's time.
+        // A quarter of its memory, touching half of it a second: 0.5 s of
+        // computing, inside 2 s of reads for a sweep, after them at random;
+        // and a sweep faster than its reads takes the sweep's time.
         assert_eq!(sweep.demand_page_in(0.25, 2.0), (2.0, 0.5));
         assert_eq!(random.demand_page_in(0.25, 2.0), (2.5, 0.5));
         assert_eq!(sweep.demand_page_in(0.25, 0.1), (0.5, 0.5));
