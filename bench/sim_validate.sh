@@ -10,7 +10,7 @@
 #   bench/sim_validate.sh [DIR ...]     default: adaptive-fix, hybrid-long
 #                                       and hybrid-full, hybrid-full-2rank,
 #                                       adaptive-access-20261127, thrash-20261127
-#                                       (if there)
+#                                       and its second round -r2 (if there)
 #   CALIBRATION=device.json bench/sim_validate.sh   random read rates and
 #       switch efficiency from `memgang calibrate`
 #   RANDOM_READS=device.json   only its random read rates (one at a time
@@ -33,7 +33,8 @@ cargo build -p memgang --quiet
 dirs=("$@")
 if [ ${#dirs[@]} -eq 0 ]; then
   dirs=(bench/results/adaptive-fix bench/results/hybrid-long)
-  for d in bench/results/hybrid-full bench/results/hybrid-full-2rank bench/results/adaptive-access-20261127 bench/results/thrash-20261127; do
+  for d in bench/results/hybrid-full bench/results/hybrid-full-2rank bench/results/adaptive-access-20261127 bench/results/thrash-20261127 \
+    bench/results/thrash-20261127-r2; do
     [ ! -d "$d" ] || dirs+=("$d")
   done
 fi
