@@ -31,8 +31,7 @@ for variant in ${VARIANTS:-seq random 2rank}; do
       step "$name / batch"
       "$bin" run "$exp" --policy batch --json "$out/$name-batch.json" --logs "$out/logs/$name-batch" | tail -n 1
       for p in ${POLICIES:-}; do
-        limit=$(python3 -c 'import json,sys; print(max(60, round(float(sys.argv[2]) * json.load(open(sys.argv[1]))["makespan_s"])))' \
-          "$out/$name-batch.json" "${TIMEOUT_X:-4}")
+        limit=$(stop_after "$out/$name-batch.json" "${TIMEOUT_X:-4}")
         step "$name / $p (stopped after ${limit}s)"
         timeout --signal=TERM --kill-after=60 "$limit" \
           "$bin" run "$exp" --policy "$p" --baseline "$out/$name-batch.json" \

@@ -73,7 +73,7 @@ for variant in exps:
               f"{r['switch_count']:>8} {sw_s:>8.2f} {limit:>7.2f} {x:>7} {failed:>6}")
     # Other policies (adaptive.sh POLICIES=...): '>' when the run was stopped.
     for k, r in sorted(runs.items()):
-        if not k.startswith(variant + "-") or k[len(variant) + 1:] in ("batch",) or k.startswith(variant + "-q"):
+        if not k.startswith(variant + "-") or k == variant + "-batch" or k.startswith(variant + "-q"):
             continue
         t = r["makespan_s"]
         paged = (r["swap_in_pages"] + r["swap_out_pages"]) * PAGE

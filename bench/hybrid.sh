@@ -42,21 +42,10 @@ declare -A WORK=(
 
 # write_n VARIANT N FILE: N jobs j1..jN of the variant, declared at their size.
 write_n() {
-  local variant=$1 n=$2 ranks=1 i cmd
+  local variant=$1 n=$2 ranks=1
   [ "$variant" = 2rank ] && ranks=2
-  {
-    echo "name = \"$variant-n$n\""
-    echo "pool_memory = \"$POOL\""
-    echo "quantum = \"$QUANTUM\""
-    for i in $(seq 1 "$n"); do
-      cmd=$(printf '"%s", ' memgang-workload --mib $MIB ${WORK[$variant]} --seed $i)
-      echo "[[job]]"
-      echo "name = \"j$i\""
-      echo "command = [${cmd%, }]"
-      echo "ranks = $ranks"
-      echo "memory = \"${MIB}M\""
-    done
-  } > "$3"
+  # shellcheck disable=SC2086 # WORK holds the variant's several arguments
+  write_jobs "$3" "$variant-n$n" "$POOL" "$QUANTUM" "$n" "$MIB" "$ranks" ${WORK[$variant]}
 }
 
 for variant in $VARIANTS; do
@@ -74,8 +63,7 @@ for variant in $VARIANTS; do
         args+=(--baseline "$out/$variant-n$n-batch.json")
       limit=$TIMEOUT
       if [ -n "${TIMEOUT_X:-}" ] && [ "$p" != batch ] && [ -f "$out/$variant-n$n-batch.json" ]; then
-        limit=$(python3 -c 'import json,sys; print(max(60, round(float(sys.argv[2]) * json.load(open(sys.argv[1]))["makespan_s"])))' \
-          "$out/$variant-n$n-batch.json" "$TIMEOUT_X")
+        limit=$(stop_after "$out/$variant-n$n-batch.json" "$TIMEOUT_X")
       fi
       step "$variant n=$n $p (stopped after ${limit}s)"
       timeout --signal=TERM --kill-after=60 "$limit" \

@@ -34,6 +34,34 @@ bench_setup() {
     rm -f "$out/random-reads.json"
 }
 
+# write_jobs FILE NAME POOL QUANTUM N MIB RANKS ARGS...: an experiment of N
+# jobs j1..jN, each `memgang-workload --mib MIB ARGS... --seed i` with RANKS
+# ranks, declared at MIB; QUANTUM "" leaves the quantum to the policy.
+write_jobs() {
+  local file=$1 name=$2 pool=$3 quantum=$4 n=$5 mib=$6 ranks=$7 i cmd
+  shift 7
+  {
+    echo "name = \"$name\""
+    echo "pool_memory = \"$pool\""
+    [ -z "$quantum" ] || echo "quantum = \"$quantum\""
+    for i in $(seq 1 "$n"); do
+      cmd=$(printf '"%s", ' memgang-workload --mib "$mib" "$@" --seed "$i")
+      echo "[[job]]"
+      echo "name = \"j$i\""
+      echo "command = [${cmd%, }]"
+      echo "ranks = $ranks"
+      echo "memory = \"${mib}M\""
+    done
+  } >"$file"
+}
+
+# stop_after BATCH_JSON X: seconds to let a run go before stopping it, X
+# times its batch run's makespan and at least 60 s (cosched out of core can
+# thrash for hours; a collapse is then shown as a bound).
+stop_after() {
+  python3 -c 'import json,sys; print(max(60, round(float(sys.argv[2]) * json.load(open(sys.argv[1]))["makespan_s"])))' "$1" "$2"
+}
+
 POOL=1G
 MIB=700          # 70% of the pool per job: one fits, two do not
 QUANTUM=10s

@@ -28,21 +28,10 @@ for n in $SIZES; do
   mib=$((TOTAL_MIB / n))
   iters=$(python3 -c "print(max(1, round($JOB_S / (0.5 * $mib / 700))))")
   exp="$out/n$n.toml"
-  {
-    echo "name = \"n$n\""
-    echo "pool_memory = \"$POOL_MEM\""
-    for i in $(seq 1 "$n"); do
-      cmd=$(printf '"%s", ' memgang-workload --mib "$mib" --pattern seq --iterations "$iters" --compute 4 --seed "$i")
-      echo "[[job]]"
-      echo "name = \"j$i\""
-      echo "command = [${cmd%, }]"
-      echo "memory = \"${mib}M\""
-    done
-  } >"$exp"
+  write_jobs "$exp" "n$n" "$POOL_MEM" "" "$n" "$mib" 1 --pattern seq --iterations "$iters" --compute 4
   step "n=$n, $n jobs of ${mib}M, $iters iterations / batch"
   "$bin" run "$exp" --policy batch --json "$out/n$n-batch.json" --logs "$out/logs/n$n-batch" | tail -n 1
-  limit=$(python3 -c 'import json,sys; print(max(60, round(float(sys.argv[2]) * json.load(open(sys.argv[1]))["makespan_s"])))' \
-    "$out/n$n-batch.json" "$TIMEOUT_X")
+  limit=$(stop_after "$out/n$n-batch.json" "$TIMEOUT_X")
   step "n=$n / cosched (stopped after ${limit}s)"
   timeout --signal=TERM --kill-after=60 "$limit" \
     "$bin" run "$exp" --policy cosched --baseline "$out/n$n-batch.json" \
