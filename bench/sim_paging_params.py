@@ -2,7 +2,11 @@
 from the stored measured runs that paged on demand (gang lru, cosched),
 per run the kernel CPU per page moved (the jobs' CPU seconds over their
 batch run's, per page swapped in or out: crates/sim RECLAIM_CPU_S) and the
-pages read per major fault (swap readahead: READAHEAD_PAGES). Runs that
+pages read per major fault (swap readahead: READAHEAD_PAGES), and for gang
+lru the MiB faulted in per resume (a resume is a switch that does not
+start a job: switches - (jobs - 1); the swept jobs fault all of their
+memory back, `PagingModel::demand_faulted`) and the seconds of makespan
+over batch per resume. Runs that
 were stopped (`interrupted`) or moved under 10,000 pages are left out.
 
 usage: python3 bench/sim_paging_params.py DIR [DIR ...]
@@ -14,13 +18,17 @@ import os
 import re
 import sys
 
+PAGE = os.sysconf("SC_PAGE_SIZE")
+
 dirs = sys.argv[1:] or [f"bench/results/{d}" for d in
                         ("adaptive-fix", "hybrid-long", "hybrid-full", "hybrid-full-2rank")]
-print(f"{'run':<36} {'policy':<10} {'pages moved':>11} {'extra CPU / page (us)':>21} {'pages in / major fault':>22}")
+print(f"{'run':<36} {'policy':<10} {'pages moved':>11} {'extra CPU / page (us)':>21} {'pages in / major fault':>22} "
+      f"{'MiB in / resume':>15} {'s lost / resume':>15} {'job MiB':>7} {'ranks':>5}")
 for d in dirs:
     for b in sorted(glob.glob(os.path.join(d, "*-batch.json"))):
         exp = os.path.basename(b)[:-len("-batch.json")]
-        batch_cpu = sum(j["cpu_s"] or 0 for j in json.load(open(b))["jobs"])
+        batch = json.load(open(b))
+        batch_cpu = sum(j["cpu_s"] or 0 for j in batch["jobs"])
         for f in sorted(glob.glob(os.path.join(d, exp + "-*.json"))):
             if not re.fullmatch(re.escape(exp) + r"-[a-z].*\.json", os.path.basename(f)):
                 continue
@@ -33,5 +41,13 @@ for d in dirs:
             faults = sum(j["major_faults"] or 0 for j in r["jobs"])
             per_fault = f"{r['swap_in_pages'] / faults:.2f}" if faults else "-"
             how = r["policy"] + (" lru" if r["policy"] == "gang" else "")
+            resumes = r["switch_count"] - (len(r["jobs"]) - 1)
+            lru = r["policy"] == "gang" and resumes > 0
+            per_resume = f"{r['swap_in_pages'] * PAGE / 2**20 / resumes:.0f}" if lru else "-"
+            lost = f"{(r['makespan_s'] - batch['makespan_s']) / resumes:.1f}" if lru else "-"
+            ranks = {j["ranks"] for j in r["jobs"]}
+            mib = {round((j["declared_memory_bytes"] or 0) / 2**20) for j in r["jobs"]}
             print(f"{os.path.basename(d) + '/' + exp:<36} {how:<10} {pages:>11} "
-                  f"{(cpu - batch_cpu) / pages * 1e6:>21.1f} {per_fault:>22}")
+                  f"{(cpu - batch_cpu) / pages * 1e6:>21.1f} {per_fault:>22} "
+                  f"{per_resume:>15} {lost:>15} {'/'.join(map(str, sorted(mib))):>7} "
+                  f"{'/'.join(map(str, sorted(ranks))):>5}")
