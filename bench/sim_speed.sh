@@ -29,10 +29,9 @@
 # the 60 s quantum, the cluster computes less than the offered 0.33, and
 # jobs pile up for good: that measures an overloaded cluster, not the
 # simulator (docs/sim.md). At 2G gang still time-slices, and drains.
-# With lru, gang thrashes on this workload (demand faults at 20,000
-# reads/s cannot bring gigabytes back in a 60 s quantum), jobs pile up
-# and the simulator slows with them: see docs/sim.md. A run that outlasts
-# TIMEOUT seconds is stopped and its row says so.
+# SWITCH=lru pages resumed jobs back in by demand faults (docs/sim.md
+# has its rows). A run that outlasts TIMEOUT seconds is stopped and its
+# row says so.
 #
 # The overloaded row (cluster 256x8G): OVER_JOBS jobs from the same
 # generator on 256 nodes of 8G, 1G per rank, a gap of 40 s: an offered

@@ -79,8 +79,9 @@ pub struct SimArgs {
     #[arg(long, default_value_t = 0.5)]
     touch_per_s: f64,
     /// How the jobs touch their memory: sweep (in order: a fault's
-    /// readahead brings the next pages while the job computes) or random
-    /// (each fault brings one page, and the job waits for it).
+    /// readahead brings the next pages while the job computes, and a job
+    /// resumed short of memory faults all of itself back) or random (each
+    /// fault brings one page, and the job waits for it).
     #[arg(long, default_value = "sweep")]
     access: Access,
     /// The swap device as JSON {"write_bps", "read_bps",

@@ -610,7 +610,7 @@ impl<'a> Simulator<'a> {
                 Action::Resume { job, page_in } => {
                     let (want, cpu) = (self.jobs[job].mem, self.jobs[job].cpu_per_node);
                     let mem = want.min(m);
-                    let (mut stall, mut faulted): (f64, u64) = (0.0, 0);
+                    let (mut stall, mut kernel, mut faulted): (f64, f64, u64) = (0.0, 0.0, 0);
                     // As for a suspension: the seconds for the last (written,
                     // read) pair, reused while the next node pages the same.
                     let mut last: Option<(u64, u64, f64)> = None;
@@ -649,16 +649,31 @@ impl<'a> Simulator<'a> {
                                 self.cost[n.0 as usize] += secs;
                             }
                             PageInPlan::Demand => {
-                                let w = out as f64 / dev.write_bps;
+                                let paging = &self.cfg.paging;
+                                let bytes = paging.demand_faulted(mem, missing, short > 0);
+                                // Its own pages evicted ahead of its sweep
+                                // come back too (`demand_faulted`).
+                                let own = bytes - missing;
+                                self.t.paged_in += own;
+                                self.t.paged_out += own;
+                                let w = (out + own) as f64 / dev.write_bps;
                                 node.slots[k].pending_in = missing;
-                                faulted = faulted.max(missing);
+                                faulted = faulted.max(bytes);
                                 // The eviction's writes queue at the
                                 // device with the faults' reads and the
                                 // faulting job waits for its reads only:
-                                // reclaim writes asynchronously. Measured
-                                // (`adaptive-fix` random lru), a quantum
-                                // lost what the reads alone take.
-                                stall = stall.max(w.max(missing as f64 / dev.demand_read_bps()));
+                                // reclaim writes asynchronously.
+                                stall = stall.max(w.max(paging.demand_read_s(bytes)));
+                                // The kernel's work for the pages moved
+                                // in and out, in the faulting ranks. Not
+                                // divided among them: the reclaim of one
+                                // memory cgroup takes its LRU's lock, and
+                                // measured, a 2-rank job lost more to a
+                                // resume than a 1-rank one (7.2 s against
+                                // 6.3, 4.4 against 3.6 s on another day;
+                                // `bench/sim_paging_params.py`).
+                                let moved = bytes + short + own;
+                                kernel = kernel.max(paging.demand_cpu_s(moved));
                             }
                         }
                         self.touched.push(n.0);
@@ -667,10 +682,11 @@ impl<'a> Simulator<'a> {
                     let j = self.jobs.get_mut(job).expect("live");
                     j.running = true;
                     j.clean = 0.0;
-                    let (span, work) = self
-                        .cfg
-                        .paging
-                        .demand_page_in(faulted as f64 / mem.max(1) as f64, stall);
+                    let (span, work) = self.cfg.paging.demand_page_in(
+                        faulted as f64 / mem.max(1) as f64,
+                        stall,
+                        kernel,
+                    );
                     to_run.push((*job, span, work));
                 }
                 Action::WriteBack { job, .. } => {

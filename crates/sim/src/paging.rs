@@ -85,7 +85,7 @@ pub struct DeviceFile {
 /// Linux reads swap ahead in clusters of `2^vm.page-cluster` pages, and
 /// the default `page-cluster` is 3: 8 pages. In the stored runs of this
 /// project's machine (Linux 6.18; `bench/sim_paging_params.py`) the swept
-/// workloads read 3.0 to 7.6 pages per major fault (thrashing `cosched`
+/// workloads read 3.0 to 7.7 pages per major fault (thrashing `cosched`
 /// and `lru`), the random one 1.0; the kernel's own number is kept as the
 /// default, an upper bound.
 pub const READAHEAD_PAGES: f64 = 8.0;
@@ -93,7 +93,7 @@ pub const READAHEAD_PAGES: f64 = 8.0;
 /// Kernel CPU per page moved (fault handling, reclaim scanning, swap I/O
 /// submission), charged to the jobs: the stored measured runs' extra CPU
 /// time over their batch runs, divided by the pages swapped in and out,
-/// was 8 to 18 µs (`lru` 8.1 to 17.0, thrashing `cosched` 11.8 to 17.7;
+/// was 6 to 20 µs (`lru` 5.9 to 19.6, thrashing `cosched` 11.8 to 17.7;
 /// `bench/sim_paging_params.py`); 12 µs is the middle.
 pub const RECLAIM_CPU_S: f64 = 12e-6;
 
@@ -331,19 +331,55 @@ impl PagingModel {
     }
 
     /// A job resumed under demand paging faults `share` of its memory back
-    /// in, its reads taking `read_s`: how long its page-in lasts, and the
-    /// seconds of its computing it gets done meanwhile (what its sweep
-    /// needs to touch those pages, `share / touch_per_s`). A sweep computes
-    /// while the kernel reads ahead, so the page-in lasts the longer of
-    /// the two; a job touching at random waits for each of its faults, so
-    /// they add up. Either way a page-in cut short by the quantum's end
-    /// has done its share of the computing.
-    pub fn demand_page_in(&self, share: f64, read_s: f64) -> (f64, f64) {
+    /// in, the device reading it in `read_s` and the kernel spending
+    /// `cpu_s` of the job's CPU on the faults and the reclaim they cause:
+    /// how long its page-in lasts, and the seconds of its computing it gets
+    /// done meanwhile (what its sweep needs to touch those pages,
+    /// `share / touch_per_s`). A sweep computes while the kernel reads
+    /// ahead, so the page-in lasts the longer of the reads and the job's
+    /// CPU (its computing and the kernel's); a job touching at random waits
+    /// for each of its faults, so all three add up. Either way a page-in
+    /// cut short by the quantum's end has done its share of the computing.
+    pub fn demand_page_in(&self, share: f64, read_s: f64, cpu_s: f64) -> (f64, f64) {
         let work = share / self.touch_per_s;
         match self.access {
-            Access::Sweep => (read_s.max(work), work),
-            Access::Random => (read_s + work, work),
+            Access::Sweep => (read_s.max(work + cpu_s), work),
+            Access::Random => (read_s + work + cpu_s, work),
         }
+    }
+
+    /// Bytes a job resumed under demand paging faults in on a node where
+    /// it lacks `missing` of its `mem` bytes and the node's free memory
+    /// does not hold them (`short`: the faults must evict).
+    ///
+    /// The kernel's LRU evicts the oldest pages first, and the resumed job's
+    /// own pages left from its last quantum are the oldest on the node (the
+    /// others ran since). A sweep touches them in the order they aged, so
+    /// each of its faults evicts the page it needs next, and it faults all
+    /// of its memory back in, writing as much of its own out. Measured on
+    /// this machine (`bench/sim_paging_params.py`): jobs of 700 MiB that
+    /// lacked 376 MiB faulted 693 to 829 MiB in per resume in every swept
+    /// lru run. A job touching at random hits some of its old pages before
+    /// they go: 361 to 465 MiB in the random runs, so only what it lacks
+    /// is counted.
+    pub fn demand_faulted(&self, mem: u64, missing: u64, short: bool) -> u64 {
+        match self.access {
+            Access::Sweep if short && missing > 0 => mem,
+            _ => missing,
+        }
+    }
+
+    /// Seconds the device takes to read `bytes` by demand faults: one
+    /// random read per fault, a fault bringing
+    /// [`PagingModel::pages_per_fault`] pages.
+    pub fn demand_read_s(&self, bytes: u64) -> f64 {
+        bytes as f64 / (self.device.demand_read_bps() * self.pages_per_fault())
+    }
+
+    /// The kernel's CPU for `moved` bytes faulted in and evicted:
+    /// [`PagingModel::reclaim_cpu_s`] per page.
+    pub fn demand_cpu_s(&self, moved: u64) -> f64 {
+        moved as f64 / PAGE * self.reclaim_cpu_s
     }
 
     /// The device's time per page read while a node thrashes (its
@@ -605,11 +641,24 @@ mod tests {
         let at = |m: &PagingModel| m.slowdown(mem, std::iter::once(0.8));
         assert!(at(&random) > at(&sweep) && at(&sweep) > 1.0);
         // A quarter of its memory, touching half of it a second: 0.5 s of
-        // computing, inside 2 s of reads for a sweep, after them at random;
-        // and a sweep faster than its reads takes the sweep's time.
-        assert_eq!(sweep.demand_page_in(0.25, 2.0), (2.0, 0.5));
-        assert_eq!(random.demand_page_in(0.25, 2.0), (2.5, 0.5));
-        assert_eq!(sweep.demand_page_in(0.25, 0.1), (0.5, 0.5));
+        // computing and 0.25 s of the kernel's, inside 2 s of reads for a
+        // sweep, after them at random; and a sweep faster than its reads
+        // takes its CPU's time.
+        assert_eq!(sweep.demand_page_in(0.25, 2.0, 0.25), (2.0, 0.5));
+        assert_eq!(random.demand_page_in(0.25, 2.0, 0.25), (2.75, 0.5));
+        assert_eq!(sweep.demand_page_in(0.25, 0.1, 0.25), (0.75, 0.5));
+        // Short of memory, a sweep faults all of itself back (its own old
+        // pages go first), a random job what it lacks; with room, both
+        // only what they lack. A sweep's fault reads a readahead window.
+        let (mem, lack) = (600 << 20, 176 << 20);
+        assert_eq!(sweep.demand_faulted(mem, lack, true), mem);
+        assert_eq!(random.demand_faulted(mem, lack, true), lack);
+        assert_eq!(sweep.demand_faulted(mem, lack, false), lack);
+        assert_eq!(sweep.demand_faulted(mem, 0, true), 0);
+        let pages = lack as f64 / PAGE;
+        assert!((random.demand_read_s(lack) - pages / iops).abs() < 1e-12);
+        assert!((sweep.demand_read_s(lack) - pages / iops / READAHEAD_PAGES).abs() < 1e-12);
+        assert!((sweep.demand_cpu_s(lack) - pages * RECLAIM_CPU_S).abs() < 1e-12);
         assert_eq!("random".parse::<Access>(), Ok(Access::Random));
         assert!("rand"
             .parse::<Access>()

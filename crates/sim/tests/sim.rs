@@ -69,56 +69,72 @@ fn batch_runs_the_two_jobs_back_to_back() {
     close(r.utilization, 1.0);
 }
 
-/// Gang, lru, 10 s quantum; 600 MiB each in 1 GiB, so every switch moves
-/// 176 MiB: out at 100 MiB/s (1.76 s) and, for a resumed job, back in by
-/// demand faults at 50 MiB/s (3.52 s) at the start of its quantum, while
-/// it computes the 176/600/0.5 = 0.5867 s its sweep needs to touch them.
-/// The eviction's writes overlap the faults' reads (the device queues
-/// both; reclaim writes asynchronously), so a resume stalls 3.52 s.
+/// Gang, lru, 10 s quantum; 600 MiB each in 1 GiB, so a switch evicts
+/// 176 MiB of the other job. The resumed job's own 424 MiB left from its
+/// last quantum are the oldest pages, and its sweep faults each of them
+/// after the kernel evicted it: it faults all 600 MiB back, by readahead
+/// (8 pages a read, 400 MiB/s: 1.5 s), and 600 MiB go out (176 of the
+/// other's, 424 of its own) at 100 MiB/s: 6 s, the writes queued with the
+/// reads. The kernel's 12 µs per page moved (1200 MiB, 3.6864 s) and the
+/// 1/0.5 = 2 s its sweep needs to touch 600 MiB fit in those 6 s.
 ///   0      a runs 0..10                          a: 15 left
 ///  10      b starts, evicting 176 MiB of a: 1.76 b runs 11.76..20, 6.76 left
-///  20      a resumes: max(1.76, 3.52) = 3.52 s   a: 15 - 6.48 - 0.5867 = 7.9333
-///  30      b resumes, the same; b needs 6.76 - 0.5867 after its page-in:
-///          b ends at 33.52 + 6.1733 = 39.6933
-///  39.6933 a resumes alone: 176 MiB in, nothing out: 3.52 s, 0.5867 of
-///          work, then 7.3467 s: a ends at 50.56
+///  20      a resumes: 6 s, 2 s of work in them   a: 15 - 2 - 4 = 9
+///  30      b resumes, the same                   b: 6.76 - 6 = 0.76
+///  40      a resumes, the same                   a: 9 - 6 = 3
+///  50      b resumes and ends inside its page-in, after its 0.76 s of the
+///          2 s of work there: at 50 + 6 · 0.76 / 2 = 52.28
+///  52.28   a resumes alone: b's memory is free, so only its 176 MiB come
+///          back (0.44 s of reads) and nothing goes out; the kernel's
+///          0.5407 s and 0.5867 s of work, then 3 - 0.5867: a ends 55.8207
 #[test]
 fn gang_lru_two_jobs_on_one_node_by_hand() {
     let r = two_jobs(one_node(PolicyKind::Gang, "lru"));
+    let page = 4096.0;
+    let kernel = |mib: f64| mib * MIB as f64 / page * 12e-6;
+    assert!(kernel(1200.0) + 2.0 < 6.0 && 600.0 / 400.0 < 6.0);
+    let b_end = 50.0 + 6.0 * 0.76 / 2.0;
     let w = 176.0 / 600.0 / 0.5;
-    let b_end = 33.52 + (6.76 - w);
-    let a_end = b_end + 3.52 + (15.0 - 6.48 - w - w);
-    close(b_end, 39.6933);
-    close(a_end, 50.56);
+    let a_end = b_end + w + kernel(176.0) + (3.0 - w);
+    close(b_end, 52.28);
+    close(a_end, 55.8207);
     close(r.makespan_s, a_end);
-    assert_eq!(r.switches, 4, "at 10, 20, 30 and when b ends");
-    assert_eq!(r.paged_out_bytes, 3 * 176 * MIB);
-    assert_eq!(r.paged_in_bytes, 3 * 176 * MIB);
+    assert_eq!(r.switches, 6, "at 10, 20, 30, 40, 50 and when b ends");
+    assert_eq!(r.paged_out_bytes, (176 + 4 * 600) * MIB);
+    assert_eq!(r.paged_in_bytes, (4 * 600 + 176) * MIB);
     close(r.mean_response_s, (b_end + a_end) / 2.0);
-    // Stalls: 1.76 + 3 × 3.52.
-    close(r.paging_node_s, 1.76 + 3.0 * 3.52);
+    // Stalls: 1.76 + 4 × 6 + the last page-in.
+    close(
+        r.paging_node_s,
+        1.76 + 4.0 * 6.0 + (a_end - b_end - (3.0 - w)),
+    );
 }
 
-/// The same with jobs touching their memory at random: a resumed job waits
-/// for each fault, so its page-in lasts its reads plus the computing its
-/// touches of those pages need, 3.52 + 0.5867 s, and b no longer ends
-/// within its third quantum.
-///   20      a resumes, 6.48 s of work by 30      a: 15 - 6.48 = 8.52
-///   30      b resumes, the same                  b: 6.76 - 6.48 = 0.28
-///   40      a resumes, the same                  a: 8.52 - 6.48 = 2.04
-///   50      b resumes and ends inside its page-in, after 0.28 of its
-///           0.5867 s of work there: at 50 + 4.1067 · 0.28 / 0.5867
-///   51.96   a resumes alone (nothing out): its page-in, then 2.04 - 0.5867
+/// The same with jobs touching their memory at random: a resumed job hits
+/// its own old pages before they go, so it faults only the 176 MiB it
+/// lacks, one 4 KiB read each (3.52 s), and it waits for each fault: its
+/// page-in lasts those reads, the 176/600/0.5 = 0.5867 s of computing its
+/// touches of those pages need, and the kernel's 12 µs per page moved,
+/// in and out (352 MiB, 1.0813 s): 5.1880 s, of which 0.5867 s of work.
+///   20      a resumes, 5.3987 s of work by 30    a: 15 - 5.3987 = 9.6013
+///   30      b resumes, the same                  b: 6.76 - 5.3987 = 1.3613
+///   40      a resumes, the same                  a: 9.6013 - 5.3987 = 4.2027
+///   50      b resumes; after its page-in, 1.3613 - 0.5867: ends 55.9627
+///   55.9627 a resumes alone: 176 MiB in, nothing out (the kernel's
+///           0.5407 s), then 4.2027 - 0.5867: a ends at 64.2260
 #[test]
 fn gang_lru_random_access_waits_for_its_faults() {
     let mut cfg = one_node(PolicyKind::Gang, "lru");
     cfg.paging.access = Access::Random;
     let r = two_jobs(cfg);
+    let kernel = |mib: f64| mib * MIB as f64 / 4096.0 * 12e-6;
     let w = 176.0 / 600.0 / 0.5;
-    let span = 3.52 + w;
-    let b_end = 50.0 + span * 0.28 / w;
-    let a_end = b_end + span + (2.04 - w);
-    close(b_end, 51.96);
+    let span = 3.52 + w + kernel(352.0);
+    let done = 10.0 - span + w;
+    let b_end = 50.0 + span + (6.76 - done - w);
+    let a_end = b_end + 3.52 + w + kernel(176.0) + (15.0 - 2.0 * done - w);
+    close(b_end, 55.9627);
+    close(a_end, 64.2260);
     close(r.makespan_s, a_end);
     close(r.mean_response_s, (b_end + a_end) / 2.0);
     assert_eq!(r.switches, 6, "at 10, 20, 30, 40, 50 and when b ends");
