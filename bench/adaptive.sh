@@ -11,6 +11,7 @@
 #   POLICIES="cosched"   other policies than gang, once per variant and
 #       scale, each stopped after TIMEOUT_X (4) times its batch makespan,
 #       at least 60 s (cosched out of core can thrash for hours)
+#   PAIR_MIB=600   jobs of that many MiB instead of 700
 # Jobs run 3 quanta alone at any quantum (iterations scaled by q / 10 s).
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -5,8 +5,12 @@ batch run's, per page swapped in or out: crates/sim RECLAIM_CPU_S) and the
 pages read per major fault (swap readahead: READAHEAD_PAGES), and for gang
 lru the MiB faulted in per resume (a resume is a switch that does not
 start a job: switches - (jobs - 1); the swept jobs fault all of their
-memory back, `PagingModel::demand_faulted`) and the seconds of makespan
-over batch per resume. Runs that
+memory back, `PagingModel::demand_faulted`; the last resume, after the
+other job ended, has room and faults only what it lacks), the seconds of
+makespan over batch per resume, what each job lacks at a switch (`lack`:
+the jobs' memory over the pool) and what a random order faults back under
+a strict LRU, its own old pages evicted before it touches them:
+lack * (1 + ln(mem / lack)). Runs that
 were stopped (`interrupted`) or moved under 10,000 pages are left out.
 
 usage: python3 bench/sim_paging_params.py DIR [DIR ...]
@@ -14,16 +18,24 @@ usage: python3 bench/sim_paging_params.py DIR [DIR ...]
 """
 import glob
 import json
+import math
 import os
 import re
 import sys
 
 PAGE = os.sysconf("SC_PAGE_SIZE")
 
+
+
+def mib_of(job):
+    return round((job["declared_memory_bytes"] or 0) / 2**20)
+
+
 dirs = sys.argv[1:] or [f"bench/results/{d}" for d in
                         ("adaptive-fix", "hybrid-long", "hybrid-full", "hybrid-full-2rank")]
 print(f"{'run':<36} {'policy':<10} {'pages moved':>11} {'extra CPU / page (us)':>21} {'pages in / major fault':>22} "
-      f"{'MiB in / resume':>15} {'s lost / resume':>15} {'job MiB':>7} {'ranks':>5}")
+      f"{'MiB in / resume':>15} {'s lost / resume':>15} {'job MiB':>7} {'ranks':>5} {'lack':>5} "
+      f"{'LRU random':>10}")
 for d in dirs:
     for b in sorted(glob.glob(os.path.join(d, "*-batch.json"))):
         exp = os.path.basename(b)[:-len("-batch.json")]
@@ -46,8 +58,15 @@ for d in dirs:
             per_resume = f"{r['swap_in_pages'] * PAGE / 2**20 / resumes:.0f}" if lru else "-"
             lost = f"{(r['makespan_s'] - batch['makespan_s']) / resumes:.1f}" if lru else "-"
             ranks = {j["ranks"] for j in r["jobs"]}
-            mib = {round((j["declared_memory_bytes"] or 0) / 2**20) for j in r["jobs"]}
+            mib = {mib_of(j) for j in r["jobs"]}
+            lack, lru_random = "-", "-"
+            # A pair of one size: each lacks what the two want over the pool.
+            if lru and len(r["jobs"]) == 2 and len(mib) == 1:
+                m = next(iter(mib))
+                short = 2 * m - r["pool_memory_bytes"] / 2**20
+                if 0 < short < m:
+                    lack, lru_random = f"{short:.0f}", f"{short * (1 + math.log(m / short)):.0f}"
             print(f"{os.path.basename(d) + '/' + exp:<36} {how:<10} {pages:>11} "
                   f"{(cpu - batch_cpu) / pages * 1e6:>21.1f} {per_fault:>22} "
                   f"{per_resume:>15} {lost:>15} {'/'.join(map(str, sorted(mib))):>7} "
-                  f"{'/'.join(map(str, sorted(ranks))):>5}")
+                  f"{'/'.join(map(str, sorted(ranks))):>5} {lack:>5} {lru_random:>10}")
