@@ -652,7 +652,10 @@ impl<'a> Simulator<'a> {
                                 let paging = &self.cfg.paging;
                                 let bytes = paging.demand_faulted(mem, missing, short > 0);
                                 // Its own pages evicted ahead of its sweep
-                                // come back too (`demand_faulted`).
+                                // come back too (`demand_faulted`); a
+                                // page-in cut short by the quantum's end
+                                // still counts their traffic in full, as
+                                // `pending_in` tracks what it lacked only.
                                 let own = bytes - missing;
                                 self.t.paged_in += own;
                                 self.t.paged_out += own;
