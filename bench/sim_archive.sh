@@ -7,7 +7,9 @@
 # slowdown, switches and their share of node time, jobs alive at most) and
 # what the simulator cost (CPU seconds, events per CPU second, job-node
 # actions per event and per switch: a job started, suspended, made room
-# for or resumed, once per node of it). No root: the simulator touches no kernel feature.
+# for or resumed, once per node of it), and `overc`: the share of node time
+# in which a node's running jobs wanted more memory than it has (the time
+# the result rests on the model's thrashing). No root: the simulator touches no kernel feature.
 #
 #   bench/sim_archive.sh [OUT_DIR]
 #   LOADS="1 2" POLICIES="batch cosched gang-aoai gang-lru hybrid" TRACES="nasa lcg" TIMEOUT=600 BIN=path/to/memgang
@@ -80,8 +82,8 @@ for load in sys.argv[4:]:
 PY
 done
 
-printf '%-5s %-5s %4s %-9s %7s %6s %11s %5s %10s %9s %8s %6s %6s %8s %7s %12s %10s %10s\n' \
-  trace nodes load policy jobs unfin makespan_s util mean_resp bsld switches sw_ovh alive events cpu_s events/cpu_s act/event act/switch | tee "$out/table.txt"
+printf '%-5s %-5s %4s %-9s %7s %6s %11s %5s %10s %9s %8s %6s %6s %8s %7s %12s %10s %10s %6s\n' \
+  trace nodes load policy jobs unfin makespan_s util mean_resp bsld switches sw_ovh alive events cpu_s events/cpu_s act/event act/switch overc | tee "$out/table.txt"
 
 row() {
   local trace=$1 load=$2 policy=$3
@@ -110,7 +112,10 @@ print(f'{sys.argv[3]:<5} {r["nodes"]:<5} {sys.argv[4]:>4} {sys.argv[5]:<9} {r["j
       f'{r["makespan_s"]:>11.0f} {r["utilization"]:>5.3f} {r["mean_response_s"]:>10.0f} {r["mean_bounded_slowdown"]:>9.1f} '
       f'{r["switches"]:>8} {100 * r["switching_overhead"]:>5.1f}% {r["peak_jobs_alive"]:>6} {r["events"]:>8} '
       f'{cpu:>7.2f} {r["events"] / max(cpu, 0.01):>12.0f} {r["node_actions"] / max(r["events"], 1):>10.1f} '
-      f'{r["node_actions"] / r["switches"] if r["switches"] else 0:>10.0f}')
+      f'{r["node_actions"] / r["switches"] if r["switches"] else 0:>10.0f} '
+      # Share of node time overcommitted ('-': a build from before it was counted).
+      + (f'{100 * r["overcommitted_node_s"] / (r["nodes"] * r["makespan_s"]):>5.1f}%'
+         if "overcommitted_node_s" in r and r["makespan_s"] > 0 else f'{"-":>6}'))
 PY
   else
     printf '%-5s %-5s %4s %-9s %s\n' "$trace" - "$load" "$policy" "not finished within ${TIMEOUT}s (or failed: see $out/$name.txt)" | tee -a "$out/table.txt"
@@ -123,5 +128,5 @@ for trace in $TRACES; do
     done
   done
 done
-echo "(makespan, mean response in s; bsld: mean bounded slowdown, 10 s bound; sw_ovh: switching's share of node time; alive: jobs alive at most; act/event, act/switch: job-node actions per event, per switch)" | tee -a "$out/table.txt"
+echo "(makespan, mean response in s; bsld: mean bounded slowdown, 10 s bound; sw_ovh: switching's share of node time; alive: jobs alive at most; act/event, act/switch: job-node actions per event, per switch; overc: share of node time overcommitted)" | tee -a "$out/table.txt"
 echo "results: $out"

@@ -472,6 +472,19 @@ fn table(r: &Report) -> String {
         "switching overhead",
         format!("{:.2}% of node time", 100.0 * r.switching_overhead),
     );
+    if r.overcommitted_node_s > 0.0 {
+        // Out of core on a real node the kernel either keeps up or
+        // collapses, and the model gives neither (docs/sim.md).
+        row(
+            "overcommitted",
+            format!(
+                "{:.0} node-s with the running jobs wanting more memory than \
+                 their nodes: the model's thrashing, mild where a real node \
+                 may collapse",
+                r.overcommitted_node_s
+            ),
+        );
+    }
     row(
         "paged out / in",
         format!(

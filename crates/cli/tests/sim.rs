@@ -339,3 +339,43 @@ fn sim_access_pattern_changes_demand_paging_and_is_recorded() {
         text(&out)
     );
 }
+
+/// Cosched runs jobs 1 and 2 together on nodes that hold one of them, so
+/// the table says how long the nodes were overcommitted (the model's mild
+/// thrashing, where a real node may collapse) and the JSON has it; gang
+/// never overcommits, and its table has no such line.
+#[test]
+fn sim_reports_the_node_time_spent_overcommitted() {
+    let run = |policy: &str| -> (String, Value) {
+        let dir = tempfile::tempdir().unwrap();
+        let swf = dir.path().join("t.swf");
+        std::fs::write(&swf, TRACE).unwrap();
+        let json = dir.path().join("r.json");
+        let out = memgang()
+            .args(["sim", "--swf"])
+            .arg(&swf)
+            .args([
+                "--nodes",
+                "2",
+                "--node-memory",
+                "64G",
+                "--policy",
+                policy,
+                "--json",
+            ])
+            .arg(&json)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", text(&out));
+        let r = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+        (String::from_utf8_lossy(&out.stdout).into_owned(), r)
+    };
+    let (table, r) = run("cosched");
+    let over = r["overcommitted_node_s"].as_f64().unwrap();
+    // Both nodes, from job 2's arrival at 5 s to the first end.
+    assert!(over > 2.0 * 95.0, "{r}");
+    assert!(table.contains("overcommitted"), "{table}");
+    let (table, r) = run("gang");
+    assert_eq!(r["overcommitted_node_s"].as_f64(), Some(0.0), "{r}");
+    assert!(!table.contains("overcommitted"), "{table}");
+}

@@ -153,6 +153,7 @@ struct Totals {
     bounded_slowdown: f64,
     work_node_s: f64,
     paging_node_s: f64,
+    overcommitted_node_s: f64,
     switches: u64,
     switch_s: f64,
     paged_out: u64,
@@ -179,6 +180,9 @@ pub struct Simulator<'a> {
     /// a node once per job leaving or coming, and sorting those touches
     /// cost more than the refresh itself.
     seen: Vec<u64>,
+    /// Per node, since when (s) its running jobs want more memory than it
+    /// has; NaN while they do not.
+    over_since: Vec<f64>,
     heap: BinaryHeap<Reverse<(Time, u64, SwitchDone)>>,
     ends: FinishQueue,
     /// Switches under way. The runtime carries a switch out before it
@@ -212,6 +216,7 @@ impl<'a> Simulator<'a> {
             nodes,
             cost: vec![0.0; count],
             seen: vec![0; count],
+            over_since: vec![f64::NAN; count],
             heap: BinaryHeap::new(),
             ends: FinishQueue::new(),
             switching: 0,
@@ -743,10 +748,22 @@ impl<'a> Simulator<'a> {
                 j.listed = stamp;
             }
         }
+        let now_s = now.as_secs_f64();
         for n in self.touched.drain(..) {
             let node = &self.nodes[n as usize];
             if self.seen[n as usize] != self.refreshes {
                 self.seen[n as usize] = self.refreshes;
+                // The nodes whose running set changed are these: the only
+                // ones that can start or stop being overcommitted.
+                let since = &mut self.over_since[n as usize];
+                match (node.want > self.cfg.node_memory, since.is_nan()) {
+                    (true, true) => *since = now_s,
+                    (false, false) => {
+                        self.t.overcommitted_node_s += now_s - *since;
+                        *since = f64::NAN;
+                    }
+                    _ => {}
+                }
                 // Nodes come a job at a time: most repeats are next to each
                 // other and are dropped without a lookup.
                 for r in node.runners.iter() {
@@ -854,6 +871,7 @@ impl<'a> Simulator<'a> {
             switches: t.switches,
             switch_s: t.switch_s,
             paging_node_s: t.paging_node_s,
+            overcommitted_node_s: t.overcommitted_node_s,
             switching_overhead: if t.work_node_s + t.paging_node_s > 0.0 {
                 t.paging_node_s / (t.work_node_s + t.paging_node_s)
             } else {

@@ -39,6 +39,11 @@ pub struct Report {
     /// Node-seconds jobs spent waiting for paging (switches and demand
     /// faults after them) instead of computing.
     pub paging_node_s: f64,
+    /// Node-seconds in which a node's running jobs wanted more memory than
+    /// it has (cosched out of core, hybrid with a bad estimate), so that
+    /// they thrashed: how much of the run rests on the model's thrashing,
+    /// which on a real node either beats batch or collapses (docs/sim.md).
+    pub overcommitted_node_s: f64,
     /// paging_node_s / (work + paging_node_s): the share of the jobs' node
     /// time that went to switching.
     pub switching_overhead: f64,

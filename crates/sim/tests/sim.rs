@@ -180,6 +180,30 @@ fn cosched_ranks_share_the_node_cpus_not_one_cpu() {
     close(r.makespan_s, 100.0);
 }
 
+/// Cosched runs the two jobs of 600 MiB together on the 1 GiB node, so
+/// they thrash alike until b (15 s of work) ends; a, with 15 of its 25 s
+/// done by then, fits alone and runs its last 10 s at full speed. The node
+/// was overcommitted until b ended: the makespan less 10 s. Gang runs one
+/// job at a time, and never overcommits the node.
+#[test]
+fn overcommitted_node_time_is_the_time_running_jobs_do_not_fit() {
+    let r = two_jobs(one_node(PolicyKind::Cosched, "lru"));
+    assert!(
+        r.makespan_s > 40.0,
+        "thrashing slows both: {}",
+        r.makespan_s
+    );
+    close(r.overcommitted_node_s, r.makespan_s - 10.0);
+    assert_eq!(
+        two_jobs(one_node(PolicyKind::Gang, "lru")).overcommitted_node_s,
+        0.0
+    );
+    assert_eq!(
+        two_jobs(one_node(PolicyKind::Batch, "lru")).overcommitted_node_s,
+        0.0
+    );
+}
+
 /// Ranks that wait leave CPU to the others: three 2-rank jobs that keep
 /// their CPUs busy 3/4 of their time alone want 4.5 CPUs of a node's 2,
 /// so each runs 2.25 times longer than alone (not 3 times, as jobs that
