@@ -20,7 +20,10 @@ The jobs' touch rate: TOUCH_SHARE of their sweeps per second alone; their
 access pattern (`--access`): random for memgang-workload --pattern random,
 else sweep (--all-sweep: sweep for all, the model before it knew random). The simulated overhead is
 measured against the simulated batch run, as the measured one against the
-measured batch run: (makespan - batch) / makespan.
+measured batch run: (makespan - batch) / makespan. Below the count per
+policy, cosched's split by whether the simulated node was ever
+overcommitted (`overcommitted_node_s`): where it was, the result rests on
+the model's thrashing.
 """
 import glob
 import json
@@ -205,22 +208,34 @@ def main(argv):
                           f"{('<' if cut else '') + f'{ratio:.2f}':>8} {meas_ovh:>8} {sim_ovh:>8} "
                           f"{r['switch_count']:>7} {s['switches']:>7} {r['switch_time_s']:>9.1f} {s['switch_s']:>8.1f} {gib(r):>8.2f} "
                           f"{(s['paged_out_bytes'] + s['paged_in_bytes']) / 2**30:>7.2f}")
-                    rows.append((cut, ratio, how))
+                    over = s.get("overcommitted_node_s")  # None: a build from before it
+                    rows.append((cut, ratio, how, None if over is None else over > 0))
                     if r["policy"] == "cosched" and not cut and len(r["jobs"]) > 2:
                         order = sorted(batch["jobs"], key=lambda j: j["arrival_s"])
                         meas = {j["name"]: j["finish_s"] for j in r["jobs"]}
                         spread.append((os.path.basename(os.path.normpath(d)) + "/" + exp,
                                        [meas[j["name"]] for j in order], s["ends"]))
-    done = [x for cut, x, _ in rows if not cut]
+    done = [x for cut, x, _, _ in rows if not cut]
     within = sum(abs(x - 1) <= 0.15 for x in done)
     # Per policy (gang by switch, hybrid by overlap): a model change must
     # be seen to help one policy without hurting another.
     per = {}
-    for cut, x, how in rows:
+    for cut, x, how, _ in rows:
         if not cut:
             n, k = per.get(how, (0, 0))
             per[how] = (n + 1, k + (abs(x - 1) <= 0.15))
     print("within 15% per policy: " + ", ".join(f"{how} {k}/{n}" for how, (n, k) in sorted(per.items())))
+    # Where the model's thrashing decides a cosched run: the simulated node
+    # was overcommitted (its running jobs wanted more than its memory) for
+    # a while, or never.
+    cos = [(cut, x, over) for cut, x, how, over in rows if how == "cosched"]
+    if cos and all(o is not None for _, _, o in cos):
+        def part(over):
+            sel = [(cut, x) for cut, x, o in cos if o == over]
+            fin = [x for cut, x in sel if not cut]
+            return (f"within 15% in {sum(abs(x - 1) <= 0.15 for x in fin)} of {len(fin)} completed, "
+                    f"{len(sel) - len(fin)} stopped")
+        print(f"cosched, simulated node never overcommitted: {part(False)}; overcommitted: {part(True)}")
     print(f"(makespan in s; overheads against the measured and the simulated batch run; sw: switches, sw_s: their seconds; GiB: paged out + in (measured: the node's swap traffic); sim/meas within 15% in {within} of {len(done)} completed runs; "
           f"'>': the measured run was stopped, so its makespan and the ratio are bounds; "
           f"device: the run's sequential bandwidths, "
