@@ -38,9 +38,12 @@ def drain():
     cgroup v1, set up by bench/fault_rate.sh) so that the faults read the
     disk, as after a real quantum."""
     cg = os.environ.get("FAULT_RATE_CG")
-    if cg:
-        with open(os.path.join(cg, "memory.force_empty"), "w") as f:
-            f.write("0")
+    if not cg:
+        print("fault_rate.py: FAULT_RATE_CG not set, so the paged-out pages stay in the swap "
+              "cache and most faults are minor: run bench/fault_rate.sh", file=sys.stderr)
+        return
+    with open(os.path.join(cg, "memory.force_empty"), "w") as f:
+        f.write("0")
 
 
 def round_(mib, order, seed):

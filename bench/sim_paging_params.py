@@ -14,7 +14,10 @@ lack * (1 + ln(mem / lack)). Runs that
 were stopped (`interrupted`) or moved under 10,000 pages are left out.
 
 usage: python3 bench/sim_paging_params.py DIR [DIR ...]
-       (default: adaptive-fix, hybrid-long, hybrid-full, hybrid-full-2rank)
+       (default: the runs bench/results/sim-validate-20261127-lru/paging-params.txt
+       was made from: adaptive-fix, adaptive-access-20261127,
+       adaptive-lru-20261127, -r2 and -600m, hybrid-long, hybrid-full,
+       hybrid-full-2rank)
 """
 import glob
 import json
@@ -26,13 +29,14 @@ import sys
 PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
-
 def mib_of(job):
     return round((job["declared_memory_bytes"] or 0) / 2**20)
 
 
 dirs = sys.argv[1:] or [f"bench/results/{d}" for d in
-                        ("adaptive-fix", "hybrid-long", "hybrid-full", "hybrid-full-2rank")]
+                        ("adaptive-fix", "adaptive-access-20261127", "adaptive-lru-20261127",
+                         "adaptive-lru-20261127-r2", "adaptive-lru-20261127-600m",
+                         "hybrid-long", "hybrid-full", "hybrid-full-2rank")]
 print(f"{'run':<36} {'policy':<10} {'pages moved':>11} {'extra CPU / page (us)':>21} {'pages in / major fault':>22} "
       f"{'MiB in / resume':>15} {'s lost / resume':>15} {'job MiB':>7} {'ranks':>5} {'lack':>5} "
       f"{'LRU random':>10}")

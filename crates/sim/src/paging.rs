@@ -358,10 +358,12 @@ impl PagingModel {
     /// each of its faults evicts the page it needs next, and it faults all
     /// of its memory back in, writing as much of its own out. Measured on
     /// this machine (`bench/sim_paging_params.py`): jobs of 700 MiB that
-    /// lacked 376 MiB faulted 693 to 829 MiB in per resume in every swept
-    /// lru run. A job touching at random hits some of its old pages before
-    /// they go: 361 to 465 MiB in the random runs, so only what it lacks
-    /// is counted.
+    /// lacked 376 MiB faulted 680 to 843 MiB in per resume in every swept
+    /// lru run; jobs of 600 MiB that lacked 176 faulted 393 and 447, so
+    /// the whole job over-counts there. A job touching at random hits some
+    /// of its old pages before they go: 361 to 465 MiB at 10 s quanta, so
+    /// only what it lacks is counted (644 at 30 s and 331 at 600 MiB say
+    /// that is too little where its page-in has time: docs/sim.md).
     pub fn demand_faulted(&self, mem: u64, missing: u64, short: bool) -> u64 {
         match self.access {
             Access::Sweep if short && missing > 0 => mem,
