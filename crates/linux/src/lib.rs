@@ -8,6 +8,7 @@ pub mod cgroup;
 pub mod counters;
 pub mod criu;
 pub mod error;
+pub mod faults;
 pub mod freeze;
 pub mod paging;
 pub mod pidfd;

@@ -21,6 +21,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("cgroup", 4),
     ("paging", 4),
     ("freeze", 5),
+    ("faults", 5),
 ];
 
 #[test]

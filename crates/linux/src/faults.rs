@@ -1,0 +1,411 @@
+//! Demand faults timed on the fault path: how fast this kernel brings a
+//! process's swapped-out pages back as the process touches them, one page
+//! at a time, in a random order or in order. This is what a job resumed
+//! without a bulk page-in (`lru`) waits for, and what the simulator's
+//! demand page-in charges. `memgang calibrate` writes it into the device
+//! file: the pages an in-order fault's swap readahead brings, and what such
+//! a fault costs against a random one.
+//!
+//! One forked child per pass maps and fills the memory inside a memory
+//! cgroup made for it (`memgang-faults-<pid>-<n>`, removed after). The
+//! parent pages it out with [`paging::page_out`] and drains the group with
+//! [`CgroupBackend::reclaim`], as memgang does after a switch: the pages
+//! leave the swap cache, so the faults read the disk, as after a quantum
+//! of another job. Then the child touches one byte per page and times that
+//! alone, with room to spare (no reclaim during the faults).
+
+use crate::cgroup::{CgroupBackend, GroupPath};
+use crate::counters::VmStat;
+use crate::error::{Error, Result};
+use crate::paging::{self, page_size};
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Write};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+/// The order in which a pass touches its pages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Order {
+    /// A random permutation: the kernel's swap readahead finds nothing to
+    /// read ahead and shrinks its window, as for a job touching at random.
+    Random,
+    /// Ascending addresses, as a job sweeping its arrays: each fault's
+    /// readahead brings the pages touched next.
+    InOrder,
+}
+
+impl Order {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Order::Random => "random",
+            Order::InOrder => "in order",
+        }
+    }
+}
+
+/// One pass: every page of the memory touched once after it was paged out.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct FaultPass {
+    pub order: Order,
+    /// Pages touched.
+    pub pages: u64,
+    /// Bytes of the memory on swap and out of RAM before the touches.
+    pub swapped_bytes: u64,
+    /// The child's major faults over the touches (`getrusage`).
+    pub major_faults: u64,
+    /// Pages read from swap over the touches, node-wide (`pswpin` of
+    /// /proc/vmstat): the faults' own and their readahead's, and anyone
+    /// else's on a busy node.
+    pub pages_read: u64,
+    /// Wall time of the touches.
+    pub wall: Duration,
+    /// The child's CPU time over the touches, user and kernel.
+    pub cpu: Duration,
+}
+
+impl FaultPass {
+    /// Wall seconds per major fault.
+    pub fn s_per_fault(&self) -> f64 {
+        self.wall.as_secs_f64() / self.major_faults.max(1) as f64
+    }
+
+    /// CPU seconds per major fault.
+    pub fn cpu_s_per_fault(&self) -> f64 {
+        self.cpu.as_secs_f64() / self.major_faults.max(1) as f64
+    }
+
+    /// Pages read from swap per major fault (1 with no readahead).
+    pub fn pages_per_fault(&self) -> f64 {
+        self.pages_read as f64 / self.major_faults.max(1) as f64
+    }
+}
+
+/// The least share of the memory that must be out of RAM before the
+/// touches for the pass to time disk reads: the rest would be minor
+/// faults and flatter the rate.
+const MIN_OUT_SHARE: f64 = 0.95;
+
+/// Pages out `bytes` of a fresh process's memory and times touching them
+/// back in `order` (`seed` picks a random permutation). Needs root, swap
+/// with room for `bytes`, and RAM for it.
+pub fn measure(
+    backend: &dyn CgroupBackend,
+    bytes: u64,
+    order: Order,
+    seed: u64,
+) -> Result<FaultPass> {
+    static SEQ: AtomicU64 = AtomicU64::new(0);
+    let page = page_size();
+    let pages = bytes / page;
+    if pages == 0 || pages > u64::from(u32::MAX) {
+        return Err(Error::Unsupported(format!(
+            "timing demand faults over {bytes} bytes: give between one page and {} pages",
+            u32::MAX
+        )));
+    }
+    let group = GroupPath::new(&format!(
+        "memgang-faults-{}-{}",
+        std::process::id(),
+        SEQ.fetch_add(1, Ordering::Relaxed)
+    ))?;
+    backend.create(&group)?;
+    let _remove = RemoveGroup(backend, &group);
+    let mut child = Child::fork(pages, order, seed)?;
+    for f in backend.procs_files(&group) {
+        OpenOptions::new()
+            .write(true)
+            .open(&f)
+            .and_then(|mut p| p.write_all(child.pid.to_string().as_bytes()))
+            .map_err(|e| Error::io("moving the fault-timing child into", &f, e))?;
+    }
+    let addr = child.fill()?;
+    let region = addr..addr + pages * page;
+    paging::page_out(child.pid, std::slice::from_ref(&region))?;
+    // The paged-out pages stay in the swap cache, charged, until reclaimed.
+    let usage = backend.memory_stat(&group)?.usage_bytes;
+    backend.reclaim(&group, usage)?;
+    let ranges = [region];
+    let resident: u64 = paging::resident_runs(child.pid, &ranges)?
+        .0
+        .iter()
+        .map(|r| r.bytes())
+        .sum();
+    let swapped_bytes = (pages * page).saturating_sub(resident);
+    if (swapped_bytes as f64) < MIN_OUT_SHARE * (pages * page) as f64 {
+        return Err(Error::Unsupported(format!(
+            "timing demand faults: only {} of {} MiB left RAM after the page-out and the reclaim \
+             of {group}: is there swap with room for it (`swapon --show`)?",
+            swapped_bytes >> 20,
+            (pages * page) >> 20
+        )));
+    }
+    let before = VmStat::read()?.pswpin;
+    let t = child.touch()?;
+    let pages_read = VmStat::read()?.pswpin.saturating_sub(before);
+    Ok(FaultPass {
+        order,
+        pages,
+        swapped_bytes,
+        major_faults: t.major_faults,
+        pages_read,
+        wall: t.wall,
+        cpu: t.cpu,
+    })
+}
+
+struct RemoveGroup<'a>(&'a dyn CgroupBackend, &'a GroupPath);
+
+impl Drop for RemoveGroup<'_> {
+    fn drop(&mut self) {
+        // The child is reaped first (Child's Drop runs before this one, as
+        // it was made later), so the group is empty here.
+        if let Err(e) = self.0.remove(self.1) {
+            eprintln!(
+                "memgang: cgroup {} was not removed: {e}; run `memgang cleanup`",
+                self.1
+            );
+        }
+    }
+}
+
+struct Touched {
+    wall: Duration,
+    cpu: Duration,
+    major_faults: u64,
+}
+
+/// The forked child and its two pipes: commands in, answers out. Killed
+/// and reaped when dropped, on every way out.
+struct Child {
+    pid: i32,
+    cmd: File,
+    res: File,
+}
+
+/// The child's answers: ready (then the memory's address), or touched
+/// (then what it took); anything else is its failure code.
+const READY: u8 = b'r';
+const TOUCHED: u8 = b't';
+
+impl Child {
+    fn fork(pages: u64, order: Order, seed: u64) -> Result<Child> {
+        let pipe = || {
+            nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| {
+                Error::io("making a pipe to the fault-timing child", "pipe2", e.into())
+            })
+        };
+        let (cmd_r, cmd_w) = pipe()?;
+        let (res_r, res_w) = pipe()?;
+        // SAFETY: the child runs only raw syscalls on memory it maps
+        // itself, and _exits; nothing of the parent's state is used.
+        let pid = unsafe { libc::fork() };
+        if pid < 0 {
+            return Err(Error::io(
+                "forking the fault-timing child",
+                "fork",
+                std::io::Error::last_os_error(),
+            ));
+        }
+        if pid == 0 {
+            // SAFETY: see above.
+            unsafe {
+                child(
+                    cmd_r.as_raw_fd(),
+                    res_w.as_raw_fd(),
+                    [cmd_w.as_raw_fd(), res_r.as_raw_fd()],
+                    pages,
+                    order,
+                    seed,
+                )
+            }
+        }
+        drop::<(OwnedFd, OwnedFd)>((cmd_r, res_w));
+        Ok(Child {
+            pid,
+            cmd: File::from(cmd_w),
+            res: File::from(res_r),
+        })
+    }
+
+    /// Sends `what`, reads the answer's code and then `answer`.
+    fn ask(&mut self, what: u8, answer: &mut [u8]) -> Result<()> {
+        let mut code = [0u8];
+        self.cmd
+            .write_all(&[what])
+            .and_then(|()| self.res.read_exact(&mut code))
+            .map_err(|e| {
+                Error::io(
+                    "talking to the fault-timing child (did it run out of memory?)",
+                    format!("/proc/{}", self.pid),
+                    e,
+                )
+            })?;
+        let want = if what == b'g' { READY } else { TOUCHED };
+        if code[0] != want {
+            return Err(Error::Unsupported(format!(
+                "the fault-timing child failed: {}",
+                match code[0] {
+                    1 => "mmap of its memory",
+                    2 => "mlock of its page order (RLIMIT_MEMLOCK?)",
+                    _ => "unknown",
+                }
+            )));
+        }
+        self.res.read_exact(answer).map_err(|e| {
+            Error::io(
+                "reading the fault-timing child's answer",
+                format!("/proc/{}", self.pid),
+                e,
+            )
+        })
+    }
+
+    /// Maps and fills the memory; its address.
+    fn fill(&mut self) -> Result<u64> {
+        let mut a = [0u8; 8];
+        self.ask(b'g', &mut a)?;
+        Ok(u64::from_ne_bytes(a))
+    }
+
+    fn touch(&mut self) -> Result<Touched> {
+        let mut a = [0u8; 24];
+        self.ask(b't', &mut a)?;
+        let word = |i: usize| u64::from_ne_bytes(a[i * 8..i * 8 + 8].try_into().unwrap());
+        Ok(Touched {
+            wall: Duration::from_nanos(word(0)),
+            cpu: Duration::from_nanos(word(1)),
+            major_faults: word(2),
+        })
+    }
+}
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        // SAFETY: our own child, not yet reaped, so the pid is still its.
+        unsafe {
+            libc::kill(self.pid, libc::SIGKILL);
+            libc::waitpid(self.pid, std::ptr::null_mut(), 0);
+        }
+    }
+}
+
+fn now(clock: libc::clockid_t) -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: ts is a valid timespec.
+    unsafe { libc::clock_gettime(clock, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+fn major_faults() -> u64 {
+    // SAFETY: an all-zero rusage is valid, and getrusage fills it.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+    ru.ru_majflt as u64
+}
+
+/// The child: on `g` (it is in the group by then) maps `pages` and fills
+/// them, and its page order (locked in RAM, so that only the memory
+/// itself faults), answers its address; on `t` touches one byte per page
+/// in that order and answers wall ns, CPU ns and major faults. Lives until
+/// killed. Only raw syscalls and its own memory: it was forked from a
+/// process that may have threads.
+unsafe fn child(cmd: i32, res: i32, parents: [i32; 2], pages: u64, order: Order, seed: u64) -> ! {
+    libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+    for fd in parents {
+        libc::close(fd);
+    }
+    let fail = |code: u8| -> ! {
+        libc::write(res, [code].as_ptr().cast(), 1);
+        libc::_exit(1)
+    };
+    let mut b = 0u8;
+    if libc::read(cmd, (&mut b as *mut u8).cast(), 1) != 1 {
+        libc::_exit(1);
+    }
+    let page = libc::sysconf(libc::_SC_PAGESIZE) as usize;
+    let n = pages as usize;
+    let map = |len: usize| {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    let mem = map(n * page);
+    let idx = map(n * 4);
+    if mem == libc::MAP_FAILED || idx == libc::MAP_FAILED {
+        fail(1);
+    }
+    if libc::mlock(idx, n * 4) != 0 {
+        fail(2);
+    }
+    // Small pages: a huge page would fault 512 pages at once.
+    libc::madvise(mem, n * page, libc::MADV_NOHUGEPAGE);
+    // Every word written, and none of them zero: Linux keeps no swap slot
+    // for a page of zeros, and reads nothing to fault it back.
+    let words = mem.cast::<u64>();
+    for i in 0..n * page / 8 {
+        std::ptr::write_volatile(
+            words.add(i),
+            (i as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1,
+        );
+    }
+    let idx = idx.cast::<u32>();
+    for i in 0..n {
+        *idx.add(i) = i as u32;
+    }
+    if order == Order::Random {
+        // Fisher-Yates with xorshift64.
+        let mut x = seed | 1;
+        for i in (1..n).rev() {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let j = (x % (i as u64 + 1)) as usize;
+            std::ptr::swap(idx.add(i), idx.add(j));
+        }
+    }
+    let mut a = [0u8; 9];
+    a[0] = READY;
+    a[1..].copy_from_slice(&(mem as u64).to_ne_bytes());
+    if libc::write(res, a.as_ptr().cast(), a.len()) != a.len() as isize {
+        libc::_exit(1);
+    }
+    if libc::read(cmd, (&mut b as *mut u8).cast(), 1) != 1 {
+        libc::_exit(1);
+    }
+    let bytes = mem.cast::<u8>();
+    let (f0, w0, c0) = (
+        major_faults(),
+        now(libc::CLOCK_MONOTONIC),
+        now(libc::CLOCK_PROCESS_CPUTIME_ID),
+    );
+    let mut sum = 0u8;
+    for i in 0..n {
+        sum = sum.wrapping_add(std::ptr::read_volatile(
+            bytes.add(*idx.add(i) as usize * page),
+        ));
+    }
+    let (w1, c1, f1) = (
+        now(libc::CLOCK_MONOTONIC),
+        now(libc::CLOCK_PROCESS_CPUTIME_ID),
+        major_faults(),
+    );
+    std::hint::black_box(sum);
+    let mut t = [0u8; 25];
+    t[0] = TOUCHED;
+    for (k, v) in [w1 - w0, c1 - c0, f1 - f0].into_iter().enumerate() {
+        t[1 + k * 8..9 + k * 8].copy_from_slice(&v.to_ne_bytes());
+    }
+    libc::write(res, t.as_ptr().cast(), t.len());
+    loop {
+        libc::pause();
+    }
+}

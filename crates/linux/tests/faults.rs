@@ -1,0 +1,60 @@
+//! Demand faults timed on the real kernel (`memgang_linux::faults`), with a
+//! test swap file: a random order faults one page at a time, an in-order
+//! one reads ahead, and the pass leaves no cgroup behind. Needs root (swapon,
+//! cgroups, process_madvise on another process); `scripts/test` runs it.
+
+mod common;
+
+use common::*;
+use memgang_linux::faults::{self, Order};
+use memgang_linux::swap::TestSwap;
+
+/// Enough pages that the counts are not noise, little enough for CI.
+const BYTES: u64 = 64 * MIB;
+
+#[test]
+#[ignore = "needs root: swapon, cgroups, process_madvise on another process (scripts/test runs it as root)"]
+fn random_faults_read_one_page_and_in_order_faults_read_ahead() {
+    let test = "random_faults_read_one_page_and_in_order_faults_read_ahead";
+    let Some(backend) = v1_backend(test, "needs root (swapon, cgroups, process_madvise)") else {
+        return;
+    };
+    let _swap = TestSwap::new(4 * BYTES).expect("a test swap file");
+    let pages = BYTES / memgang_linux::paging::page_size();
+
+    let random = faults::measure(backend.as_ref(), BYTES, Order::Random, 7).unwrap();
+    assert_eq!(random.pages, pages);
+    assert!(random.swapped_bytes >= BYTES * 95 / 100, "{random:?}");
+    // Each page its own fault: the kernel's readahead finds no pattern.
+    assert!(random.major_faults >= pages * 9 / 10, "{random:?}");
+    assert!(random.pages_per_fault() < 1.5, "{random:?}");
+
+    let seq = faults::measure(backend.as_ref(), BYTES, Order::InOrder, 7).unwrap();
+    // Swap readahead (2^page-cluster pages, 8 by default): far fewer
+    // faults than pages, each reading several.
+    assert!(seq.major_faults <= pages / 2, "{seq:?}");
+    assert!(seq.pages_per_fault() >= 2.0, "{seq:?}");
+    assert!(
+        seq.wall < random.wall,
+        "reading ahead beats page-at-a-time: {seq:?} {random:?}"
+    );
+
+    let left: Vec<_> = backend
+        .list_groups("memgang-faults-")
+        .unwrap()
+        .into_iter()
+        .map(|g| g.to_string())
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
+
+#[test]
+fn a_pass_over_nothing_is_refused_with_what_to_give() {
+    // Refused before any cgroup is touched: a hierarchy that is not there.
+    let backend =
+        memgang_linux::cgroup::v1::V1::new(std::path::PathBuf::from("/nonexistent/memgang"), None);
+    let e = faults::measure(&backend, 0, Order::Random, 1)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("between one page"), "{e}");
+}
