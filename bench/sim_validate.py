@@ -2,7 +2,7 @@
 bench/adaptive.sh or bench/hybrid.sh, the same experiment in `memgang sim`
 and one table of makespans and switching overheads (issue 6: within 15%).
 
-usage: sim_validate.py MEMGANG [--calibration FILE | --random-reads FILE] [--no-queue-rate] [--all-sweep] DIR [DIR ...]
+usage: sim_validate.py MEMGANG [--calibration FILE | --random-reads FILE] [--readahead FILE] [--no-queue-rate] [--all-sweep] DIR [DIR ...]
 
 The simulated experiment is built from the results alone: one node with
 the run's pool as its memory and the machine's CPUs; per job its declared
@@ -15,7 +15,9 @@ only the random read rates, one at a time and 8 in flight, and the
 readahead and reclaim cost, those the file has), else the simulator's
 defaults (20,000 reads/s, efficiency 1); the run's own random read rates
 (DIR/random-reads.json, written by bench/lib.sh since 2026-11-27) come
-before FILE's.
+before FILE's. --readahead FILE: the readahead window's pages and its cost
+in random faults (`readahead_pages`, `readahead_reads`) from FILE, a
+calibration that timed demand faults (since 2026-11-27), over any other.
 The jobs' touch rate: TOUCH_SHARE of their sweeps per second alone; their
 access pattern (`--access`): random for memgang-workload --pattern random,
 else sweep (--all-sweep: sweep for all, the model before it knew random). The simulated overhead is
@@ -36,7 +38,7 @@ import tempfile
 PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
-def device(d, calibration, random_only, no_queue=False):
+def device(d, calibration, random_only, no_queue=False, readahead=None):
     bw = [json.load(open(f)) for f in sorted(glob.glob(os.path.join(d, "bandwidth-*.json")))]
     if bw:
         read = sum(b["read_bytes_per_s"] for b in bw) / len(bw)
@@ -55,7 +57,7 @@ def device(d, calibration, random_only, no_queue=False):
     dev = {"write_bps": write, "read_bps": read, "random_read_iops": 20000.0}
     if calibration:
         dev["random_read_iops"] = calibration["random_read_iops"]
-        for k in ("readahead_pages", "reclaim_cpu_s_per_page", "queue_read_iops"):
+        for k in ("readahead_pages", "readahead_reads", "reclaim_cpu_s_per_page", "queue_read_iops"):
             if k in calibration:
                 dev[k] = calibration[k]
         if not random_only:
@@ -69,6 +71,9 @@ def device(d, calibration, random_only, no_queue=False):
         if "queue_read_iops" in r and not no_queue:
             dev["queue_read_iops"] = r["queue_read_iops"]
         src += " and random-reads.json"
+    if readahead:
+        for k in ("readahead_pages", "readahead_reads"):
+            dev[k] = readahead[k]
     return dev, src
 
 
@@ -154,6 +159,10 @@ def main(argv):
         calibration = json.load(open(argv[1]))
         random_only = argv[0] == "--random-reads"
         argv = argv[2:]
+    readahead = None
+    if argv[:1] == ["--readahead"]:
+        readahead = json.load(open(argv[1]))
+        argv = argv[2:]
     no_queue = argv[:1] == ["--no-queue-rate"]
     if no_queue:
         # The model then charges a readahead as one single read.
@@ -168,7 +177,7 @@ def main(argv):
           f"{'meas_ovh':>8} {'sim_ovh':>8} {'meas_sw':>7} {'sim_sw':>7} {'meas_sw_s':>9} {'sim_sw_s':>8} {'meas_GiB':>8} {'sim_GiB':>7}")
     with tempfile.TemporaryDirectory() as tmp:
         for d in argv:
-            dev, src = device(d, calibration, random_only, no_queue)
+            dev, src = device(d, calibration, random_only, no_queue, readahead)
             if dev is None:
                 print(f"# {d}: no bandwidth-*.json nor testbed.txt: skipped", file=sys.stderr)
                 continue
@@ -247,6 +256,8 @@ def main(argv):
           + (f", {calibration['queue_read_iops']:.0f}/s at depth 8"
              if calibration and calibration.get("queue_read_iops") else "")
           + (f"; the runs' own random reads: {', '.join(own_rates)}" if own_rates else "")
+          + (f"; a readahead of {readahead['readahead_pages']:.2f} pages costs {readahead['readahead_reads']:.2f} random faults"
+             if readahead else "")
           + (f"; every job sweeps" if all_sweep else "")
           + f"; touch per s: {TOUCH_SHARE} of the jobs' sweep rate)")
     # Under cosched the jobs share the node: the model slows them alike,

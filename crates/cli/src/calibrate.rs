@@ -4,14 +4,18 @@
 //! Three measurements, each reusing what already exists: the swap device's
 //! sequential bandwidths and its random 4 KiB read rate
 //! (`memgang_linux::swap::measure_device`, the probe of `testbed
-//! bandwidth`), and the cost of real switches, from a short `memgang run`
-//! of two jobs that do not fit in the pool together (gang, `so/ao/ai`).
+//! bandwidth`); demand faults on the fault path, in a random order and in
+//! order (`memgang_linux::faults`): the pages a fault's swap readahead
+//! brings and what it costs against a random fault; and the cost of real
+//! switches, from a short `memgang run` of two jobs that do not fit in the
+//! pool together (gang, `so/ao/ai`).
 //! Swap is created (`testbed up`) only if the node has none, and removed
 //! again (`testbed down`) on every way out: error, panic, Ctrl-C.
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use memgang_core::units::{format_bytes, parse_bytes};
+use memgang_linux::faults::{self, Order};
 use memgang_linux::swap;
 use memgang_runtime::{Baseline, Experiment, Overrides, RunOptions, RunResult};
 use serde_json::json;
@@ -33,6 +37,10 @@ pub struct CalibrateArgs {
     /// then as long again with 8 in flight (the swap readahead window).
     #[arg(long, default_value = "5s", value_parser = crate::humantime_arg)]
     random_for: Duration,
+    /// Memory paged out and faulted back, once in a random order and once
+    /// in order, to time demand faults and their readahead.
+    #[arg(long, default_value = "256M", value_parser = parse_bytes)]
+    fault_sample: u64,
     /// Memory pool of the switch run; its two jobs take 70% of it each.
     #[arg(long, default_value = "256M", value_parser = parse_bytes)]
     pool_memory: u64,
@@ -61,6 +69,12 @@ pub fn run(a: CalibrateArgs) -> Result<()> {
         bail!(
             "--pool-memory {} is too small for the switch run: give at least 16M",
             format_bytes(a.pool_memory)
+        );
+    }
+    if a.fault_sample < (16 << 20) {
+        bail!(
+            "--fault-sample {} is too small for the fault counts to mean anything: give at least 16M",
+            format_bytes(a.fault_sample)
         );
     }
     if a.sample < (64 << 20) {
@@ -166,6 +180,34 @@ fn calibrate(a: &CalibrateArgs, stop: &AtomicBool) -> Result<(serde_json::Value,
         .queue_read_iops
         .context("the random-read pass at depth gave no rate")?;
     check(stop)?;
+    eprintln!(
+        "memgang: demand faults over {} paged out, touched back at random and in order",
+        format_bytes(a.fault_sample)
+    );
+    let backend = memgang_linux::cgroup::detect().context("timing demand faults")?;
+    let pass = |order| {
+        faults::measure(backend.as_ref(), a.fault_sample, order, 1)
+            .with_context(|| format!("timing demand faults ({})", order.as_str()))
+    };
+    let random = pass(Order::Random)?;
+    check(stop)?;
+    let sweep = pass(Order::InOrder)?;
+    check(stop)?;
+    let readahead_pages = sweep.pages_per_fault().max(1.0);
+    let readahead_reads = sweep.s_per_fault() / random.s_per_fault();
+    let pass_json = |p: &faults::FaultPass| {
+        json!({
+            "pages": p.pages,
+            "swapped_bytes": p.swapped_bytes,
+            "major_faults": p.major_faults,
+            "pages_read": p.pages_read,
+            "wall_s": p.wall.as_secs_f64(),
+            "cpu_s": p.cpu.as_secs_f64(),
+            "s_per_fault": p.s_per_fault(),
+            "cpu_s_per_fault": p.cpu_s_per_fault(),
+            "pages_per_fault": p.pages_per_fault(),
+        })
+    };
 
     let job = ((a.pool_memory >> 20) * 7 / 10) << 20;
     let logs =
@@ -239,6 +281,8 @@ fn calibrate(a: &CalibrateArgs, stop: &AtomicBool) -> Result<(serde_json::Value,
         "read_bps": bw.read_bytes_per_s,
         "random_read_iops": iops,
         "queue_read_iops": queue_iops,
+        "readahead_pages": readahead_pages,
+        "readahead_reads": readahead_reads,
         "switch_efficiency": efficiency,
         "calibration": {
             "memgang_version": env!("CARGO_PKG_VERSION"),
@@ -252,6 +296,10 @@ fn calibrate(a: &CalibrateArgs, stop: &AtomicBool) -> Result<(serde_json::Value,
             "sample_bytes": bw.sample_bytes,
             "random_read_s": a.random_for.as_secs_f64(),
             "queue_depth": swap::QUEUE_DEPTH,
+            "faults": {
+                "random": pass_json(&random),
+                "in_order": pass_json(&sweep),
+            },
             "switch_run": {
                 "jobs": 2,
                 "job_bytes": job,
@@ -279,6 +327,9 @@ fn calibrate(a: &CalibrateArgs, stop: &AtomicBool) -> Result<(serde_json::Value,
     let summary = format!(
         "swap device {}: sequential write {}, read {} ({}, O_DIRECT)\n\
          random 4 KiB reads: {iops:.0}/s ({}, queue depth 1); {queue_iops:.0}/s ({}, queue depth {})\n\
+         demand faults: at random {:.1} us each ({:.2} of the disk's random read rate), {:.2} pages; \
+         in order {:.1} us each, {readahead_pages:.2} pages (readahead): a window costs \
+         {readahead_reads:.2} random faults\n\
          switch run: {} switches took {:.2} s for {} out, {} in: page-out {} ({:.2} of sequential), \
          page-in {} ({:.2})\n\
          switch efficiency: {efficiency:.2} (the model's {model_s:.2} s over the measured {:.2} s)\n",
@@ -289,6 +340,10 @@ fn calibrate(a: &CalibrateArgs, stop: &AtomicBool) -> Result<(serde_json::Value,
         mbs(iops * 4096.0),
         mbs(queue_iops * 4096.0),
         swap::QUEUE_DEPTH,
+        1e6 * random.s_per_fault(),
+        1.0 / random.s_per_fault() / iops,
+        random.pages_per_fault(),
+        1e6 * sweep.s_per_fault(),
         r.switch_count,
         s.took_s,
         format_bytes(s.out_bytes),

@@ -346,6 +346,7 @@ pub fn run(a: SimArgs) -> Result<()> {
                 "read_bps": device.read_bps,
                 "random_read_iops": device.random_read_iops,
                 "readahead_pages": model.readahead_pages,
+                "readahead_reads": model.readahead_reads,
                 "reclaim_cpu_s_per_page": model.reclaim_cpu_s,
                 "queue_read_iops": model.queue_read_iops,
                 "touch_per_s": model.touch_per_s,
@@ -392,7 +393,7 @@ pub fn read_paging(path: Option<&std::path::Path>, base: PagingModel) -> Result<
                 .with_context(|| {
                     format!(
                         "{}: expected {{\"write_bps\": ..., \"read_bps\": ..., \"random_read_iops\": ..., \
-                         optional \"switch_efficiency\", \"readahead_pages\", \
+                         optional \"switch_efficiency\", \"readahead_pages\", \"readahead_reads\", \
                          \"reclaim_cpu_s_per_page\", \"queue_read_iops\", \"calibration\": {{...}}}} \
                          (`memgang calibrate` writes one)",
                         p.display()

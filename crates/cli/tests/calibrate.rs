@@ -16,7 +16,14 @@ fn calibrate_writes_a_device_file_the_simulator_reads() {
         .arg("calibrate")
         .arg("-o")
         .arg(&file)
-        .args(["--sample", "128M", "--random-for", "1s"])
+        .args([
+            "--sample",
+            "128M",
+            "--random-for",
+            "1s",
+            "--fault-sample",
+            "32M",
+        ])
         .args([
             "--pool-memory",
             "128M",
@@ -38,6 +45,21 @@ fn calibrate_writes_a_device_file_the_simulator_reads() {
         leftover_cgroups(pid).is_empty(),
         "cgroups left: {:?}",
         leftover_cgroups(pid)
+    );
+    let faults_groups: Vec<_> = std::fs::read_dir("/sys/fs/cgroup/memory")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with(&format!("memgang-faults-{pid}-"))
+        })
+        .map(|e| e.path())
+        .collect();
+    assert!(
+        faults_groups.is_empty(),
+        "fault-timing groups left: {faults_groups:?}"
     );
     let v: Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
     for k in [
@@ -62,6 +84,17 @@ fn calibrate_writes_a_device_file_the_simulator_reads() {
     );
     let c = &v["calibration"];
     assert_eq!(c["queue_depth"].as_u64(), Some(8), "{v}");
+    // The fault passes: a random fault reads its page alone, an in-order
+    // one a readahead window of several, at some cost.
+    let random = &c["faults"]["random"];
+    assert!(random["pages_per_fault"].as_f64().unwrap() < 1.5, "{v}");
+    assert!(
+        random["major_faults"].as_u64().unwrap() >= random["pages"].as_u64().unwrap() * 9 / 10,
+        "{v}"
+    );
+    assert!(v["readahead_pages"].as_f64().unwrap() >= 2.0, "{v}");
+    let reads = v["readahead_reads"].as_f64().unwrap();
+    assert!(reads.is_finite() && reads > 0.0, "{v}");
     assert!(!c["kernel"].as_str().unwrap().is_empty(), "{v}");
     assert!(c["switch_run"]["switches"].as_u64().unwrap() > 0, "{v}");
     assert!(

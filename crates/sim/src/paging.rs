@@ -68,6 +68,11 @@ pub struct DeviceFile {
     /// default [`READAHEAD_PAGES`].
     #[serde(default = "readahead")]
     pub readahead_pages: f64,
+    /// What a fault that reads a readahead window costs, in random single
+    /// reads: `memgang calibrate` times in-order faults against random
+    /// ones on the fault path (`memgang_linux::faults`); default 1.
+    #[serde(default = "one")]
+    pub readahead_reads: f64,
     /// CPU seconds the kernel spends per page it moves in or out under
     /// memory pressure; default [`RECLAIM_CPU_S`].
     #[serde(default = "reclaim_cpu")]
@@ -125,6 +130,8 @@ impl DeviceFile {
             // A readahead cluster is at most a few hundred pages (Linux caps
             // page-cluster far below 2^10); a page costs at most a second.
             ("readahead_pages", self.readahead_pages, 1.0, 1024.0),
+            // At most one read per page of the window.
+            ("readahead_reads", self.readahead_reads, 1e-3, 1024.0),
             (
                 "reclaim_cpu_s_per_page",
                 self.reclaim_cpu_s_per_page,
@@ -167,6 +174,7 @@ impl DeviceFile {
         Ok(PagingModel {
             device: self.device()?,
             readahead_pages: self.readahead_pages,
+            readahead_reads: self.readahead_reads,
             reclaim_cpu_s: self.reclaim_cpu_s_per_page,
             queue_read_iops: self.queue_read_iops,
             ..base
@@ -280,13 +288,21 @@ pub struct PagingModel {
     pub t_pcs: f64,
     /// Pages a fault reads at once while a job thrashes (swap readahead).
     pub readahead_pages: f64,
+    /// A swept fault's wait, in random single reads (`1 / random_read_iops`
+    /// each): what its readahead window costs the faulting job. 1 by
+    /// default, as if the window came at the price of one page; this
+    /// machine's faults in order took 1.8 to 2.0 times a random one
+    /// (`bench/fault_rate.sh`), and `memgang calibrate` measures it.
+    #[serde(default = "one")]
+    pub readahead_reads: f64,
     /// Kernel CPU seconds per page moved in or out while memory is short.
     pub reclaim_cpu_s: f64,
     /// Random reads per second the device serves with a readahead window
     /// in flight. When known, a thrashing node's device is busy
     /// `1 / queue_read_iops` per page read (each page of a readahead its
-    /// own read); when not, a readahead costs one single read
-    /// (`page_s`), as if 8 reads in flight went 8 times as fast as one:
+    /// own read); when not, a readahead costs what it costs the faulting
+    /// job (`page_s`: `readahead_reads` single reads; with the default 1,
+    /// as if 8 reads in flight went 8 times as fast as one):
     /// this machine's disk did 3.0 times (15,316 and 46,659 reads/s,
     /// `bench/results/calibrate-20261127T052634Z`). The faulting job's own
     /// wait is a single read either way.
@@ -306,6 +322,7 @@ impl Default for PagingModel {
             fault_policy: FaultPolicy::Spin,
             t_pcs: 0.01,
             readahead_pages: READAHEAD_PAGES,
+            readahead_reads: 1.0,
             reclaim_cpu_s: RECLAIM_CPU_S,
             queue_read_iops: None,
             access: Access::Sweep,
@@ -314,11 +331,23 @@ impl Default for PagingModel {
 }
 
 impl PagingModel {
-    /// The device's time per page a thrashing job faults in: a random read
-    /// brings the pages of a fault ([`PagingModel::pages_per_fault`]), and
-    /// each page read evicts one, written out.
+    /// The device's time per page a thrashing job faults in: a fault
+    /// ([`PagingModel::fault_reads`] random reads) brings the pages of a
+    /// fault ([`PagingModel::pages_per_fault`]), and each page read evicts
+    /// one, written out.
     pub fn page_s(&self) -> f64 {
-        1.0 / (self.device.random_read_iops * self.pages_per_fault()) + PAGE / self.device.write_bps
+        self.fault_reads() / (self.device.random_read_iops * self.pages_per_fault())
+            + PAGE / self.device.write_bps
+    }
+
+    /// What one fault costs the faulting job, in random single reads: a
+    /// sweep's readahead window ([`PagingModel::readahead_reads`]), or the
+    /// one page touched at random.
+    pub fn fault_reads(&self) -> f64 {
+        match self.access {
+            Access::Sweep => self.readahead_reads,
+            Access::Random => 1.0,
+        }
     }
 
     /// Pages a fault brings that the job then uses: a sweep's readahead
@@ -371,11 +400,11 @@ impl PagingModel {
         }
     }
 
-    /// Seconds the device takes to read `bytes` by demand faults: one
-    /// random read per fault, a fault bringing
-    /// [`PagingModel::pages_per_fault`] pages.
+    /// Seconds the device takes to read `bytes` by demand faults:
+    /// [`PagingModel::fault_reads`] random reads per fault, a fault
+    /// bringing [`PagingModel::pages_per_fault`] pages.
     pub fn demand_read_s(&self, bytes: u64) -> f64 {
-        bytes as f64 / (self.device.demand_read_bps() * self.pages_per_fault())
+        bytes as f64 * self.fault_reads() / (self.device.demand_read_bps() * self.pages_per_fault())
     }
 
     /// The kernel's CPU for `moved` bytes faulted in and evicted:
@@ -508,6 +537,56 @@ mod tests {
             ..f
         };
         assert!(bad.device().unwrap_err().contains("switch_efficiency"));
+        assert_eq!(
+            f.readahead_reads, 1.0,
+            "absent: a window at one read's cost"
+        );
+        let slow = DeviceFile {
+            readahead_reads: 2.0,
+            ..f
+        };
+        let m = slow.model(PagingModel::default()).unwrap();
+        assert_eq!(m.readahead_reads, 2.0);
+        let zero = DeviceFile {
+            readahead_reads: 0.0,
+            ..f
+        };
+        assert!(zero.device().unwrap_err().contains("readahead_reads"));
+    }
+
+    /// A readahead window that costs the faulting job two random reads
+    /// doubles a sweep's read time per page, and leaves a random job's
+    /// (one page, one read) and the device's capacity under a measured
+    /// queue rate as they were.
+    #[test]
+    fn a_costlier_readahead_slows_sweeps_only() {
+        let one = PagingModel::default();
+        let two = PagingModel {
+            readahead_reads: 2.0,
+            ..one
+        };
+        let (iops, w) = (one.device.random_read_iops, PAGE / one.device.write_bps);
+        assert!((two.page_s() - (2.0 / (iops * READAHEAD_PAGES) + w)).abs() < 1e-15);
+        let bytes = 64 << 20;
+        assert!((two.demand_read_s(bytes) - 2.0 * one.demand_read_s(bytes)).abs() < 1e-12);
+        let random = |m: PagingModel| PagingModel {
+            access: Access::Random,
+            ..m
+        };
+        assert_eq!(random(two).page_s(), random(one).page_s());
+        assert_eq!(
+            random(two).demand_read_s(bytes),
+            random(one).demand_read_s(bytes)
+        );
+        let queued = |m: PagingModel| PagingModel {
+            queue_read_iops: Some(iops * 3.0),
+            ..m
+        };
+        assert_eq!(queued(two).device_page_s(), queued(one).device_page_s());
+        assert!(
+            two.device_page_s() > one.device_page_s(),
+            "none measured: page_s"
+        );
     }
 
     /// Paper 004 Fig. 3's trend: slowdown climbs steeply as the memory

@@ -118,6 +118,7 @@ pub fn model(app: &App, t_pf: f64) -> PagingModel {
         touch_per_s: app.touch_per_s,
         f_pf: app.f_pf,
         readahead_pages: 1.0,
+        readahead_reads: 1.0,
         reclaim_cpu_s: 0.0,
         ..PagingModel::default()
     }
