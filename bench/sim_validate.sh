@@ -20,7 +20,9 @@
 #       taken the day the runs were measured (the device's random rate
 #       moves from day to day on this VM, and the lru rows with it)
 #   READAHEAD=device.json   the readahead window's pages and its cost in
-#       random faults from a calibration that timed demand faults
+#       random faults from a calibration that timed demand faults; default:
+#       bench/results/calibrate-20261127T124054Z/device.json, the first
+#       (READAHEAD= leaves them at the model's defaults: 8 pages, 1 read)
 #   QUEUE=0   leave out the rate at depth 8 (the model then charges a
 #       readahead as one single read)
 #   ACCESS=sweep   every job sweeps its memory (`--access` left at its
@@ -53,7 +55,8 @@ if [ -n "${CALIBRATION:-}" ]; then
 else
   cal=(--random-reads "${RANDOM_READS:-bench/results/calibrate-20261123T132753Z/device.json}")
 fi
-[ -z "${READAHEAD:-}" ] || cal+=(--readahead "$READAHEAD")
+readahead=${READAHEAD-bench/results/calibrate-20261127T124054Z/device.json}
+[ -z "$readahead" ] || cal+=(--readahead "$readahead")
 [ "${QUEUE:-1}" != 0 ] || cal+=(--no-queue-rate)
 [ "${ACCESS:-}" != sweep ] || cal+=(--all-sweep)
 python3 bench/sim_validate.py target/debug/memgang "${cal[@]}" "${dirs[@]}"

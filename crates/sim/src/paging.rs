@@ -290,9 +290,9 @@ pub struct PagingModel {
     pub readahead_pages: f64,
     /// A swept fault's wait, in random single reads (`1 / random_read_iops`
     /// each): what its readahead window costs the faulting job. 1 by
-    /// default, as if the window came at the price of one page; this
-    /// machine's faults in order took 1.8 to 2.0 times a random one
-    /// (`bench/fault_rate.sh`), and `memgang calibrate` measures it.
+    /// default, as if the window came at the price of one page; `memgang
+    /// calibrate` measures it: 1.71 on this machine
+    /// (`bench/results/calibrate-20261127T124054Z`).
     #[serde(default = "one")]
     pub readahead_reads: f64,
     /// Kernel CPU seconds per page moved in or out while memory is short.
