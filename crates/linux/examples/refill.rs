@@ -1,0 +1,231 @@
+//! How a job touching its memory at random faults itself back in after
+//! another job ran in its place, on this kernel's LRU: gang `lru` on one
+//! node, slowed down enough to watch. Two processes of MIB MiB each touch
+//! every page once per pass in a random order (as memgang-workload
+//! `--pattern random`) inside one memory cgroup of POOL MiB, with swap;
+//! they take turns of PASSES passes each (the other one waits on a pipe,
+//! touching nothing, as if frozen). Each turn after the first two prints
+//! the pages the resumed job lacked (not resident at its resume) and its
+//! major faults as it goes, per tenth of a pass, beside what a strict LRU
+//! gives a random order (`lack · (1 + ln(mem / lack))` in its first pass,
+//! none after). Run as root by `bench/refill.sh`.
+//!
+//!   refill [MIB] [POOL] [PASSES] [TURNS]     (defaults 700, 1024, 2, 6)
+
+use memgang_linux::cgroup::{self, CgroupBackend, GroupPath};
+use memgang_linux::paging::{self, page_size};
+use memgang_linux::swap::TestSwap;
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::time::Instant;
+
+const MIB: u64 = 1 << 20;
+/// Reports per pass: enough to see the curve's shape.
+const STEPS: u64 = 10;
+
+/// The child: maps and fills `mib` on small pages when told `g`, prints
+/// its address; on `t N`, touches N passes in a random order (a new
+/// permutation each pass), printing after every tenth of a pass the
+/// touches done, its major faults so far and the nanoseconds since.
+fn child(mib: u64, seed: u64) {
+    let page = page_size() as usize;
+    let pages = (mib * MIB) as usize / page;
+    let mut lines = std::io::stdin().lock().lines();
+    let mut out = std::io::stdout().lock();
+    assert_eq!(lines.next().unwrap().unwrap(), "g");
+    // SAFETY: a private anonymous mapping of our own.
+    let mem = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            pages * page,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    assert_ne!(mem, libc::MAP_FAILED);
+    // SAFETY: the mapping above, its length.
+    unsafe { libc::madvise(mem, pages * page, libc::MADV_NOHUGEPAGE) };
+    let bytes = mem.cast::<u8>();
+    for i in 0..pages {
+        // SAFETY: inside the mapping; never zero, so swap keeps the page.
+        unsafe { bytes.add(i * page).write_volatile((i % 251 + 1) as u8) };
+    }
+    let mut order: Vec<u32> = (0..pages as u32).collect();
+    // Locked, so that only the job's memory faults.
+    // SAFETY: the vector's own buffer.
+    unsafe { libc::mlock(order.as_ptr().cast(), pages * 4) };
+    writeln!(out, "{}", mem as u64).unwrap();
+    out.flush().unwrap();
+    let mut x = seed | 1;
+    let majflt = || {
+        // SAFETY: getrusage fills the zeroed struct.
+        let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+        unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+        ru.ru_majflt as u64
+    };
+    let mut sum = 0u8;
+    while let Some(Ok(cmd)) = lines.next() {
+        let passes: u64 = cmd.strip_prefix("t ").unwrap().parse().unwrap();
+        let (t0, f0) = (Instant::now(), majflt());
+        let step = pages as u64 / STEPS;
+        for p in 0..passes {
+            for i in (1..pages).rev() {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                order.swap(i, (x % (i as u64 + 1)) as usize);
+            }
+            for (k, &i) in order.iter().enumerate() {
+                // SAFETY: inside the mapping.
+                sum = sum.wrapping_add(unsafe { bytes.add(i as usize * page).read_volatile() });
+                let done = k as u64 + 1;
+                if done % step == 0 {
+                    writeln!(
+                        out,
+                        "{} {} {}",
+                        p * pages as u64 + done,
+                        majflt() - f0,
+                        t0.elapsed().as_nanos()
+                    )
+                    .unwrap();
+                }
+            }
+        }
+        writeln!(out, "end {sum}").unwrap();
+        out.flush().unwrap();
+    }
+}
+
+struct Job {
+    proc: Child,
+    input: ChildStdin,
+    output: BufReader<ChildStdout>,
+    region: std::ops::Range<u64>,
+}
+
+impl Drop for Job {
+    fn drop(&mut self) {
+        let _ = self.proc.kill();
+        let _ = self.proc.wait();
+    }
+}
+
+fn main() {
+    let mut args = std::env::args().skip(1).peekable();
+    if args.peek().map(String::as_str) == Some("child") {
+        args.next();
+        let mib = args.next().unwrap().parse().unwrap();
+        let seed = args.next().unwrap().parse().unwrap();
+        return child(mib, seed);
+    }
+    let mut num = |default: u64, what: &str| {
+        args.next().map_or(default, |a| {
+            a.parse().unwrap_or_else(|_| panic!("{what}: a number"))
+        })
+    };
+    let (mib, pool, passes, turns) = (
+        num(700, "MIB"),
+        num(1024, "POOL"),
+        num(2, "PASSES"),
+        num(6, "TURNS"),
+    );
+    let backend: Box<dyn CgroupBackend> =
+        cgroup::detect().expect("a cgroup memory hierarchy (run as root)");
+    let _swap = TestSwap::new(2 * mib * MIB + 512 * MIB).expect("a swap file (run as root)");
+    let group = GroupPath::new(&format!("memgang-bench-refill-{}", std::process::id())).unwrap();
+    backend.create(&group).unwrap();
+    struct Remove<'a>(&'a dyn CgroupBackend, &'a GroupPath);
+    impl Drop for Remove<'_> {
+        fn drop(&mut self) {
+            let _ = self.0.remove(self.1);
+        }
+    }
+    let _remove = Remove(backend.as_ref(), &group);
+    backend.set_memory_limit(&group, Some(pool * MIB)).unwrap();
+    let page = page_size();
+    let pages = mib * MIB / page;
+    let mut jobs: Vec<Job> = (0..2u64)
+        .map(|i| {
+            let mut proc = Command::new(std::env::current_exe().unwrap())
+                .args(["child", &mib.to_string(), &(i + 1).to_string()])
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .spawn()
+                .unwrap();
+            for f in backend.procs_files(&group) {
+                std::fs::write(&f, proc.id().to_string()).unwrap();
+            }
+            let input = proc.stdin.take().unwrap();
+            let output = BufReader::new(proc.stdout.take().unwrap());
+            Job {
+                proc,
+                input,
+                output,
+                region: 0..0,
+            }
+        })
+        .collect();
+    println!(
+        "{:<5} {:>4} {:>6} {:>9} {:>9} {:>10} {:>8}  faulted MiB at each tenth of the pass (cumulative)",
+        "turn", "job", "pass", "lack_MiB", "LRU_MiB", "faults_MiB", "secs"
+    );
+    for turn in 0..turns {
+        let k = (turn % 2) as usize;
+        let job = &mut jobs[k];
+        let pid = job.proc.id() as i32;
+        if turn < 2 {
+            writeln!(job.input, "g").unwrap();
+            let mut line = String::new();
+            job.output.read_line(&mut line).unwrap();
+            let at: u64 = line.trim().parse().unwrap();
+            job.region = at..at + pages * page;
+        }
+        let resident: u64 = paging::resident_runs(pid, std::slice::from_ref(&job.region))
+            .unwrap()
+            .0
+            .iter()
+            .map(|r| r.bytes())
+            .sum();
+        let lack = (pages * page).saturating_sub(resident) as f64 / page as f64;
+        let lru = if lack >= 1.0 {
+            lack * (1.0 + (pages as f64 / lack).ln())
+        } else {
+            0.0
+        };
+        writeln!(job.input, "t {passes}").unwrap();
+        let (mut row, mut secs): (Vec<f64>, f64);
+        row = Vec::new();
+        let mut pass_faults = 0u64;
+        let to_mib = |f: u64| f as f64 * page as f64 / MIB as f64;
+        loop {
+            let mut line = String::new();
+            job.output.read_line(&mut line).unwrap();
+            if line.starts_with("end") {
+                break;
+            }
+            let v: Vec<u64> = line
+                .split_whitespace()
+                .map(|x| x.parse().unwrap())
+                .collect();
+            let (done, faults, ns) = (v[0], v[1], v[2]);
+            row.push(to_mib(faults - pass_faults));
+            secs = ns as f64 / 1e9;
+            if done % pages == 0 {
+                let p = done / pages;
+                let cells: Vec<String> = row.iter().map(|m| format!("{m:.0}")).collect();
+                println!(
+                    "{turn:<5} {:>4} {p:>6} {:>9.0} {:>9.0} {:>10.0} {secs:>8.2}  {}",
+                    if k == 0 { "a" } else { "b" },
+                    if p == 1 { to_mib(lack as u64) } else { 0.0 },
+                    if p == 1 { to_mib(lru as u64) } else { 0.0 },
+                    row.last().copied().unwrap_or(0.0),
+                    cells.join(" ")
+                );
+                pass_faults = faults;
+                row.clear();
+            }
+        }
+    }
+}
