@@ -8,7 +8,9 @@
 //! the pages the resumed job lacked (not resident at its resume) and its
 //! major faults as it goes, per tenth of a pass, beside what a strict LRU
 //! gives a random order (`lack · (1 + ln(mem / lack))` in its first pass,
-//! none after). Run as root by `bench/refill.sh`.
+//! none after). With SEPARATE=1 each process is in a group of its own
+//! under the pool, as memgang runs jobs: the pool's reclaim then walks
+//! both groups' LRUs, not one. Run as root by `bench/refill.sh`.
 //!
 //!   refill [MIB] [POOL] [PASSES] [TURNS]     (defaults 700, 1024, 2, 6)
 
@@ -67,10 +69,18 @@ fn child(mib: u64, seed: u64) {
     };
     let mut sum = 0u8;
     while let Some(Ok(cmd)) = lines.next() {
-        let passes: u64 = cmd.strip_prefix("t ").unwrap().parse().unwrap();
+        let v: Vec<u64> = cmd
+            .strip_prefix("t ")
+            .unwrap()
+            .split(' ')
+            .map(|x| x.parse().unwrap())
+            .collect();
+        // Passes at most; seconds (0: no limit); CPU ns spent per touch.
+        let (passes, limit_ms, compute_ns) = (v[0], v[1], v[2]);
         let (t0, f0) = (Instant::now(), majflt());
+        let mut touched = 0u64;
         let step = pages as u64 / STEPS;
-        for p in 0..passes {
+        'passes: for p in 0..passes {
             for i in (1..pages).rev() {
                 x ^= x << 13;
                 x ^= x >> 7;
@@ -80,8 +90,28 @@ fn child(mib: u64, seed: u64) {
             for (k, &i) in order.iter().enumerate() {
                 // SAFETY: inside the mapping.
                 sum = sum.wrapping_add(unsafe { bytes.add(i as usize * page).read_volatile() });
+                if compute_ns > 0 {
+                    let c = Instant::now();
+                    while (c.elapsed().as_nanos() as u64) < compute_ns {
+                        std::hint::spin_loop();
+                    }
+                }
+                touched += 1;
+                if limit_ms > 0
+                    && touched.is_multiple_of(256)
+                    && t0.elapsed().as_millis() as u64 >= limit_ms
+                {
+                    writeln!(
+                        out,
+                        "cut {touched} {} {}",
+                        majflt() - f0,
+                        t0.elapsed().as_nanos()
+                    )
+                    .unwrap();
+                    break 'passes;
+                }
                 let done = k as u64 + 1;
-                if done % step == 0 {
+                if done.is_multiple_of(step) {
                     writeln!(
                         out,
                         "{} {} {}",
@@ -139,6 +169,9 @@ fn main() {
     struct Remove<'a>(&'a dyn CgroupBackend, &'a GroupPath);
     impl Drop for Remove<'_> {
         fn drop(&mut self) {
+            for child in ["a", "b"] {
+                let _ = self.0.remove(&self.1.join(child).unwrap());
+            }
             let _ = self.0.remove(self.1);
         }
     }
@@ -146,15 +179,29 @@ fn main() {
     backend.set_memory_limit(&group, Some(pool * MIB)).unwrap();
     let page = page_size();
     let pages = mib * MIB / page;
+    let separate = std::env::var("SEPARATE").is_ok_and(|v| v == "1");
+    // QUANTUM_S: a turn also ends after this many seconds (gang's
+    // quantum); COMPUTE_US: CPU per page touched (memgang-workload's
+    // random pairs spend 0.645 s per pass over 700 MiB, 3.6 us a page).
+    let env_f = |k: &str| std::env::var(k).ok().map(|v| v.parse::<f64>().expect(k));
+    let quantum_ms = env_f("QUANTUM_S").map_or(0, |s| (s * 1e3) as u64);
+    let compute_ns = env_f("COMPUTE_US").map_or(0, |u| (u * 1e3) as u64);
     let mut jobs: Vec<Job> = (0..2u64)
         .map(|i| {
+            let home = if separate {
+                let g = group.join(if i == 0 { "a" } else { "b" }).unwrap();
+                backend.create(&g).unwrap();
+                g
+            } else {
+                group.clone()
+            };
             let mut proc = Command::new(std::env::current_exe().unwrap())
                 .args(["child", &mib.to_string(), &(i + 1).to_string()])
                 .stdin(Stdio::piped())
                 .stdout(Stdio::piped())
                 .spawn()
                 .unwrap();
-            for f in backend.procs_files(&group) {
+            for f in backend.procs_files(&home) {
                 std::fs::write(&f, proc.id().to_string()).unwrap();
             }
             let input = proc.stdin.take().unwrap();
@@ -194,7 +241,7 @@ fn main() {
         } else {
             0.0
         };
-        writeln!(job.input, "t {passes}").unwrap();
+        writeln!(job.input, "t {passes} {quantum_ms} {compute_ns}").unwrap();
         let (mut row, mut secs): (Vec<f64>, f64);
         row = Vec::new();
         let mut pass_faults = 0u64;
@@ -204,6 +251,28 @@ fn main() {
             job.output.read_line(&mut line).unwrap();
             if line.starts_with("end") {
                 break;
+            }
+            if let Some(rest) = line.strip_prefix("cut ") {
+                // A quantum by time: one row for the turn, the pass part
+                // done as a fraction.
+                let v: Vec<u64> = rest
+                    .split_whitespace()
+                    .map(|x| x.parse().unwrap())
+                    .collect();
+                println!(
+                    "{turn:<5} {:>4} {:>6.2} {:>9.0} {:>9.0} {:>10.0} {:>8.2}  (cut by the quantum)",
+                    if k == 0 { "a" } else { "b" },
+                    v[0] as f64 / pages as f64,
+                    to_mib(lack as u64),
+                    to_mib(lru as u64),
+                    to_mib(v[1]),
+                    v[2] as f64 / 1e9
+                );
+                pass_faults = u64::MAX;
+                continue;
+            }
+            if pass_faults == u64::MAX {
+                continue;
             }
             let v: Vec<u64> = line
                 .split_whitespace()
