@@ -27,10 +27,11 @@ bench_setup() {
     "$bin" testbed up --swap 8G | tee "$out/testbed.txt"
   fi
   # The swap disk's random read rates on the day of the run (one at a
-  # time, 8 in flight): bench/sim_validate.py takes them over a
-  # calibration's, since this VM's disk moves from day to day and the
-  # simulated lru runs follow it. A build without the option writes none.
-  "$bin" testbed bandwidth --json --random-for 2s >"$out/random-reads.json" 2>/dev/null ||
+  # time, 8 in flight) and the readahead's pages and cost (128M of demand
+  # faults at random and in order): bench/sim_validate.py takes them over
+  # a calibration's, since this VM's disk moves from day to day and the
+  # simulated lru runs follow it. A build without the options writes none.
+  "$bin" testbed bandwidth --json --random-for 2s --faults 128M >"$out/random-reads.json" 2>/dev/null ||
     rm -f "$out/random-reads.json"
 }
 

@@ -17,7 +17,8 @@ defaults (20,000 reads/s, efficiency 1); the run's own random read rates
 (DIR/random-reads.json, written by bench/lib.sh since 2026-11-27) come
 before FILE's. --readahead FILE: the readahead window's pages and its cost
 in random faults (`readahead_pages`, `readahead_reads`) from FILE, a
-calibration that timed demand faults (since 2026-11-27), over any other.
+calibration that timed demand faults (since 2026-11-27), over any other
+but the run's own (DIR/random-reads.json, when bench/lib.sh timed faults).
 The jobs' touch rate: TOUCH_SHARE of their sweeps per second alone; their
 access pattern (`--access`): random for memgang-workload --pattern random,
 else sweep (--all-sweep: sweep for all, the model before it knew random). The simulated overhead is
@@ -65,14 +66,19 @@ def device(d, calibration, random_only, no_queue=False, readahead=None):
     # The run's own random read rates, measured the day it ran (bench/lib.sh
     # writes them), come before any calibration's: the lru rows follow them.
     own = os.path.join(d, "random-reads.json")
+    own_ra = None
     if os.path.exists(own):
-        r = json.load(open(own))
+        r = own_ra = json.load(open(own))
         dev["random_read_iops"] = r["random_read_iops"]
         if "queue_read_iops" in r and not no_queue:
             dev["queue_read_iops"] = r["queue_read_iops"]
         src += " and random-reads.json"
-    if readahead:
-        for k in ("readahead_pages", "readahead_reads"):
+    # The readahead: the run's own day's if it timed faults (since
+    # 2026-11-27, bench/lib.sh), else --readahead FILE's.
+    for k in ("readahead_pages", "readahead_reads"):
+        if own_ra and k in own_ra:
+            dev[k] = own_ra[k]
+        elif readahead:
             dev[k] = readahead[k]
     return dev, src
 

@@ -184,30 +184,9 @@ fn calibrate(a: &CalibrateArgs, stop: &AtomicBool) -> Result<(serde_json::Value,
         "memgang: demand faults over {} paged out, touched back at random and in order",
         format_bytes(a.fault_sample)
     );
-    let backend = memgang_linux::cgroup::detect().context("timing demand faults")?;
-    let pass = |order| {
-        faults::measure(backend.as_ref(), a.fault_sample, order, 1)
-            .with_context(|| format!("timing demand faults ({})", order.as_str()))
-    };
-    let random = pass(Order::Random)?;
+    let ra = Readahead::measure(a.fault_sample)?;
     check(stop)?;
-    let sweep = pass(Order::InOrder)?;
-    check(stop)?;
-    let readahead_pages = sweep.pages_per_fault().max(1.0);
-    let readahead_reads = sweep.s_per_fault() / random.s_per_fault();
-    let pass_json = |p: &faults::FaultPass| {
-        json!({
-            "pages": p.pages,
-            "swapped_bytes": p.swapped_bytes,
-            "major_faults": p.major_faults,
-            "pages_read": p.pages_read,
-            "wall_s": p.wall.as_secs_f64(),
-            "cpu_s": p.cpu.as_secs_f64(),
-            "s_per_fault": p.s_per_fault(),
-            "cpu_s_per_fault": p.cpu_s_per_fault(),
-            "pages_per_fault": p.pages_per_fault(),
-        })
-    };
+    let (readahead_pages, readahead_reads) = (ra.pages(), ra.reads());
 
     let job = ((a.pool_memory >> 20) * 7 / 10) << 20;
     let logs =
@@ -296,10 +275,7 @@ fn calibrate(a: &CalibrateArgs, stop: &AtomicBool) -> Result<(serde_json::Value,
             "sample_bytes": bw.sample_bytes,
             "random_read_s": a.random_for.as_secs_f64(),
             "queue_depth": swap::QUEUE_DEPTH,
-            "faults": {
-                "random": pass_json(&random),
-                "in_order": pass_json(&sweep),
-            },
+            "faults": ra.passes_json(),
             "switch_run": {
                 "jobs": 2,
                 "job_bytes": job,
@@ -327,9 +303,7 @@ fn calibrate(a: &CalibrateArgs, stop: &AtomicBool) -> Result<(serde_json::Value,
     let summary = format!(
         "swap device {}: sequential write {}, read {} ({}, O_DIRECT)\n\
          random 4 KiB reads: {iops:.0}/s ({}, queue depth 1); {queue_iops:.0}/s ({}, queue depth {})\n\
-         demand faults: at random {:.1} us each ({:.2} of the disk's random read rate), {:.2} pages; \
-         in order {:.1} us each, {readahead_pages:.2} pages (readahead): a window costs \
-         {readahead_reads:.2} random faults\n\
+         {}\n\
          switch run: {} switches took {:.2} s for {} out, {} in: page-out {} ({:.2} of sequential), \
          page-in {} ({:.2})\n\
          switch efficiency: {efficiency:.2} (the model's {model_s:.2} s over the measured {:.2} s)\n",
@@ -340,10 +314,7 @@ fn calibrate(a: &CalibrateArgs, stop: &AtomicBool) -> Result<(serde_json::Value,
         mbs(iops * 4096.0),
         mbs(queue_iops * 4096.0),
         swap::QUEUE_DEPTH,
-        1e6 * random.s_per_fault(),
-        1.0 / random.s_per_fault() / iops,
-        random.pages_per_fault(),
-        1e6 * sweep.s_per_fault(),
+        ra.sentence(Some(iops)),
         r.switch_count,
         s.took_s,
         format_bytes(s.out_bytes),
@@ -400,5 +371,76 @@ impl SwitchCost {
             c.took_s += s.took_s;
         }
         c
+    }
+}
+
+/// Demand faults timed on the fault path (`memgang_linux::faults`), once
+/// at random and once in order: the pages a swap readahead brings and
+/// what a fault that reads them costs against a random one.
+pub struct Readahead {
+    pub random: faults::FaultPass,
+    pub in_order: faults::FaultPass,
+}
+
+impl Readahead {
+    /// Both passes over `bytes` (root, swap with room for them).
+    pub fn measure(bytes: u64) -> Result<Self> {
+        let backend = memgang_linux::cgroup::detect().context("timing demand faults")?;
+        let pass = |order: Order| {
+            faults::measure(backend.as_ref(), bytes, order, 1)
+                .with_context(|| format!("timing demand faults ({})", order.as_str()))
+        };
+        Ok(Readahead {
+            random: pass(Order::Random)?,
+            in_order: pass(Order::InOrder)?,
+        })
+    }
+
+    /// Pages read per in-order fault (the device file's `readahead_pages`).
+    pub fn pages(&self) -> f64 {
+        self.in_order.pages_per_fault().max(1.0)
+    }
+
+    /// An in-order fault's time over a random one's (`readahead_reads`).
+    pub fn reads(&self) -> f64 {
+        self.in_order.s_per_fault() / self.random.s_per_fault()
+    }
+
+    /// Both passes' figures, for provenance.
+    pub fn passes_json(&self) -> serde_json::Value {
+        let pass = |p: &faults::FaultPass| {
+            json!({
+                "pages": p.pages,
+                "swapped_bytes": p.swapped_bytes,
+                "major_faults": p.major_faults,
+                "pages_read": p.pages_read,
+                "wall_s": p.wall.as_secs_f64(),
+                "cpu_s": p.cpu.as_secs_f64(),
+                "s_per_fault": p.s_per_fault(),
+                "cpu_s_per_fault": p.cpu_s_per_fault(),
+                "pages_per_fault": p.pages_per_fault(),
+            })
+        };
+        json!({ "random": pass(&self.random), "in_order": pass(&self.in_order) })
+    }
+
+    /// One line; with the disk's random reads per second at depth 1
+    /// (`disk_iops`), the random faults' rate against it.
+    pub fn sentence(&self, disk_iops: Option<f64>) -> String {
+        let vs_disk = disk_iops.map_or(String::new(), |d| {
+            format!(
+                " ({:.2} of the disk's random read rate)",
+                1.0 / self.random.s_per_fault() / d
+            )
+        });
+        format!(
+            "demand faults: at random {:.1} us each{vs_disk}, {:.2} pages; \
+             in order {:.1} us each, {:.2} pages (readahead): a window costs {:.2} random faults",
+            1e6 * self.random.s_per_fault(),
+            self.random.pages_per_fault(),
+            1e6 * self.in_order.s_per_fault(),
+            self.pages(),
+            self.reads()
+        )
     }
 }

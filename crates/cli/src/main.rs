@@ -191,6 +191,12 @@ enum TestbedAction {
         /// get), e.g. 2s; default: not measured.
         #[arg(long, value_parser = humantime_arg)]
         random_for: Option<Duration>,
+        /// Also time demand faults over this much memory paged out and
+        /// touched back, at random and in order (root: a memory cgroup),
+        /// e.g. 128M: the pages a swap readahead brings and what it costs
+        /// in random faults, as `memgang calibrate` writes them.
+        #[arg(long, value_parser = parse_bytes)]
+        faults: Option<u64>,
     },
 }
 
@@ -381,9 +387,11 @@ fn print_bandwidth(
     json: bool,
     print: bool,
     random_for: Duration,
+    faults: Option<u64>,
 ) -> Result<serde_json::Value> {
     let bw = memgang_linux::swap::measure_device(dir, BANDWIDTH_SAMPLE, random_for)
         .with_context(|| format!("measuring the disk bandwidth in {}", dir.display()))?;
+    let readahead = faults.map(calibrate::Readahead::measure).transpose()?;
     let mut value = serde_json::json!({
         "dir": dir,
         "sample_bytes": bw.sample_bytes,
@@ -394,6 +402,11 @@ fn print_bandwidth(
     if let Some((one, queue)) = random {
         value["random_read_iops"] = one.into();
         value["queue_read_iops"] = queue.into();
+    }
+    if let Some(ra) = &readahead {
+        value["readahead_pages"] = ra.pages().into();
+        value["readahead_reads"] = ra.reads().into();
+        value["faults"] = ra.passes_json();
     }
     if print && json {
         println!("{value}");
@@ -409,6 +422,9 @@ fn print_bandwidth(
                 "random 4 KiB reads: {one:.0}/s one at a time, {queue:.0}/s with {} in flight",
                 memgang_linux::swap::QUEUE_DEPTH
             );
+        }
+        if let Some(ra) = &readahead {
+            println!("{}", ra.sentence(bw.random_read_iops));
         }
     }
     Ok(value)
@@ -431,7 +447,7 @@ fn testbed(action: TestbedAction) -> Result<ExitCode> {
                 );
             }
             let dir = path.parent().unwrap_or(std::path::Path::new("/"));
-            let bw = print_bandwidth(dir, false, !json, Duration::ZERO)?;
+            let bw = print_bandwidth(dir, false, !json, Duration::ZERO, None)?;
             if json {
                 println!(
                     "{}",
@@ -446,6 +462,7 @@ fn testbed(action: TestbedAction) -> Result<ExitCode> {
             dir,
             json,
             random_for,
+            faults,
         } => {
             let dir = match dir {
                 Some(d) => d,
@@ -454,7 +471,13 @@ fn testbed(action: TestbedAction) -> Result<ExitCode> {
                          or give --dir",
                 )?,
             };
-            print_bandwidth(&dir, json, true, random_for.unwrap_or_default())?;
+            if let Some(b) = faults.filter(|b| *b < (16 << 20)) {
+                anyhow::bail!(
+                    "--faults {} is too small for the fault counts to mean anything: give at least 16M",
+                    format_bytes(b)
+                );
+            }
+            print_bandwidth(&dir, json, true, random_for.unwrap_or_default(), faults)?;
         }
         TestbedAction::Down { path } => {
             swap::down(&path)?;

@@ -166,3 +166,64 @@ fn calibrate_interrupted_writes_nothing_and_leaves_nothing() {
         leftover_cgroups(pid)
     );
 }
+
+/// `testbed bandwidth --faults` adds the fault passes that benches store
+/// beside their runs (random-reads.json): a random fault reads one page,
+/// an in-order one a readahead window; and leaves no group behind. Too
+/// small a sample is refused with what to give.
+#[test]
+#[ignore = "needs root: cgroups, swap (scripts/test runs it as root)"]
+fn testbed_bandwidth_times_faults_when_asked() {
+    require_root("testbed_bandwidth_times_faults_when_asked");
+    let _bed = Bed::new();
+    let child = memgang()
+        .args([
+            "testbed",
+            "bandwidth",
+            "--dir",
+            "/var/tmp",
+            "--json",
+            "--faults",
+            "32M",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(v["readahead_pages"].as_f64().unwrap() >= 2.0, "{v}");
+    let reads = v["readahead_reads"].as_f64().unwrap();
+    assert!(reads.is_finite() && reads > 0.0, "{v}");
+    assert!(
+        v["faults"]["random"]["pages_per_fault"].as_f64().unwrap() < 1.5,
+        "{v}"
+    );
+    let left: Vec<_> = std::fs::read_dir("/sys/fs/cgroup/memory")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with(&format!("memgang-faults-{pid}-"))
+        })
+        .collect();
+    assert!(left.is_empty(), "fault-timing groups left: {left:?}");
+
+    let small = memgang()
+        .args([
+            "testbed",
+            "bandwidth",
+            "--dir",
+            "/var/tmp",
+            "--faults",
+            "1M",
+        ])
+        .output()
+        .unwrap();
+    assert!(!small.status.success());
+    assert!(text(&small).contains("at least 16M"), "{}", text(&small));
+}
