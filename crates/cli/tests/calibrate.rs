@@ -6,47 +6,20 @@ mod common;
 use common::*;
 use serde_json::Value;
 
-#[test]
-#[ignore = "needs root: cgroups, swap (scripts/test runs it as root)"]
-fn calibrate_writes_a_device_file_the_simulator_reads() {
-    require_root("calibrate_writes_a_device_file_the_simulator_reads");
-    let bed = Bed::new();
-    let file = bed.dir.path().join("device.json");
-    let child = memgang()
-        .arg("calibrate")
-        .arg("-o")
-        .arg(&file)
-        .args([
-            "--sample",
-            "128M",
-            "--random-for",
-            "1s",
-            "--fault-sample",
-            "32M",
-        ])
-        .args([
-            "--pool-memory",
-            "128M",
-            "--quantum",
-            "1s",
-            // Too short for a quantum on a fast node: calibrate must
-            // lengthen the jobs until gang switches them.
-            "--iterations",
-            "2",
-        ])
+/// Runs `cmd` to its end, its output captured: its pid and its output.
+fn run_with_pid(cmd: &mut std::process::Command) -> (u32, std::process::Output) {
+    let child = cmd
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let pid = child.id();
-    let out = child.wait_with_output().unwrap();
-    assert!(out.status.success(), "{}", text(&out));
-    assert!(
-        leftover_cgroups(pid).is_empty(),
-        "cgroups left: {:?}",
-        leftover_cgroups(pid)
-    );
-    let faults_groups: Vec<_> = std::fs::read_dir("/sys/fs/cgroup/memory")
+    (child.id(), child.wait_with_output().unwrap())
+}
+
+/// The fault-timing groups (`memgang_linux::faults`) that process `pid`
+/// made and left in the v1 memory hierarchy.
+fn fault_groups(pid: u32) -> Vec<std::path::PathBuf> {
+    std::fs::read_dir("/sys/fs/cgroup/memory")
         .into_iter()
         .flatten()
         .flatten()
@@ -56,11 +29,47 @@ fn calibrate_writes_a_device_file_the_simulator_reads() {
                 .starts_with(&format!("memgang-faults-{pid}-"))
         })
         .map(|e| e.path())
-        .collect();
-    assert!(
-        faults_groups.is_empty(),
-        "fault-timing groups left: {faults_groups:?}"
+        .collect()
+}
+
+#[test]
+#[ignore = "needs root: cgroups, swap (scripts/test runs it as root)"]
+fn calibrate_writes_a_device_file_the_simulator_reads() {
+    require_root("calibrate_writes_a_device_file_the_simulator_reads");
+    let bed = Bed::new();
+    let file = bed.dir.path().join("device.json");
+    let (pid, out) = run_with_pid(
+        memgang()
+            .arg("calibrate")
+            .arg("-o")
+            .arg(&file)
+            .args([
+                "--sample",
+                "128M",
+                "--random-for",
+                "1s",
+                "--fault-sample",
+                "32M",
+            ])
+            .args([
+                "--pool-memory",
+                "128M",
+                "--quantum",
+                "1s",
+                // Too short for a quantum on a fast node: calibrate must
+                // lengthen the jobs until gang switches them.
+                "--iterations",
+                "2",
+            ]),
     );
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        leftover_cgroups(pid).is_empty(),
+        "cgroups left: {:?}",
+        leftover_cgroups(pid)
+    );
+    let left = fault_groups(pid);
+    assert!(left.is_empty(), "fault-timing groups left: {left:?}");
     let v: Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
     for k in [
         "write_bps",
@@ -176,22 +185,15 @@ fn calibrate_interrupted_writes_nothing_and_leaves_nothing() {
 fn testbed_bandwidth_times_faults_when_asked() {
     require_root("testbed_bandwidth_times_faults_when_asked");
     let _bed = Bed::new();
-    let child = memgang()
-        .args([
-            "testbed",
-            "bandwidth",
-            "--dir",
-            "/var/tmp",
-            "--json",
-            "--faults",
-            "32M",
-        ])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let pid = child.id();
-    let out = child.wait_with_output().unwrap();
+    let (pid, out) = run_with_pid(memgang().args([
+        "testbed",
+        "bandwidth",
+        "--dir",
+        "/var/tmp",
+        "--json",
+        "--faults",
+        "32M",
+    ]));
     assert!(out.status.success(), "{}", text(&out));
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(v["readahead_pages"].as_f64().unwrap() >= 2.0, "{v}");
@@ -201,16 +203,7 @@ fn testbed_bandwidth_times_faults_when_asked() {
         v["faults"]["random"]["pages_per_fault"].as_f64().unwrap() < 1.5,
         "{v}"
     );
-    let left: Vec<_> = std::fs::read_dir("/sys/fs/cgroup/memory")
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter(|e| {
-            e.file_name()
-                .to_string_lossy()
-                .starts_with(&format!("memgang-faults-{pid}-"))
-        })
-        .collect();
+    let left = fault_groups(pid);
     assert!(left.is_empty(), "fault-timing groups left: {left:?}");
 
     let small = memgang()
