@@ -66,9 +66,9 @@ def device(d, calibration, random_only, no_queue=False, readahead=None):
     # The run's own random read rates, measured the day it ran (bench/lib.sh
     # writes them), come before any calibration's: the lru rows follow them.
     own = os.path.join(d, "random-reads.json")
-    own_ra = None
+    r = None
     if os.path.exists(own):
-        r = own_ra = json.load(open(own))
+        r = json.load(open(own))
         dev["random_read_iops"] = r["random_read_iops"]
         if "queue_read_iops" in r and not no_queue:
             dev["queue_read_iops"] = r["queue_read_iops"]
@@ -76,8 +76,8 @@ def device(d, calibration, random_only, no_queue=False, readahead=None):
     # The readahead: the run's own day's if it timed faults (since
     # 2026-11-27, bench/lib.sh), else --readahead FILE's.
     for k in ("readahead_pages", "readahead_reads"):
-        if own_ra and k in own_ra:
-            dev[k] = own_ra[k]
+        if r and k in r:
+            dev[k] = r[k]
         elif readahead:
             dev[k] = readahead[k]
     return dev, src

@@ -1,7 +1,7 @@
 //! `memgang calibrate`: measure this node's paging parameters into the
 //! device file `memgang sim --device` reads.
 //!
-//! Three measurements, each reusing what already exists: the swap device's
+//! Four measurements, each reusing what already exists: the swap device's
 //! sequential bandwidths and its random 4 KiB read rate
 //! (`memgang_linux::swap::measure_device`, the probe of `testbed
 //! bandwidth`); demand faults on the fault path, in a random order and in
@@ -71,12 +71,7 @@ pub fn run(a: CalibrateArgs) -> Result<()> {
             format_bytes(a.pool_memory)
         );
     }
-    if a.fault_sample < (16 << 20) {
-        bail!(
-            "--fault-sample {} is too small for the fault counts to mean anything: give at least 16M",
-            format_bytes(a.fault_sample)
-        );
-    }
+    check_fault_sample("--fault-sample", a.fault_sample)?;
     if a.sample < (64 << 20) {
         bail!(
             "--sample {} is too small to get past the device's cache: give at least 64M",
@@ -372,6 +367,18 @@ impl SwitchCost {
         }
         c
     }
+}
+
+/// Refuses a fault sample given as `flag` too small for its fault counts
+/// to mean anything: below 16M, a few thousand faults.
+pub fn check_fault_sample(flag: &str, bytes: u64) -> Result<()> {
+    if bytes < (16 << 20) {
+        bail!(
+            "{flag} {} is too small for the fault counts to mean anything: give at least 16M",
+            format_bytes(bytes)
+        );
+    }
+    Ok(())
 }
 
 /// Demand faults timed on the fault path (`memgang_linux::faults`), once

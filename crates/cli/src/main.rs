@@ -471,11 +471,8 @@ fn testbed(action: TestbedAction) -> Result<ExitCode> {
                          or give --dir",
                 )?,
             };
-            if let Some(b) = faults.filter(|b| *b < (16 << 20)) {
-                anyhow::bail!(
-                    "--faults {} is too small for the fault counts to mean anything: give at least 16M",
-                    format_bytes(b)
-                );
+            if let Some(b) = faults {
+                calibrate::check_fault_sample("--faults", b)?;
             }
             print_bandwidth(&dir, json, true, random_for.unwrap_or_default(), faults)?;
         }

@@ -14,8 +14,10 @@
 //!
 //!   refill [MIB] [POOL] [PASSES] [TURNS]     (defaults 700, 1024, 2, 6)
 
+use memgang_linux::cgroup::spawn_into;
 use memgang_linux::cgroup::{self, CgroupBackend, GroupPath};
 use memgang_linux::paging::{self, page_size};
+use memgang_linux::runs;
 use memgang_linux::swap::TestSwap;
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
@@ -195,15 +197,16 @@ fn main() {
             } else {
                 group.clone()
             };
-            let mut proc = Command::new(std::env::current_exe().unwrap())
-                .args(["child", &mib.to_string(), &(i + 1).to_string()])
-                .stdin(Stdio::piped())
-                .stdout(Stdio::piped())
-                .spawn()
-                .unwrap();
-            for f in backend.procs_files(&home) {
-                std::fs::write(&f, proc.id().to_string()).unwrap();
-            }
+            let mut proc = spawn_into(
+                backend.as_ref(),
+                &home,
+                Command::new(std::env::current_exe().unwrap())
+                    .args(["child", &mib.to_string(), &(i + 1).to_string()])
+                    .stdin(Stdio::piped())
+                    .stdout(Stdio::piped()),
+            )
+            .unwrap()
+            .unwrap();
             let input = proc.stdin.take().unwrap();
             let output = BufReader::new(proc.stdout.take().unwrap());
             Job {
@@ -229,12 +232,11 @@ fn main() {
             let at: u64 = line.trim().parse().unwrap();
             job.region = at..at + pages * page;
         }
-        let resident: u64 = paging::resident_runs(pid, std::slice::from_ref(&job.region))
-            .unwrap()
-            .0
-            .iter()
-            .map(|r| r.bytes())
-            .sum();
+        let resident = runs::bytes(
+            &paging::resident_runs(pid, std::slice::from_ref(&job.region))
+                .unwrap()
+                .0,
+        );
         let lack = (pages * page).saturating_sub(resident) as f64 / page as f64;
         let lru = if lack >= 1.0 {
             lack * (1.0 + (pages as f64 / lack).ln())
@@ -242,9 +244,10 @@ fn main() {
             0.0
         };
         writeln!(job.input, "t {passes} {quantum_ms} {compute_ns}").unwrap();
-        let (mut row, mut secs): (Vec<f64>, f64);
-        row = Vec::new();
+        let mut row: Vec<f64> = Vec::new();
         let mut pass_faults = 0u64;
+        // Cut by the quantum: the lines left of the turn are not a pass.
+        let mut cut = false;
         let to_mib = |f: u64| f as f64 * page as f64 / MIB as f64;
         loop {
             let mut line = String::new();
@@ -268,10 +271,10 @@ fn main() {
                     to_mib(v[1]),
                     v[2] as f64 / 1e9
                 );
-                pass_faults = u64::MAX;
+                cut = true;
                 continue;
             }
-            if pass_faults == u64::MAX {
+            if cut {
                 continue;
             }
             let v: Vec<u64> = line
@@ -280,7 +283,7 @@ fn main() {
                 .collect();
             let (done, faults, ns) = (v[0], v[1], v[2]);
             row.push(to_mib(faults - pass_faults));
-            secs = ns as f64 / 1e9;
+            let secs = ns as f64 / 1e9;
             if done % pages == 0 {
                 let p = done / pages;
                 let cells: Vec<String> = row.iter().map(|m| format!("{m:.0}")).collect();

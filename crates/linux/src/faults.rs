@@ -18,6 +18,8 @@ use crate::cgroup::{CgroupBackend, GroupPath};
 use crate::counters::VmStat;
 use crate::error::{Error, Result};
 use crate::paging::{self, page_size};
+use crate::runs;
+use crate::swap::xorshift;
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -126,11 +128,7 @@ pub fn measure(
     let usage = backend.memory_stat(&group)?.usage_bytes;
     backend.reclaim(&group, usage)?;
     let ranges = [region];
-    let resident: u64 = paging::resident_runs(child.pid, &ranges)?
-        .0
-        .iter()
-        .map(|r| r.bytes())
-        .sum();
+    let resident = runs::bytes(&paging::resident_runs(child.pid, &ranges)?.0);
     let swapped_bytes = (pages * page).saturating_sub(resident);
     if (swapped_bytes as f64) < MIN_OUT_SHARE * (pages * page) as f64 {
         return Err(Error::Unsupported(format!(
@@ -362,13 +360,10 @@ unsafe fn child(cmd: i32, res: i32, parents: [i32; 2], pages: u64, order: Order,
         *idx.add(i) = i as u32;
     }
     if order == Order::Random {
-        // Fisher-Yates with xorshift64.
+        // Fisher-Yates.
         let mut x = seed | 1;
         for i in (1..n).rev() {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            let j = (x % (i as u64 + 1)) as usize;
+            let j = (xorshift(&mut x) % (i as u64 + 1)) as usize;
             std::ptr::swap(idx.add(i), idx.add(j));
         }
     }

@@ -422,7 +422,7 @@ fn aligned(len: usize) -> (Vec<u8>, usize) {
 
 /// The next number of Marsaglia's xorshift64: incompressible bytes and
 /// probe offsets, cheap, and the same on every run for a seed.
-fn xorshift(x: &mut u64) -> u64 {
+pub(crate) fn xorshift(x: &mut u64) -> u64 {
     *x ^= *x << 13;
     *x ^= *x >> 7;
     *x ^= *x << 17;

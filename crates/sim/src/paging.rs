@@ -305,7 +305,7 @@ pub struct PagingModel {
     /// as if 8 reads in flight went 8 times as fast as one):
     /// this machine's disk did 3.0 times (15,316 and 46,659 reads/s,
     /// `bench/results/calibrate-20261127T052634Z`). The faulting job's own
-    /// wait is a single read either way.
+    /// wait is `readahead_reads` single reads either way.
     #[serde(default)]
     pub queue_read_iops: Option<f64>,
     /// How the jobs touch their memory.
