@@ -186,10 +186,8 @@ fn leaf_for_v2(
     }
     let leaf = own.join("daemon")?;
     backend.create(&leaf)?;
-    for f in backend.procs_files(&leaf) {
-        std::fs::write(&f, std::process::id().to_string())
-            .with_context(|| format!("moving memgangd into {}", f.display()))?;
-    }
+    memgang_linux::cgroup::join(backend, &leaf, std::process::id() as i32)
+        .context("moving memgangd into its own leaf group")?;
     Ok(own)
 }
 

@@ -43,7 +43,7 @@ fn main() {
     for n in 1..=rounds {
         for order in [Order::Random, Order::InOrder] {
             let p = faults::measure(backend.as_ref(), mib << 20, order, n)
-                .unwrap_or_else(|e| panic!("timing demand faults: {e}"));
+                .unwrap_or_else(|e| panic!("{e} (bench/fault_rate.sh makes the swap)"));
             let per_s = p.major_faults as f64 / p.wall.as_secs_f64();
             println!(
                 "{:<8} {n:>5} {mib:>5} {:>7} {:>7.2} {:>6.2} {:>7} {:>7} {per_s:>9.0} {:>11.2} {:>12.1} {:>8.1} {:>6}",

@@ -13,10 +13,9 @@
 
 use memgang_linux::cgroup::{self, CgroupBackend, GroupPath};
 use memgang_linux::paging;
+use memgang_linux::process::{self, Forked};
 use memgang_linux::swap::TestSwap;
-use std::fs::OpenOptions;
 use std::io::{Read, Write};
-use std::os::fd::{AsRawFd, OwnedFd};
 use std::time::{Duration, Instant};
 
 const MIB: u64 = 1 << 20;
@@ -28,20 +27,10 @@ enum Kind {
     Collapsed,
 }
 
-fn pipe() -> (OwnedFd, OwnedFd) {
-    nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).expect("pipe2")
-}
-
 /// The child: waits for `g` (it is in the cgroup by then), maps and fills
 /// `bytes`, answers `r`, and lives until its command pipe closes. Only raw
 /// syscalls and its own memory: it was forked.
-unsafe fn child(cmd: i32, res: i32, parents: [i32; 2], bytes: usize, kind: Kind) -> ! {
-    libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-    // The parent's ends: with them open here, closing the command pipe
-    // would never end the child.
-    for fd in parents {
-        libc::close(fd);
-    }
+unsafe fn child(cmd: i32, res: i32, bytes: usize, kind: Kind) -> ! {
     let mut b = 0u8;
     if libc::read(cmd, (&mut b as *mut u8).cast(), 1) != 1 {
         libc::_exit(1);
@@ -128,36 +117,18 @@ fn rate(bytes: u64, d: Duration) -> f64 {
 
 fn round(backend: &dyn CgroupBackend, group: &GroupPath, mib: u64, kind: Kind, name: &str, n: u32) {
     let bytes = mib * MIB;
-    let (cmd_r, cmd_w) = pipe();
-    let (res_r, res_w) = pipe();
     // SAFETY: the child runs only raw syscalls on its own memory and _exits.
-    let pid = unsafe { libc::fork() };
-    assert!(pid >= 0, "fork: {}", std::io::Error::last_os_error());
-    if pid == 0 {
-        // SAFETY: see child.
-        unsafe {
-            child(
-                cmd_r.as_raw_fd(),
-                res_w.as_raw_fd(),
-                [cmd_w.as_raw_fd(), res_r.as_raw_fd()],
-                bytes as usize,
-                kind,
-            )
-        }
-    }
-    drop((cmd_r, res_w));
-    let mut cmd = std::fs::File::from(cmd_w);
-    for f in backend.procs_files(group) {
-        OpenOptions::new()
-            .write(true)
-            .open(&f)
-            .and_then(|mut p| p.write_all(pid.to_string().as_bytes()))
-            .unwrap_or_else(|e| panic!("moving the child into {}: {e}", f.display()));
-    }
+    let Forked {
+        pid,
+        mut cmd,
+        mut res,
+    } = unsafe { process::fork_piped(|cmd, res| child(cmd, res, bytes as usize, kind)) }
+        .expect("fork");
+    cgroup::join(backend, group, pid)
+        .unwrap_or_else(|e| panic!("moving the child into its group: {e}"));
     cmd.write_all(b"g").unwrap();
     let mut answer = [0u8];
-    std::fs::File::from(res_r)
-        .read_exact(&mut answer)
+    res.read_exact(&mut answer)
         .expect("the child did not fill its memory");
     assert_eq!(&answer, b"r", "the child did not fill its memory");
     let (collapse_s, collapse_cpu) = if kind == Kind::Collapsed {

@@ -14,15 +14,15 @@
 //! of another job. Then the child touches one byte per page and times that
 //! alone, with room to spare (no reclaim during the faults).
 
-use crate::cgroup::{CgroupBackend, GroupPath};
+use crate::cgroup::{self, CgroupBackend, GroupPath};
 use crate::counters::VmStat;
 use crate::error::{Error, Result};
 use crate::paging::{self, page_size};
+use crate::process::{self, Forked};
 use crate::runs;
 use crate::swap::xorshift;
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{Read, Write};
-use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -114,13 +114,8 @@ pub fn measure(
     backend.create(&group)?;
     let _remove = RemoveGroup(backend, &group);
     let mut child = Child::fork(pages, order, seed)?;
-    for f in backend.procs_files(&group) {
-        OpenOptions::new()
-            .write(true)
-            .open(&f)
-            .and_then(|mut p| p.write_all(child.pid.to_string().as_bytes()))
-            .map_err(|e| Error::io("moving the fault-timing child into", &f, e))?;
-    }
+    // It joins before it allocates: fill() maps and touches its memory.
+    cgroup::join(backend, &group, child.pid)?;
     let addr = child.fill()?;
     let region = addr..addr + pages * page;
     paging::page_out(child.pid, std::slice::from_ref(&region))?;
@@ -188,42 +183,11 @@ const TOUCHED: u8 = b't';
 
 impl Child {
     fn fork(pages: u64, order: Order, seed: u64) -> Result<Child> {
-        let pipe = || {
-            nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| {
-                Error::io("making a pipe to the fault-timing child", "pipe2", e.into())
-            })
-        };
-        let (cmd_r, cmd_w) = pipe()?;
-        let (res_r, res_w) = pipe()?;
         // SAFETY: the child runs only raw syscalls on memory it maps
         // itself, and _exits; nothing of the parent's state is used.
-        let pid = unsafe { libc::fork() };
-        if pid < 0 {
-            return Err(Error::io(
-                "forking the fault-timing child",
-                "fork",
-                std::io::Error::last_os_error(),
-            ));
-        }
-        if pid == 0 {
-            // SAFETY: see above.
-            unsafe {
-                child(
-                    cmd_r.as_raw_fd(),
-                    res_w.as_raw_fd(),
-                    [cmd_w.as_raw_fd(), res_r.as_raw_fd()],
-                    pages,
-                    order,
-                    seed,
-                )
-            }
-        }
-        drop::<(OwnedFd, OwnedFd)>((cmd_r, res_w));
-        Ok(Child {
-            pid,
-            cmd: File::from(cmd_w),
-            res: File::from(res_r),
-        })
+        let Forked { pid, cmd, res } =
+            unsafe { process::fork_piped(|cmd, res| child(cmd, res, pages, order, seed))? };
+        Ok(Child { pid, cmd, res })
     }
 
     /// Sends `what`, reads the answer's code and then `answer`.
@@ -311,11 +275,7 @@ fn major_faults() -> u64 {
 /// in that order and answers wall ns, CPU ns and major faults. Lives until
 /// killed. Only raw syscalls and its own memory: it was forked from a
 /// process that may have threads.
-unsafe fn child(cmd: i32, res: i32, parents: [i32; 2], pages: u64, order: Order, seed: u64) -> ! {
-    libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-    for fd in parents {
-        libc::close(fd);
-    }
+unsafe fn child(cmd: i32, res: i32, pages: u64, order: Order, seed: u64) -> ! {
     let fail = |code: u8| -> ! {
         libc::write(res, [code].as_ptr().cast(), 1);
         libc::_exit(1)

@@ -119,9 +119,111 @@ pub fn wakeups(pid: i32) -> Result<Wakeups> {
     })
 }
 
+/// A child forked without exec, and the parent's ends of two pipes to it:
+/// `cmd` (the parent writes, the child reads) and `res` (the child
+/// answers). What the helpers that time or page a process's own memory
+/// use (`faults`, the paging benches and tests): they must not exec, since
+/// the memory is the child's own, made after the fork.
+pub struct Forked {
+    pub pid: i32,
+    pub cmd: std::fs::File,
+    pub res: std::fs::File,
+}
+
+/// Fork a child that runs `body(cmd, res)` with the two pipes' child ends
+/// (raw descriptors). In the child, before `body`: it dies with its parent
+/// (`PR_SET_PDEATHSIG`), and the parent's ends are closed there, so that
+/// the parent closing `cmd` ends the child's reads. Both pipes are
+/// close-on-exec. The parent reaps the child; `Forked` does not kill it.
+///
+/// # Safety
+/// `body` runs in the forked child of a possibly threaded process: it may
+/// only make async-signal-safe calls (raw system calls, no allocation, no
+/// locks, no panics), and ends with `_exit` (if it returns, the child
+/// `_exit`s with 127).
+pub unsafe fn fork_piped(body: impl FnOnce(i32, i32)) -> Result<Forked> {
+    use std::os::fd::AsRawFd;
+    let pipe = || {
+        nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+            .map_err(|e| Error::io("making a pipe to a forked child", "pipe2", e.into()))
+    };
+    let (cmd_r, cmd_w) = pipe()?;
+    let (res_r, res_w) = pipe()?;
+    let pid = libc::fork();
+    if pid < 0 {
+        return Err(Error::io(
+            "forking a child",
+            "fork",
+            std::io::Error::last_os_error(),
+        ));
+    }
+    if pid == 0 {
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+        libc::close(cmd_w.as_raw_fd());
+        libc::close(res_r.as_raw_fd());
+        body(cmd_r.as_raw_fd(), res_w.as_raw_fd());
+        // A body that returns has nothing more to do here: the parent's
+        // state must not run on in the child.
+        libc::_exit(127);
+    }
+    drop((cmd_r, res_w));
+    Ok(Forked {
+        pid,
+        cmd: std::fs::File::from(cmd_w),
+        res: std::fs::File::from(res_r),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The child answers each byte with the next one and ends when the
+    /// command pipe closes, which it can only see if the parent's ends
+    /// were closed in it; a body that returns ends with 127.
+    #[test]
+    fn a_forked_child_talks_on_its_pipes_and_ends_when_they_close() {
+        use std::io::{Read, Write};
+        // SAFETY: the body makes raw read/write calls and _exits.
+        let Forked {
+            pid,
+            mut cmd,
+            mut res,
+        } = unsafe {
+            fork_piped(|cmd, res| {
+                let mut b = 0u8;
+                while libc::read(cmd, (&mut b as *mut u8).cast(), 1) == 1 {
+                    let n = b.wrapping_add(1);
+                    libc::write(res, (&n as *const u8).cast(), 1);
+                }
+                libc::_exit(7);
+            })
+        }
+        .unwrap();
+        let mut answer = [0u8];
+        for b in [1u8, 41] {
+            cmd.write_all(&[b]).unwrap();
+            res.read_exact(&mut answer).unwrap();
+            assert_eq!(answer[0], b + 1);
+        }
+        drop(cmd);
+        let mut status = 0;
+        // SAFETY: our child; status is a local.
+        assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+        assert_eq!(
+            libc::WEXITSTATUS(status),
+            7,
+            "the child did not see its command pipe close"
+        );
+        // Its answer pipe is closed too: the read ends.
+        assert_eq!(res.read(&mut answer).unwrap(), 0);
+
+        // SAFETY: the body does nothing.
+        let f = unsafe { fork_piped(|_, _| {}) }.unwrap();
+        // SAFETY: as above.
+        assert_eq!(unsafe { libc::waitpid(f.pid, &mut status, 0) }, f.pid);
+        assert_eq!(libc::WEXITSTATUS(status), 127);
+    }
 
     #[test]
     fn a_process_waiting_for_messages_wakes_once_per_message() {

@@ -6,7 +6,7 @@
 
 use memgang_linux::cgroup::v1::V1;
 use memgang_linux::cgroup::v2::V2;
-use memgang_linux::cgroup::{CgroupBackend, CgroupVersion, GroupPath, MemoryStat};
+use memgang_linux::cgroup::{self, CgroupBackend, CgroupVersion, GroupPath, MemoryStat};
 use memgang_linux::counters::Psi;
 use memgang_linux::freeze;
 use memgang_linux::Error;
@@ -352,6 +352,15 @@ fn v2_procs_lists_and_remove() {
     write(&sub.under(tmp.path()).join("cgroup.procs"), "x\n");
     let e = v2.procs(&sub).unwrap_err().to_string();
     assert!(e.contains("cgroup.procs"), "{e}");
+    // join writes the pid where the kernel takes it; a missing group is
+    // an error naming the file.
+    cgroup::join(&v2, &sub, 4242).unwrap();
+    assert_eq!(read(&sub.under(tmp.path()).join("cgroup.procs")), "4242");
+    assert_eq!(cgroup::open_procs(&v2, &sub).unwrap().len(), 1);
+    let none = g("memgang-test-none");
+    let e = cgroup::join(&v2, &none, 4242).unwrap_err().to_string();
+    assert!(e.contains("memgang-test-none/cgroup.procs"), "{e}");
+    assert!(cgroup::open_procs(&v2, &none).is_err());
 
     fs::create_dir(tmp.path().join("memgang-other")).unwrap();
     fs::create_dir(tmp.path().join("system.slice")).unwrap();
@@ -398,6 +407,17 @@ fn v1_fake_tree() {
             mem.join("memgang-test-v1fake/job-a/cgroup.procs"),
             frz.join("memgang-test-v1fake/job-a/cgroup.procs")
         ]
+    );
+    // Both hierarchies get the pid, or a process would be charged in one
+    // and frozen in neither.
+    cgroup::join(&v1, &job, 77).unwrap();
+    assert_eq!(
+        read(&mem.join("memgang-test-v1fake/job-a/cgroup.procs")),
+        "77"
+    );
+    assert_eq!(
+        read(&frz.join("memgang-test-v1fake/job-a/cgroup.procs")),
+        "77"
     );
 
     let limit = mem.join("memgang-test-v1fake/job-a/memory.limit_in_bytes");

@@ -7,13 +7,14 @@
 mod common;
 
 use common::*;
-use memgang_linux::cgroup::{CgroupBackend, GroupPath};
+use memgang_linux::cgroup::{self, CgroupBackend, GroupPath};
 use memgang_linux::counters;
 use memgang_linux::paging::{self, PageRecord, Run, ScanMethod};
+use memgang_linux::process::{self, Forked};
 use memgang_linux::swap::TestSwap;
 use memgang_linux::Error;
-use std::fs::{File, OpenOptions};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::fs::File;
+use std::os::fd::AsRawFd;
 use std::os::unix::process::CommandExt;
 use std::process::Command;
 use std::sync::Arc;
@@ -84,18 +85,10 @@ impl Bed {
 /// it back (dirtying the page), answered `O` (intact) or `F` on `res`. Closing `cmd` ends it.
 struct Job {
     pid: i32,
-    cmd: OwnedFd,
-    res: OwnedFd,
+    cmd: File,
+    res: File,
     addr: u64,
     len: u64,
-}
-
-fn pipe() -> (OwnedFd, OwnedFd) {
-    let mut fds = [0; 2];
-    // SAFETY: fds has room for the two descriptors pipe2 returns.
-    assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
-    // SAFETY: fresh descriptors, owned here.
-    unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) }
 }
 
 /// Fork the job into `group`. `hole` bytes after its memory are left
@@ -122,56 +115,26 @@ fn fork_job(
     hole: usize,
     huge: Thp,
 ) -> Job {
-    let procs: Vec<File> = backend
-        .procs_files(group)
-        .iter()
-        .map(|p| OpenOptions::new().write(true).open(p).unwrap())
-        .collect();
+    let procs: Vec<File> = cgroup::open_procs(backend, group).unwrap();
     let proc_fds: Vec<i32> = procs.iter().map(|f| f.as_raw_fd()).collect();
-    let (cmd_r, cmd_w) = pipe();
-    let (res_r, res_w) = pipe();
-    let (cr, cw, rr, rw) = (
-        cmd_r.as_raw_fd(),
-        cmd_w.as_raw_fd(),
-        res_r.as_raw_fd(),
-        res_w.as_raw_fd(),
-    );
-    // SAFETY: the child runs only async-signal-safe code and _exits.
-    let pid = unsafe { libc::fork() };
-    assert!(pid >= 0, "fork: {}", std::io::Error::last_os_error());
-    if pid == 0 {
-        // SAFETY: raw syscalls and accesses to the child's own mapping.
-        unsafe { job_main(&proc_fds, cr, cw, rr, rw, bytes, hole, huge) }
-    }
-    drop((procs, cmd_r, res_w));
+    // SAFETY: the child runs only raw syscalls and accesses to its own
+    // mapping, and _exits.
+    let Forked { pid, cmd, res } =
+        unsafe { process::fork_piped(|cr, rw| job_main(&proc_fds, cr, rw, bytes, hole, huge)) }
+            .unwrap();
+    drop(procs);
     let mut a = [0u8; 8];
-    assert!(
-        recv(&res_r, &mut a, REPLY_TIMEOUT),
-        "job {pid} did not start"
-    );
+    assert!(recv(&res, &mut a, REPLY_TIMEOUT), "job {pid} did not start");
     Job {
         pid,
-        cmd: cmd_w,
-        res: res_r,
+        cmd,
+        res,
         addr: u64::from_ne_bytes(a),
         len: bytes as u64,
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-unsafe fn job_main(
-    procs: &[i32],
-    cr: i32,
-    cw: i32,
-    rr: i32,
-    rw: i32,
-    bytes: usize,
-    hole: usize,
-    huge: Thp,
-) -> ! {
-    libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-    libc::close(cw);
-    libc::close(rr);
+unsafe fn job_main(procs: &[i32], cr: i32, rw: i32, bytes: usize, hole: usize, huge: Thp) -> ! {
     for fd in procs {
         if libc::write(*fd, b"0".as_ptr().cast(), 1) != 1 {
             libc::_exit(1);
@@ -234,7 +197,7 @@ unsafe fn job_main(
 }
 
 /// Read exactly `buf.len()` bytes from `fd`, waiting at most `timeout`.
-fn recv(fd: &OwnedFd, buf: &mut [u8], timeout: Duration) -> bool {
+fn recv(fd: &File, buf: &mut [u8], timeout: Duration) -> bool {
     let deadline = Instant::now() + timeout;
     let mut got = 0;
     while got < buf.len() {

@@ -134,10 +134,8 @@ impl Agent {
         let group = self.job_group(job);
         let mut jobs = self.jobs.lock().unwrap();
         self.backend().create(&group)?;
-        for file in self.backend().procs_files(&group) {
-            std::fs::write(&file, pid.to_string())
-                .with_context(|| format!("moving process {pid} into {}", file.display()))?;
-        }
+        memgang_linux::cgroup::join(self.backend(), &group, pid)
+            .with_context(|| format!("moving process {pid} into job {job}'s group"))?;
         jobs.entry(job).or_insert_with(|| Job {
             group,
             records: Vec::new(),

@@ -20,7 +20,7 @@ pub mod v1;
 pub mod v2;
 
 pub use detect::{choose_hierarchy, detect, parse_mountinfo, Hierarchy, Mount};
-pub use spawn::{spawn_into, spawn_into_as, Credentials};
+pub use spawn::{join, open_procs, spawn_into, spawn_into_as, Credentials};
 
 use crate::counters::Psi;
 use crate::error::{Error, Result};

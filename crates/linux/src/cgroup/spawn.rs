@@ -41,16 +41,7 @@ pub fn spawn_into_as(
 ) -> Result<std::io::Result<std::process::Child>> {
     use std::os::fd::AsRawFd;
     use std::os::unix::process::CommandExt;
-    let files = backend
-        .procs_files(group)
-        .iter()
-        .map(|p| {
-            std::fs::OpenOptions::new()
-                .write(true)
-                .open(p)
-                .map_err(|e| io_error("opening for writing", p, e))
-        })
-        .collect::<Result<Vec<_>>>()?;
+    let files = open_procs(backend, group)?;
     let fds: Vec<i32> = files.iter().map(|f| f.as_raw_fd()).collect();
     let user = user.cloned();
     // SAFETY: the closure only calls write(2), setgroups(2), setgid(2) and
@@ -77,4 +68,35 @@ pub fn spawn_into_as(
     let child = cmd.spawn();
     drop(files);
     Ok(child)
+}
+
+/// The group's `cgroup.procs` files, open for writing: opened before a
+/// fork, so that the child can join by writing "0" to each (async-signal
+/// safe, no path lookup) before it runs anything of its own.
+pub fn open_procs(backend: &dyn CgroupBackend, group: &GroupPath) -> Result<Vec<std::fs::File>> {
+    backend
+        .procs_files(group)
+        .iter()
+        .map(|p| {
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open(p)
+                .map_err(|e| io_error("opening for writing", p, e))
+        })
+        .collect()
+}
+
+/// Move a running process (all its threads) into `group` in every
+/// hierarchy the backend uses. What it allocated before stays charged
+/// where it was (v2 never moves charges, v1 only with
+/// `memory.move_charge_at_immigrate`), so a process about to allocate
+/// belongs in [`spawn_into`]; this is for one that exists already (a job
+/// adopted from Slurm, the daemon itself, a child forked without exec
+/// that joins before it allocates).
+pub fn join(backend: &dyn CgroupBackend, group: &GroupPath, pid: i32) -> Result<()> {
+    for file in backend.procs_files(group) {
+        std::fs::write(&file, pid.to_string())
+            .map_err(|e| io_error("moving a process into", &file, e))?;
+    }
+    Ok(())
 }

@@ -5,7 +5,7 @@
 
 use memgang_linux::cgroup::{self, CgroupBackend, GroupPath, Hierarchy};
 use memgang_linux::pidfd::PidFd;
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::os::fd::AsRawFd;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
@@ -92,16 +92,7 @@ pub fn test_group(what: &str) -> GroupPath {
 }
 
 fn open_procs(backend: &dyn CgroupBackend, group: &GroupPath) -> Vec<File> {
-    backend
-        .procs_files(group)
-        .iter()
-        .map(|p| {
-            OpenOptions::new()
-                .write(true)
-                .open(p)
-                .unwrap_or_else(|e| panic!("opening {}: {e}", p.display()))
-        })
-        .collect()
+    memgang_linux::cgroup::open_procs(backend, group).unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// Start `cmd` inside `group` the way the runtime does: the child writes
