@@ -63,6 +63,10 @@ struct Job {
     /// Share of its resident memory that background writing made clean.
     clean: f64,
     bg_from: Option<Time>,
+    /// Bytes of its own a swept page-in faulted back and evicted again, on
+    /// all its nodes: counted in the traffic at the resume, and given back
+    /// in the share undone if the quantum cuts the page-in short.
+    own_moved: u64,
     started: Option<Time>,
     /// The refresh that last put it in its list of jobs to look at: a set
     /// switch lists each incoming job once per node, and sorting those
@@ -345,6 +349,7 @@ impl<'a> Simulator<'a> {
                 last_ran: Time::ZERO,
                 clean: 0.0,
                 bg_from: None,
+                own_moved: 0,
                 started: None,
                 listed: 0,
             },
@@ -535,6 +540,10 @@ impl<'a> Simulator<'a> {
                         0.0
                     };
                     j.remaining_s = (j.remaining_s - j.stall_work * (1.0 - undone)).max(0.0);
+                    let own_back = (j.own_moved as f64 * undone) as u64;
+                    j.own_moved = 0;
+                    self.t.paged_in -= own_back;
+                    self.t.paged_out -= own_back;
                     j.stall_work = 0.0;
                     j.running = false;
                     j.active_from = now;
@@ -616,6 +625,7 @@ impl<'a> Simulator<'a> {
                     let (want, cpu) = (self.jobs[job].mem, self.jobs[job].cpu_per_node);
                     let mem = want.min(m);
                     let (mut stall, mut kernel, mut faulted): (f64, f64, u64) = (0.0, 0.0, 0);
+                    let mut own_moved = 0;
                     // As for a suspension: the seconds for the last (written,
                     // read) pair, reused while the next node pages the same.
                     let mut last: Option<(u64, u64, f64)> = None;
@@ -657,13 +667,11 @@ impl<'a> Simulator<'a> {
                                 let paging = &self.cfg.paging;
                                 let bytes = paging.demand_faulted(mem, missing, short > 0);
                                 // Its own pages evicted ahead of its sweep
-                                // come back too (`demand_faulted`); a
-                                // page-in cut short by the quantum's end
-                                // still counts their traffic in full, as
-                                // `pending_in` tracks what it lacked only.
+                                // come back too (`demand_faulted`).
                                 let own = bytes - missing;
                                 self.t.paged_in += own;
                                 self.t.paged_out += own;
+                                own_moved += own;
                                 let w = (out + own) as f64 / dev.write_bps;
                                 node.slots[k].pending_in = missing;
                                 faulted = faulted.max(bytes);
@@ -690,6 +698,7 @@ impl<'a> Simulator<'a> {
                     let j = self.jobs.get_mut(job).expect("live");
                     j.running = true;
                     j.clean = 0.0;
+                    j.own_moved = own_moved;
                     let (span, work) = self.cfg.paging.demand_page_in(
                         faulted as f64 / mem.max(1) as f64,
                         stall,

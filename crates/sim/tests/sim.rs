@@ -444,3 +444,30 @@ fn swf_memory_drawn_for_jobs_without_it_is_seeded_and_capped() {
     let mean = drawn.iter().sum::<u64>() as f64 / 400.0 / MIB as f64;
     assert!((4.0..12.0).contains(&mean), "mean {mean} MiB");
 }
+
+/// A swept page-in cut short by the quantum counts the traffic it did,
+/// its own pages' included. The device writes 50 MiB/s, so a's page-in at
+/// 20 (176 MiB of b out, its own 424 MiB out and back, 600 in) lasts
+/// 600 / 50 = 12 s and the quantum cuts it at 10 s, 1/6 undone: 500 MiB
+/// came in and 176 + 424 · 5/6 went out. b resumes at 30 lacking 176 MiB
+/// with 29.33 free (a's undone share), evicts 146.67 of a, faults its 600
+/// back (146.67 + 424 out: 11.413 s) and ends inside that page-in, after
+/// the 1 s of work it had left of the 2 s there: at 30 + 11.413 / 2. a
+/// then comes back alone: 176 MiB in, nothing out.
+#[test]
+fn gang_lru_a_page_in_cut_short_counts_what_it_moved() {
+    let mut cfg = one_node(PolicyKind::Gang, "lru");
+    cfg.paging.device.write_bps = (50 * MIB) as f64;
+    let mut w = Jobs(vec![job("a", 15.0, 600), job("b", 7.48, 600)].into_iter());
+    let r = Simulator::new(cfg, &mut w).run().unwrap();
+    let mib = |b: u64| b as f64 / MIB as f64;
+    let b_end = 30.0 + (146.0 + 2.0 / 3.0 + 424.0) / 50.0 / 2.0;
+    let kernel = |mib: f64| mib * MIB as f64 / 4096.0 * 12e-6;
+    let back = 176.0 / 600.0 / 0.5;
+    let a_end = b_end + back + kernel(176.0) + (15.0 - 10.0 - 2.0 * 10.0 / 12.0 - back);
+    close(r.makespan_s, a_end);
+    assert_eq!(r.switches, 4, "at 10, 20, 30 and when b ends");
+    let moved = 176.0 + 500.0 + 600.0;
+    assert!((mib(r.paged_in_bytes) - moved).abs() < 1e-5, "{}", mib(r.paged_in_bytes));
+    assert!((mib(r.paged_out_bytes) - moved).abs() < 1e-5, "{}", mib(r.paged_out_bytes));
+}
