@@ -49,10 +49,10 @@ def device(d, calibration, random_only, no_queue=False, readahead=None):
         try:
             text = open(os.path.join(d, "testbed.txt")).read()
         except OSError:
-            return None, None
+            return None, None, False
         m = re.search(r"read (\d+) MB/s, write (\d+) MB/s", text)
         if not m:
-            return None, None
+            return None, None, False
         read, write = float(m[1]) * 1e6, float(m[2]) * 1e6
         src = "testbed.txt"
     dev = {"write_bps": write, "read_bps": read, "random_read_iops": 20000.0}
@@ -80,7 +80,8 @@ def device(d, calibration, random_only, no_queue=False, readahead=None):
             dev[k] = r[k]
         elif readahead:
             dev[k] = readahead[k]
-    return dev, src
+    own_readahead = bool(r) and all(k in r for k in ("readahead_pages", "readahead_reads"))
+    return dev, src, own_readahead
 
 
 def swf(batch):
@@ -183,12 +184,15 @@ def main(argv):
           f"{'meas_ovh':>8} {'sim_ovh':>8} {'meas_sw':>7} {'sim_sw':>7} {'meas_sw_s':>9} {'sim_sw_s':>8} {'meas_GiB':>8} {'sim_GiB':>7}")
     with tempfile.TemporaryDirectory() as tmp:
         for d in argv:
-            dev, src = device(d, calibration, random_only, no_queue, readahead)
+            dev, src, own_readahead = device(d, calibration, random_only, no_queue, readahead)
             if dev is None:
                 print(f"# {d}: no bandwidth-*.json nor testbed.txt: skipped", file=sys.stderr)
                 continue
             if src.endswith("random-reads.json"):
-                own_rates.append(f"{os.path.basename(os.path.normpath(d))} {dev['random_read_iops']:.0f}/s")
+                own = f"{os.path.basename(os.path.normpath(d))} {dev['random_read_iops']:.0f}/s"
+                if own_readahead:
+                    own += f" (readahead {dev['readahead_pages']:.2f} pages at {dev['readahead_reads']:.2f} faults)"
+                own_rates.append(own)
                 print(f"# {d}: the run's own random read rates ({dev['random_read_iops']:.0f}/s)", file=sys.stderr)
             devfile = os.path.join(tmp, "device.json")
             json.dump(dev, open(devfile, "w"))
@@ -263,6 +267,7 @@ def main(argv):
              if calibration and calibration.get("queue_read_iops") else "")
           + (f"; the runs' own random reads: {', '.join(own_rates)}" if own_rates else "")
           + (f"; a readahead of {readahead['readahead_pages']:.2f} pages costs {readahead['readahead_reads']:.2f} random faults"
+             + (" where a run did not time its own" if any("readahead" in o for o in own_rates) else "")
              if readahead else "")
           + (f"; every job sweeps" if all_sweep else "")
           + f"; touch per s: {TOUCH_SHARE} of the jobs' sweep rate)")
