@@ -13,6 +13,13 @@ a strict LRU, its own old pages evicted before it touches them:
 lack * (1 + ln(mem / lack)). Runs that
 were stopped (`interrupted`) or moved under 10,000 pages are left out.
 
+A second table, for the random gang lru pairs (crates/sim
+OWN_EVICT_SHARE): the MiB each resume faulted while the other job was
+still there (the major faults of the quantum after the switch; neither a
+job's first start nor the last resume, alone), their mean, and the share
+of a resume's faults that evicted the job's own pages if it had the time
+to fault all it lacked: 1 - lack / mean.
+
 usage: python3 bench/sim_paging_params.py DIR [DIR ...]
        (default: the runs bench/results/sim-validate-20261127-lru/paging-params.txt
        was made from: adaptive-fix, adaptive-access-20261127,
@@ -36,7 +43,9 @@ def mib_of(job):
 dirs = sys.argv[1:] or [f"bench/results/{d}" for d in
                         ("adaptive-fix", "adaptive-access-20261127", "adaptive-lru-20261127",
                          "adaptive-lru-20261127-r2", "adaptive-lru-20261127-600m",
-                         "hybrid-long", "hybrid-full", "hybrid-full-2rank")]
+                         "adaptive-lru-20261127-q20", "hybrid-long", "hybrid-full",
+                         "hybrid-full-2rank")]
+refills = []
 print(f"{'run':<36} {'policy':<10} {'pages moved':>11} {'extra CPU / page (us)':>21} {'pages in / major fault':>22} "
       f"{'MiB in / resume':>15} {'s lost / resume':>15} {'job MiB':>7} {'ranks':>5} {'lack':>5} "
       f"{'LRU random':>10}")
@@ -70,7 +79,23 @@ for d in dirs:
                 short = 2 * m - r["pool_memory_bytes"] / 2**20
                 if 0 < short < m:
                     lack, lru_random = f"{short:.0f}", f"{short * (1 + math.log(m / short)):.0f}"
+                    if "random" in exp and all("faults_after" in s for s in r["switches"]):
+                        seen, turns = set(), []
+                        for s in r["switches"]:
+                            job = (s["resumed"] or [None])[0]
+                            if job in seen and s["suspended"]:
+                                turns.append(s["faults_after"] * PAGE / 2**20)
+                            seen.add(job)
+                            seen.update(s["suspended"])
+                        if turns:
+                            refills.append((os.path.basename(d) + "/" + exp, r["quantum_s"], short, turns))
             print(f"{os.path.basename(d) + '/' + exp:<36} {how:<10} {pages:>11} "
                   f"{(cpu - batch_cpu) / pages * 1e6:>21.1f} {per_fault:>22} "
                   f"{per_resume:>15} {lost:>15} {'/'.join(map(str, sorted(mib))):>7} "
                   f"{'/'.join(map(str, sorted(ranks))):>5} {lack:>5} {lru_random:>10}")
+
+if refills:
+    print(f"\n{'random gang lru':<36} {'q_s':>4} {'lack':>5} {'mean':>5} {'1-lack/mean':>11}  MiB faulted per resume, the other job there")
+    for name, q, lack, turns in refills:
+        mean = sum(turns) / len(turns)
+        print(f"{name:<36} {q:>4.0f} {lack:>5.0f} {mean:>5.0f} {1 - lack / mean:>11.2f}  {' '.join(f'{t:.0f}' for t in turns)}")

@@ -3,7 +3,7 @@
 //! reports back what the runtime would observe (`JobFinished`,
 //! `SwitchDone`), exactly as the runtime does on a real node.
 
-use crate::paging::{NodeLoad, PagingModel};
+use crate::paging::{Access, NodeLoad, PagingModel, Refill, PAGE};
 use crate::queue::FinishQueue;
 use crate::report::{JobRecord, Report};
 use crate::table::JobTable;
@@ -63,6 +63,9 @@ struct Job {
     /// Share of its resident memory that background writing made clean.
     clean: f64,
     bg_from: Option<Time>,
+    /// A random toucher's page-in under way (its slowest node's): how far
+    /// it got when cut short, and when a job ends inside it.
+    refill: Option<Refill>,
     /// Bytes of its own a swept page-in faulted back and evicted again, on
     /// all its nodes: counted in the traffic at the resume, and given back
     /// in the share undone if the quantum cuts the page-in short.
@@ -349,6 +352,7 @@ impl<'a> Simulator<'a> {
                 last_ran: Time::ZERO,
                 clean: 0.0,
                 bg_from: None,
+                refill: None,
                 own_moved: 0,
                 started: None,
                 listed: 0,
@@ -532,15 +536,40 @@ impl<'a> Simulator<'a> {
                     self.t.paged_in += moved;
                     self.t.paged_out += moved;
                     // Cut short in demand faulting: only part came in.
-                    let undone = if j.active_from > now && j.active_from > j.stall_from {
-                        ((j.active_from - now).as_secs_f64()
-                            / (j.active_from - j.stall_from).as_secs_f64())
-                        .min(1.0)
-                    } else {
-                        0.0
+                    // (work done, share still lacking, share of its own
+                    // traffic not done): a sweep's page-in goes at an even
+                    // pace, a random one's as its `Refill` says.
+                    let cut = j.active_from > now && j.active_from > j.stall_from;
+                    let (work, undone, own_undone) = match (&j.refill, cut) {
+                        (_, false) => (j.stall_work, 0.0, 0.0),
+                        (Some(r), true) => {
+                            let x = r.sweeps_at(now.saturating_sub(j.stall_from).as_secs_f64());
+                            let own = |x: f64| r.faults(x) - (r.lack - r.missing(x));
+                            let own_end = own(r.end_sweeps);
+                            (
+                                x * r.sweep_s,
+                                if r.lack > 0.0 {
+                                    r.missing(x) / r.lack
+                                } else {
+                                    0.0
+                                },
+                                if own_end > 0.0 {
+                                    1.0 - own(x) / own_end
+                                } else {
+                                    0.0
+                                },
+                            )
+                        }
+                        (None, true) => {
+                            let undone = ((j.active_from - now).as_secs_f64()
+                                / (j.active_from - j.stall_from).as_secs_f64())
+                            .min(1.0);
+                            (j.stall_work * (1.0 - undone), undone, undone)
+                        }
                     };
-                    j.remaining_s = (j.remaining_s - j.stall_work * (1.0 - undone)).max(0.0);
-                    let own_back = (j.own_moved as f64 * undone) as u64;
+                    j.remaining_s = (j.remaining_s - work).max(0.0);
+                    j.refill = None;
+                    let own_back = (j.own_moved as f64 * own_undone) as u64;
                     j.own_moved = 0;
                     self.t.paged_in -= own_back;
                     self.t.paged_out -= own_back;
@@ -626,6 +655,9 @@ impl<'a> Simulator<'a> {
                     let mem = want.min(m);
                     let (mut stall, mut kernel, mut faulted): (f64, f64, u64) = (0.0, 0.0, 0);
                     let mut own_moved = 0;
+                    // A random toucher's page-in on its slowest node.
+                    let mut refill: Option<Refill> = None;
+                    let work_left = self.jobs[job].remaining_s;
                     // As for a suspension: the seconds for the last (written,
                     // read) pair, reused while the next node pages the same.
                     let mut last: Option<(u64, u64, f64)> = None;
@@ -663,6 +695,20 @@ impl<'a> Simulator<'a> {
                                 last = Some((out, missing, secs));
                                 self.cost[n.0 as usize] += secs;
                             }
+                            PageInPlan::Demand if self.cfg.paging.access == Access::Random => {
+                                let r =
+                                    self.cfg.paging.random_refill(missing, short > 0, work_left);
+                                let x = r.end_sweeps;
+                                let own = ((r.faults(x) - (r.lack - r.missing(x))) * PAGE) as u64;
+                                self.t.paged_in += own;
+                                self.t.paged_out += own;
+                                own_moved += own;
+                                node.slots[k].pending_in = missing;
+                                faulted = faulted.max(missing);
+                                if refill.is_none_or(|o: Refill| o.time(o.end_sweeps) < r.time(x)) {
+                                    refill = Some(r);
+                                }
+                            }
                             PageInPlan::Demand => {
                                 let paging = &self.cfg.paging;
                                 let bytes = paging.demand_faulted(mem, missing, short > 0);
@@ -699,11 +745,18 @@ impl<'a> Simulator<'a> {
                     j.running = true;
                     j.clean = 0.0;
                     j.own_moved = own_moved;
-                    let (span, work) = self.cfg.paging.demand_page_in(
-                        faulted as f64 / mem.max(1) as f64,
-                        stall,
-                        kernel,
-                    );
+                    let (span, work) = match refill {
+                        Some(r) => {
+                            let (span, work, _) = r.whole();
+                            (span, work)
+                        }
+                        None => self.cfg.paging.demand_page_in(
+                            faulted as f64 / mem.max(1) as f64,
+                            stall,
+                            kernel,
+                        ),
+                    };
+                    j.refill = refill;
                     to_run.push((*job, span, work));
                 }
                 Action::WriteBack { job, .. } => {
@@ -832,7 +885,11 @@ impl<'a> Simulator<'a> {
             self.t.paged_out += moved;
             j.slowdown = slowdown;
             j.thrash_bps = thrash;
-            let at = if j.remaining_s < j.stall_work {
+            let at = if let (Some(r), true) = (&j.refill, j.remaining_s < j.stall_work) {
+                // Done while still faulting at random: after the sweeps
+                // its work left takes.
+                (j.stall_from + Duration::from_secs_f64(r.time(j.remaining_s / r.sweep_s))).max(now)
+            } else if j.remaining_s < j.stall_work {
                 // Done while still faulting: its sweep touches the pages
                 // at an even pace over the page-in.
                 let span = (j.active_from - j.stall_from).as_secs_f64();

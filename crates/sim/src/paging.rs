@@ -77,6 +77,10 @@ pub struct DeviceFile {
     /// memory pressure; default [`RECLAIM_CPU_S`].
     #[serde(default = "reclaim_cpu")]
     pub reclaim_cpu_s_per_page: f64,
+    /// The share of a random toucher's faults that evict its own pages
+    /// when memory is short; default [`OWN_EVICT_SHARE`].
+    #[serde(default = "own_evict")]
+    pub own_evict_share: f64,
     /// Random 4 KiB reads per second with 8 in flight (`memgang
     /// calibrate`); when given, the device serves a thrashing node's
     /// readahead at this rate (see [`PagingModel::queue_read_iops`]).
@@ -102,12 +106,31 @@ pub const READAHEAD_PAGES: f64 = 8.0;
 /// `bench/sim_paging_params.py`); 12 µs is the middle.
 pub const RECLAIM_CPU_S: f64 = 12e-6;
 
+/// The share of a random toucher's faults that evict its own pages when
+/// the node has no free memory ([`Refill`]). memgang puts each job in a
+/// memory cgroup of its own under the pool, and the pool's reclaim walks
+/// every group, the running job's too, so a resumed job keeps evicting
+/// some of its own pages as it faults the others' out. Measured
+/// (`bench/sim_paging_params.py`, its second table): the random pairs of
+/// 700 MiB in the 1 GiB pool, which lacked 376 MiB at each resume,
+/// faulted 670 MiB per resume on average at 20 s quanta and 694 at 30 s,
+/// where the page-in had the time to finish (`adaptive-lru-20261127-q20`
+/// and `-r2`): `1 - lack / faults` = 0.44 and 0.46; 0.45 is between. (At
+/// 10 s the page-in is cut short and the share cannot be read off.) A
+/// strict LRU over one group would give 0: what it lacks, once its old
+/// pages are gone.
+pub const OWN_EVICT_SHARE: f64 = 0.45;
+
 fn readahead() -> f64 {
     READAHEAD_PAGES
 }
 
 fn reclaim_cpu() -> f64 {
     RECLAIM_CPU_S
+}
+
+fn own_evict() -> f64 {
+    OWN_EVICT_SHARE
 }
 
 fn one() -> f64 {
@@ -138,6 +161,9 @@ impl DeviceFile {
                 0.0,
                 1.0,
             ),
+            // Under 1: at 1 every fault would evict a page of its own and
+            // the job would never get its memory back.
+            ("own_evict_share", self.own_evict_share, 0.0, 0.95),
             (
                 "queue_read_iops",
                 self.queue_read_iops.unwrap_or(1.0),
@@ -176,6 +202,7 @@ impl DeviceFile {
             readahead_pages: self.readahead_pages,
             readahead_reads: self.readahead_reads,
             reclaim_cpu_s: self.reclaim_cpu_s_per_page,
+            own_evict_share: self.own_evict_share,
             queue_read_iops: self.queue_read_iops,
             ..base
         })
@@ -192,6 +219,69 @@ pub struct NodeLoad {
     pub want: u64,
     /// Ranks running on the node over its CPUs, at least 1.
     pub cpu_share: f64,
+}
+
+/// A random toucher's demand page-in under the pool's reclaim, as a
+/// function of the sweeps of its memory it has touched since it resumed
+/// (`x`): every touch of a page it lacks is a fault, and with no free
+/// memory a fault evicts one of the job's own pages with probability
+/// `own` (the pool's reclaim walks its group too), another job's
+/// otherwise. What it lacks then falls as `lack · e^(-(1-own)·x)`, and it
+/// faults `lack / (1 - own)` in all if it has the time.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Refill {
+    /// Pages it lacked at its resume.
+    pub lack: f64,
+    /// `1 - own`: the share of its faults that shrink its lack.
+    pub rate: f64,
+    /// Seconds a fault costs it: its read, and the kernel's work.
+    pub fault_s: f64,
+    /// Seconds of computing a sweep of its memory takes.
+    pub sweep_s: f64,
+    /// Sweeps until it lacks under a page, or its work is done.
+    pub end_sweeps: f64,
+}
+
+impl Refill {
+    /// Pages faulted after `x` sweeps.
+    pub fn faults(&self, x: f64) -> f64 {
+        self.lack / self.rate * (1.0 - (-self.rate * x).exp())
+    }
+
+    /// Pages still lacking after `x` sweeps.
+    pub fn missing(&self, x: f64) -> f64 {
+        self.lack * (-self.rate * x).exp()
+    }
+
+    /// Seconds `x` sweeps take: their computing and their faults.
+    pub fn time(&self, x: f64) -> f64 {
+        x * self.sweep_s + self.faults(x) * self.fault_s
+    }
+
+    /// Sweeps done after `t` seconds (Newton on `time`, which is convex
+    /// and increasing in x; no further than `end_sweeps`).
+    pub fn sweeps_at(&self, t: f64) -> f64 {
+        if t <= 0.0 {
+            return 0.0;
+        }
+        let mut x = t / (self.sweep_s + self.lack * self.fault_s);
+        for _ in 0..64 {
+            let e = (-self.rate * x).exp();
+            let step = (t - self.time(x)) / (self.sweep_s + self.lack * self.fault_s * e);
+            x += step;
+            if step.abs() <= 1e-12 * (1.0 + x) {
+                break;
+            }
+        }
+        x.clamp(0.0, self.end_sweeps)
+    }
+
+    /// The whole page-in: (seconds, seconds of computing in it, pages
+    /// faulted).
+    pub fn whole(&self) -> (f64, f64, f64) {
+        let x = self.end_sweeps;
+        (self.time(x), x * self.sweep_s, self.faults(x))
+    }
 }
 
 /// What a node does when a rank of a parallel job faults (paper 004 §3).
@@ -297,6 +387,10 @@ pub struct PagingModel {
     pub readahead_reads: f64,
     /// Kernel CPU seconds per page moved in or out while memory is short.
     pub reclaim_cpu_s: f64,
+    /// The share of a random toucher's faults that evict its own pages
+    /// while the node has no free memory ([`Refill`]).
+    #[serde(default = "own_evict")]
+    pub own_evict_share: f64,
     /// Random reads per second the device serves with a readahead window
     /// in flight. When known, a thrashing node's device is busy
     /// `1 / queue_read_iops` per page read (each page of a readahead its
@@ -324,6 +418,7 @@ impl Default for PagingModel {
             readahead_pages: READAHEAD_PAGES,
             readahead_reads: 1.0,
             reclaim_cpu_s: RECLAIM_CPU_S,
+            own_evict_share: OWN_EVICT_SHARE,
             queue_read_iops: None,
             access: Access::Sweep,
         }
@@ -359,21 +454,41 @@ impl PagingModel {
         }
     }
 
-    /// A job resumed under demand paging faults `share` of its memory back
-    /// in, the device reading it in `read_s` and the kernel spending
-    /// `cpu_s` of the job's CPU on the faults and the reclaim they cause:
-    /// how long its page-in lasts, and the seconds of its computing it gets
-    /// done meanwhile (what its sweep needs to touch those pages,
-    /// `share / touch_per_s`). A sweep computes while the kernel reads
-    /// ahead, so the page-in lasts the longer of the reads and the job's
-    /// CPU (its computing and the kernel's); a job touching at random waits
-    /// for each of its faults, so all three add up. Either way a page-in
-    /// cut short by the quantum's end has done its share of the computing.
+    /// A sweeping job resumed under demand paging faults `share` of its
+    /// memory back in, the device reading it in `read_s` and the kernel
+    /// spending `cpu_s` of the job's CPU on the faults and the reclaim
+    /// they cause: how long its page-in lasts, and the seconds of its
+    /// computing it gets done meanwhile (what its sweep needs to touch
+    /// those pages, `share / touch_per_s`). It computes while the kernel
+    /// reads ahead, so the page-in lasts the longer of the reads and its
+    /// CPU (its computing and the kernel's); a page-in cut short by the
+    /// quantum's end has done its share of the computing. A job touching
+    /// at random waits for each fault, its faults spread over its sweeps:
+    /// [`PagingModel::random_refill`].
     pub fn demand_page_in(&self, share: f64, read_s: f64, cpu_s: f64) -> (f64, f64) {
         let work = share / self.touch_per_s;
-        match self.access {
-            Access::Sweep => (read_s.max(work + cpu_s), work),
-            Access::Random => (read_s + work + cpu_s, work),
+        (read_s.max(work + cpu_s), work)
+    }
+
+    /// How a job touching its memory at random brings back the `missing`
+    /// bytes it lacks of its `mem` on a node (`short`: no free memory for
+    /// them, so each fault evicts), with `work_left` seconds of computing
+    /// still to do: see [`Refill`].
+    pub fn random_refill(&self, missing: u64, short: bool, work_left: f64) -> Refill {
+        let lack = missing as f64 / PAGE;
+        let own = if short { self.own_evict_share } else { 0.0 };
+        let rate = 1.0 - own;
+        let moved = if short { 2.0 } else { 1.0 };
+        let fault_s =
+            self.fault_reads() / self.device.random_read_iops + moved * self.reclaim_cpu_s;
+        let sweep_s = 1.0 / self.touch_per_s;
+        let full = if lack > 1.0 { lack.ln() / rate } else { 0.0 };
+        Refill {
+            lack,
+            rate,
+            fault_s,
+            sweep_s,
+            end_sweeps: full.min(work_left.max(0.0) / sweep_s),
         }
     }
 
@@ -390,9 +505,9 @@ impl PagingModel {
     /// lacked 376 MiB faulted 680 to 843 MiB in per resume in every swept
     /// lru run; jobs of 600 MiB that lacked 176 faulted 393 and 447, so
     /// the whole job over-counts there. A job touching at random hits some
-    /// of its old pages before they go: 361 to 465 MiB at 10 s quanta, so
-    /// only what it lacks is counted (644 at 30 s and 331 at 600 MiB say
-    /// that is too little where its page-in has time: docs/sim.md).
+    /// of its old pages before they go: here, what it lacks; the engine
+    /// spreads its faults over its sweeps ([`PagingModel::random_refill`]),
+    /// where its own evictions make it fault more.
     pub fn demand_faulted(&self, mem: u64, missing: u64, short: bool) -> u64 {
         match self.access {
             Access::Sweep if short && missing > 0 => mem,
@@ -552,6 +667,74 @@ mod tests {
             ..f
         };
         assert!(zero.device().unwrap_err().contains("readahead_reads"));
+        assert_eq!(
+            f.own_evict_share, OWN_EVICT_SHARE,
+            "absent: the measured share"
+        );
+        let all_own = DeviceFile {
+            own_evict_share: 1.0,
+            ..f
+        };
+        assert!(all_own.device().unwrap_err().contains("own_evict_share"));
+        let none = DeviceFile {
+            own_evict_share: 0.0,
+            ..f
+        };
+        assert_eq!(
+            none.model(PagingModel::default()).unwrap().own_evict_share,
+            0.0
+        );
+    }
+
+    /// A random page-in with no free memory faults `lack / (1 - own)` in
+    /// all, what it lacks falling as its own evictions allow; with room,
+    /// or with no own evictions, it faults what it lacks. `sweeps_at`
+    /// inverts `time`, and stops at the end of the page-in.
+    #[test]
+    fn a_random_refill_faults_more_than_it_lacks_when_it_evicts_its_own() {
+        let m = PagingModel {
+            access: Access::Random,
+            ..PagingModel::default()
+        };
+        let lack = 176 << 20;
+        let r = m.random_refill(lack, true, 1e9);
+        let pages = lack as f64 / PAGE;
+        assert!((r.rate - (1.0 - OWN_EVICT_SHARE)).abs() < 1e-12);
+        let (_, work, faults) = r.whole();
+        assert!(
+            r.missing(r.end_sweeps) <= 1.0 + 1e-9,
+            "ends when under a page lacks"
+        );
+        assert!(
+            (faults - (pages - 1.0) / r.rate).abs() < 1e-6 * pages,
+            "{faults}"
+        );
+        assert!((work - r.end_sweeps * r.sweep_s).abs() < 1e-9);
+        for x in [0.0, 0.3, 1.0, 4.0, r.end_sweeps] {
+            assert!((r.sweeps_at(r.time(x)) - x).abs() < 1e-9, "x {x}");
+            // Every fault either shrank the lack or took one of its own.
+            let own = r.faults(x) - (pages - r.missing(x));
+            assert!(own >= -1e-6 && own <= r.faults(x) * OWN_EVICT_SHARE + 1e-6);
+        }
+        assert_eq!(r.sweeps_at(r.time(r.end_sweeps) + 100.0), r.end_sweeps);
+        // A fault costs its read and the kernel's work for a page in and out.
+        assert!(
+            (r.fault_s - (1.0 / m.device.random_read_iops + 2.0 * m.reclaim_cpu_s)).abs() < 1e-15
+        );
+
+        let room = m.random_refill(lack, false, 1e9);
+        assert_eq!(room.rate, 1.0);
+        assert!((room.whole().2 - (pages - 1.0)).abs() < 1e-6 * pages);
+        assert!((room.fault_s - (1.0 / m.device.random_read_iops + m.reclaim_cpu_s)).abs() < 1e-15);
+        let strict = PagingModel {
+            own_evict_share: 0.0,
+            ..m
+        }
+        .random_refill(lack, true, 1e9);
+        assert!((strict.whole().2 - (pages - 1.0)).abs() < 1e-6 * pages);
+        // Work left cuts it: 1 s of computing is half a sweep at 0.5/s.
+        let short = m.random_refill(lack, true, 1.0);
+        assert!((short.end_sweeps - 0.5).abs() < 1e-12);
     }
 
     /// A readahead window that costs the faulting job two random reads
@@ -722,11 +905,9 @@ mod tests {
         let at = |m: &PagingModel| m.slowdown(mem, std::iter::once(0.8));
         assert!(at(&random) > at(&sweep) && at(&sweep) > 1.0);
         // A quarter of its memory, touching half of it a second: 0.5 s of
-        // computing and 0.25 s of the kernel's, inside 2 s of reads for a
-        // sweep, after them at random; and a sweep faster than its reads
-        // takes its CPU's time.
+        // computing and 0.25 s of the kernel's, inside 2 s of reads; and a
+        // sweep faster than its reads takes its CPU's time.
         assert_eq!(sweep.demand_page_in(0.25, 2.0, 0.25), (2.0, 0.5));
-        assert_eq!(random.demand_page_in(0.25, 2.0, 0.25), (2.75, 0.5));
         assert_eq!(sweep.demand_page_in(0.25, 0.1, 0.25), (0.75, 0.5));
         // Short of memory, a sweep faults all of itself back (its own old
         // pages go first), a random job what it lacks; with room, both

@@ -110,36 +110,50 @@ fn gang_lru_two_jobs_on_one_node_by_hand() {
     );
 }
 
-/// The same with jobs touching their memory at random: a resumed job hits
-/// its own old pages before they go, so it faults only the 176 MiB it
-/// lacks, one 4 KiB read each (3.52 s), and it waits for each fault: its
-/// page-in lasts those reads, the 176/600/0.5 = 0.5867 s of computing its
-/// touches of those pages need, and the kernel's 12 µs per page moved,
-/// in and out (352 MiB, 1.0813 s): 5.1880 s, of which 0.5867 s of work.
-///   20      a resumes, 5.3987 s of work by 30    a: 15 - 5.3987 = 9.6013
-///   30      b resumes, the same                  b: 6.76 - 5.3987 = 1.3613
-///   40      a resumes, the same                  a: 9.6013 - 5.3987 = 4.2027
-///   50      b resumes; after its page-in, 1.3613 - 0.5867: ends 55.9627
-///   55.9627 a resumes alone: 176 MiB in, nothing out (the kernel's
-///           0.5407 s), then 4.2027 - 0.5867: a ends at 64.2260
+/// Jobs touching their memory at random (a 13 s, b 15 s). A resumed job
+/// faults a page it lacks at each touch of it, and with no free memory
+/// 45% of its faults evict its own pages (`OWN_EVICT_SHARE`): what it
+/// lacks falls as `L · e^(-0.55 x)` over the sweeps x it touches (one per
+/// 2 s of computing), its faults are `L / 0.55 · (1 - e^(-0.55 x))`, and
+/// each costs a read (1/12,800 s) and the kernel's work for a page in and
+/// one out (24 µs); it waits for each.
+///   0      a runs 0..10                             a: 3 left
+///  10      b starts, evicting 176 MiB of a: 1.76    b runs 11.76..20, 6.76 left
+///  20      a resumes lacking 176 MiB (b's 176 go): its 3 s of work are
+///          1.5 sweeps, and it ends inside its page-in, at 20 + 3 + its
+///          faults' time; its own pages faulted and evicted again are the
+///          faults less what its lack fell by
+///  a's end b resumes alone with room: no page of its own goes (the rate
+///          is 1), each fault costs a read and 12 µs; its 6.76 s of work
+///          are 3.38 sweeps, again inside its page-in
 #[test]
 fn gang_lru_random_access_waits_for_its_faults() {
     let mut cfg = one_node(PolicyKind::Gang, "lru");
     cfg.paging.access = Access::Random;
-    let r = two_jobs(cfg);
-    let kernel = |mib: f64| mib * MIB as f64 / 4096.0 * 12e-6;
-    let w = 176.0 / 600.0 / 0.5;
-    let span = 3.52 + w + kernel(352.0);
-    let done = 10.0 - span + w;
-    let b_end = 50.0 + span + (6.76 - done - w);
-    let a_end = b_end + 3.52 + w + kernel(176.0) + (15.0 - 2.0 * done - w);
-    close(b_end, 55.9627);
-    close(a_end, 64.2260);
-    close(r.makespan_s, a_end);
-    close(r.mean_response_s, (b_end + a_end) / 2.0);
-    assert_eq!(r.switches, 6, "at 10, 20, 30, 40, 50 and when b ends");
-    assert_eq!(r.paged_out_bytes, 5 * 176 * MIB);
-    assert_eq!(r.paged_in_bytes, 5 * 176 * MIB);
+    let mut w = Jobs(vec![job("a", 13.0, 600), job("b", 15.0, 600)].into_iter());
+    let r = Simulator::new(cfg, &mut w).run().unwrap();
+    let lack = (176 * MIB) as f64 / 4096.0;
+    let faults = |rate: f64, x: f64| lack / rate * (1.0 - (-rate * x).exp());
+    let (short_s, room_s) = (1.0 / 12_800.0 + 24e-6, 1.0 / 12_800.0 + 12e-6);
+    let a_end = 20.0 + 3.0 + faults(0.55, 1.5) * short_s;
+    let b_end = a_end + 6.76 + faults(1.0, 3.38) * room_s;
+    close(a_end, 27.6998);
+    close(b_end, 38.3822);
+    close(r.makespan_s, b_end);
+    assert_eq!(r.switches, 3, "at 10, 20 and when a ends");
+    let own = faults(0.55, 1.5) - lack * (1.0 - (-0.55f64 * 1.5).exp());
+    let moved = (176.0 * 2.0) + own * 4096.0 / MIB as f64;
+    let mib = |b: u64| b as f64 / MIB as f64;
+    assert!(
+        (mib(r.paged_in_bytes) - moved).abs() < 1e-3,
+        "{} {moved}",
+        mib(r.paged_in_bytes)
+    );
+    assert!(
+        (mib(r.paged_out_bytes) - moved).abs() < 1e-3,
+        "{} {moved}",
+        mib(r.paged_out_bytes)
+    );
 }
 
 /// Gang, ao/ai: a switch writes the outgoing job's 600 MiB (6 s) and reads
@@ -468,6 +482,14 @@ fn gang_lru_a_page_in_cut_short_counts_what_it_moved() {
     close(r.makespan_s, a_end);
     assert_eq!(r.switches, 4, "at 10, 20, 30 and when b ends");
     let moved = 176.0 + 500.0 + 600.0;
-    assert!((mib(r.paged_in_bytes) - moved).abs() < 1e-5, "{}", mib(r.paged_in_bytes));
-    assert!((mib(r.paged_out_bytes) - moved).abs() < 1e-5, "{}", mib(r.paged_out_bytes));
+    assert!(
+        (mib(r.paged_in_bytes) - moved).abs() < 1e-5,
+        "{}",
+        mib(r.paged_in_bytes)
+    );
+    assert!(
+        (mib(r.paged_out_bytes) - moved).abs() < 1e-5,
+        "{}",
+        mib(r.paged_out_bytes)
+    );
 }
