@@ -2,7 +2,7 @@
 bench/adaptive.sh or bench/hybrid.sh, the same experiment in `memgang sim`
 and one table of makespans and switching overheads (issue 6: within 15%).
 
-usage: sim_validate.py MEMGANG [--calibration FILE | --random-reads FILE] [--readahead FILE] [--no-queue-rate] [--all-sweep] DIR [DIR ...]
+usage: sim_validate.py MEMGANG [--calibration FILE | --random-reads FILE] [--readahead FILE] [--own-evict FILE] [--no-queue-rate] [--all-sweep] DIR [DIR ...]
 
 The simulated experiment is built from the results alone: one node with
 the run's pool as its memory and the machine's CPUs; per job its declared
@@ -12,13 +12,16 @@ bandwidths measured in that run (DIR/bandwidth-*.json, the mean of start
 and end, or DIR/testbed.txt); the random read rate and the switch
 efficiency from FILE (written by `memgang calibrate`; with --random-reads
 only the random read rates, one at a time and 8 in flight, and the
-readahead and reclaim cost, those the file has), else the simulator's
+readahead, reclaim cost and own-eviction share, those the file has), else the simulator's
 defaults (20,000 reads/s, efficiency 1); the run's own random read rates
 (DIR/random-reads.json, written by bench/lib.sh since 2026-11-27) come
 before FILE's. --readahead FILE: the readahead window's pages and its cost
 in random faults (`readahead_pages`, `readahead_reads`) from FILE, a
 calibration that timed demand faults (since 2026-11-27), over any other
 but the run's own (DIR/random-reads.json, when bench/lib.sh timed faults).
+--own-evict FILE: the share of a resumed job's faults that evict its own
+pages (`own_evict_share`) from FILE, a calibration that measured it
+(since 2026-11-27); else the simulator's default.
 The jobs' touch rate: TOUCH_SHARE of their sweeps per second alone; their
 access pattern (`--access`): random for memgang-workload --pattern random,
 else sweep (--all-sweep: sweep for all, the model before it knew random). The simulated overhead is
@@ -58,7 +61,8 @@ def device(d, calibration, random_only, no_queue=False, readahead=None):
     dev = {"write_bps": write, "read_bps": read, "random_read_iops": 20000.0}
     if calibration:
         dev["random_read_iops"] = calibration["random_read_iops"]
-        for k in ("readahead_pages", "readahead_reads", "reclaim_cpu_s_per_page", "queue_read_iops"):
+        for k in ("readahead_pages", "readahead_reads", "reclaim_cpu_s_per_page", "queue_read_iops",
+                  "own_evict_share"):
             if k in calibration:
                 dev[k] = calibration[k]
         if not random_only:
@@ -170,6 +174,10 @@ def main(argv):
     if argv[:1] == ["--readahead"]:
         readahead = json.load(open(argv[1]))
         argv = argv[2:]
+    own_evict = None
+    if argv[:1] == ["--own-evict"]:
+        own_evict = json.load(open(argv[1]))["own_evict_share"]
+        argv = argv[2:]
     no_queue = argv[:1] == ["--no-queue-rate"]
     if no_queue:
         # The model then charges a readahead as one single read.
@@ -185,6 +193,8 @@ def main(argv):
     with tempfile.TemporaryDirectory() as tmp:
         for d in argv:
             dev, src, own_readahead = device(d, calibration, random_only, no_queue, readahead)
+            if dev is not None and own_evict is not None:
+                dev["own_evict_share"] = own_evict
             if dev is None:
                 print(f"# {d}: no bandwidth-*.json nor testbed.txt: skipped", file=sys.stderr)
                 continue
@@ -269,6 +279,7 @@ def main(argv):
           + (f"; a readahead of {readahead['readahead_pages']:.2f} pages costs {readahead['readahead_reads']:.2f} random faults"
              + (" where a run did not time its own" if any("readahead" in o for o in own_rates) else "")
              if readahead else "")
+          + (f"; a resumed job's own evictions: {own_evict:.2f} of its faults" if own_evict is not None else "")
           + (f"; every job sweeps" if all_sweep else "")
           + f"; touch per s: {TOUCH_SHARE} of the jobs' sweep rate)")
     # Under cosched the jobs share the node: the model slows them alike,

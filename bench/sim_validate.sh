@@ -24,6 +24,9 @@
 #       random faults from a calibration that timed demand faults; default:
 #       bench/results/calibrate-20261127T124054Z/device.json, the first
 #       (READAHEAD= leaves them at the model's defaults: 8 pages, 1 read)
+#   OWN_EVICT=device.json   the share of a resumed job's faults that evict
+#       its own pages from a calibration that measured it (default: the
+#       model's, 0.45, read from the runs)
 #   QUEUE=0   leave out the rate at depth 8 (the model then charges a
 #       readahead as one single read)
 #   ACCESS=sweep   every job sweeps its memory (`--access` left at its
@@ -59,6 +62,7 @@ else
 fi
 readahead=${READAHEAD-bench/results/calibrate-20261127T124054Z/device.json}
 [ -z "$readahead" ] || cal+=(--readahead "$readahead")
+[ -z "${OWN_EVICT:-}" ] || cal+=(--own-evict "$OWN_EVICT")
 [ "${QUEUE:-1}" != 0 ] || cal+=(--no-queue-rate)
 [ "${ACCESS:-}" != sweep ] || cal+=(--all-sweep)
 python3 bench/sim_validate.py target/debug/memgang "${cal[@]}" "${dirs[@]}"

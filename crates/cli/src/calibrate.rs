@@ -1,14 +1,16 @@
 //! `memgang calibrate`: measure this node's paging parameters into the
 //! device file `memgang sim --device` reads.
 //!
-//! Four measurements, each reusing what already exists: the swap device's
+//! Five measurements, each reusing what already exists: the swap device's
 //! sequential bandwidths and its random 4 KiB read rate
 //! (`memgang_linux::swap::measure_device`, the probe of `testbed
 //! bandwidth`); demand faults on the fault path, in a random order and in
 //! order (`memgang_linux::faults`): the pages a fault's swap readahead
-//! brings and what it costs against a random fault; and the cost of real
-//! switches, from a short `memgang run` of two jobs that do not fit in the
-//! pool together (gang, `so/ao/ai`).
+//! brings and what it costs against a random fault; the share of a
+//! resumed job's faults that evict its own pages under a full pool
+//! (`faults::own_share`); and the cost of real switches, from a short
+//! `memgang run` of two jobs that do not fit in the pool together (gang,
+//! `so/ao/ai`).
 //! Swap is created (`testbed up`) only if the node has none, and removed
 //! again (`testbed down`) on every way out: error, panic, Ctrl-C.
 
@@ -41,6 +43,11 @@ pub struct CalibrateArgs {
     /// in order, to time demand faults and their readahead.
     #[arg(long, default_value = "256M", value_parser = parse_bytes)]
     fault_sample: u64,
+    /// Memory of each of the two jobs that take turns, touching their
+    /// memory at random, in a pool that holds one and a half of them: the
+    /// share of a resumed job's faults that evict its own pages.
+    #[arg(long, default_value = "256M", value_parser = parse_bytes)]
+    own_sample: u64,
     /// Memory pool of the switch run; its two jobs take 70% of it each.
     #[arg(long, default_value = "256M", value_parser = parse_bytes)]
     pool_memory: u64,
@@ -72,6 +79,7 @@ pub fn run(a: CalibrateArgs) -> Result<()> {
         );
     }
     check_fault_sample("--fault-sample", a.fault_sample)?;
+    check_fault_sample("--own-sample", a.own_sample)?;
     if a.sample < (64 << 20) {
         bail!(
             "--sample {} is too small to get past the device's cache: give at least 64M",
@@ -182,6 +190,12 @@ fn calibrate(a: &CalibrateArgs, stop: &AtomicBool) -> Result<(serde_json::Value,
     let ra = Readahead::measure(a.fault_sample)?;
     check(stop)?;
     let (readahead_pages, readahead_reads) = (ra.pages(), ra.reads());
+    eprintln!(
+        "memgang: two jobs of {} taking turns at random in a pool of one and a half",
+        format_bytes(a.own_sample)
+    );
+    let own = OwnEvictions::measure(a.own_sample)?;
+    check(stop)?;
 
     let job = ((a.pool_memory >> 20) * 7 / 10) << 20;
     let logs =
@@ -250,7 +264,7 @@ fn calibrate(a: &CalibrateArgs, stop: &AtomicBool) -> Result<(serde_json::Value,
     let out_bps = s.out_bytes as f64 / s.out_s.max(1e-9);
     let in_bps = s.in_bytes as f64 / s.in_s.max(1e-9);
 
-    let value = json!({
+    let mut value = json!({
         "write_bps": bw.write_bytes_per_s,
         "read_bps": bw.read_bytes_per_s,
         "random_read_iops": iops,
@@ -294,10 +308,14 @@ fn calibrate(a: &CalibrateArgs, stop: &AtomicBool) -> Result<(serde_json::Value,
             },
         },
     });
+    // Apart from the json! above, which is at serde_json's recursion limit.
+    value["own_evict_share"] = own.0.share().into();
+    value["calibration"]["own_evictions"] = own.json();
     let mbs = |b: f64| format!("{:.0} MB/s", b / 1e6);
     let summary = format!(
         "swap device {}: sequential write {}, read {} ({}, O_DIRECT)\n\
          random 4 KiB reads: {iops:.0}/s ({}, queue depth 1); {queue_iops:.0}/s ({}, queue depth {})\n\
+         {}\n\
          {}\n\
          switch run: {} switches took {:.2} s for {} out, {} in: page-out {} ({:.2} of sequential), \
          page-in {} ({:.2})\n\
@@ -310,6 +328,7 @@ fn calibrate(a: &CalibrateArgs, stop: &AtomicBool) -> Result<(serde_json::Value,
         mbs(queue_iops * 4096.0),
         swap::QUEUE_DEPTH,
         ra.sentence(Some(iops)),
+        own.sentence(),
         r.switch_count,
         s.took_s,
         format_bytes(s.out_bytes),
@@ -448,6 +467,54 @@ impl Readahead {
             1e6 * self.in_order.s_per_fault(),
             self.pages(),
             self.reads()
+        )
+    }
+}
+
+/// The share of a resumed job's faults that evict its own pages
+/// (`memgang_linux::faults::own_share`): the device file's
+/// `own_evict_share`.
+pub struct OwnEvictions(pub faults::OwnShare);
+
+impl OwnEvictions {
+    /// Two jobs of `bytes` (root, swap with room for one).
+    pub fn measure(bytes: u64) -> Result<Self> {
+        let backend = memgang_linux::cgroup::detect().context("measuring own evictions")?;
+        faults::own_share(backend.as_ref(), bytes, 1)
+            .map(OwnEvictions)
+            .context("measuring a resumed job's own evictions")
+    }
+
+    /// Every turn, for provenance.
+    pub fn json(&self) -> serde_json::Value {
+        let o = &self.0;
+        json!({
+            "job_bytes": o.job_bytes,
+            "pool_bytes": o.pool_bytes,
+            "counted_from_turn": 2,
+            "turns": o.turns.iter().map(|t| json!({
+                "lacked_bytes": t.lacked_bytes,
+                "faulted_bytes": t.faulted_bytes,
+                "passes": t.passes,
+                "wall_s": t.wall.as_secs_f64(),
+            })).collect::<Vec<_>>(),
+        })
+    }
+
+    pub fn sentence(&self) -> String {
+        let o = &self.0;
+        let n = o.counted().len().max(1) as u64;
+        let (lacked, faulted) = o.counted().iter().fold((0, 0), |(l, f), t| {
+            (l + t.lacked_bytes, f + t.faulted_bytes)
+        });
+        format!(
+            "own evictions: jobs of {} in a pool of {} lacked {} and faulted {} per turn: \
+             {:.2} of a resumed job's faults evicted its own pages",
+            format_bytes(o.job_bytes),
+            format_bytes(o.pool_bytes),
+            format_bytes(lacked / n),
+            format_bytes(faulted / n),
+            o.share()
         )
     }
 }

@@ -50,6 +50,8 @@ fn calibrate_writes_a_device_file_the_simulator_reads() {
                 "1s",
                 "--fault-sample",
                 "32M",
+                "--own-sample",
+                "32M",
             ])
             .args([
                 "--pool-memory",
@@ -104,6 +106,15 @@ fn calibrate_writes_a_device_file_the_simulator_reads() {
     assert!(v["readahead_pages"].as_f64().unwrap() >= 2.0, "{v}");
     let reads = v["readahead_reads"].as_f64().unwrap();
     assert!(reads.is_finite() && reads > 0.0, "{v}");
+    // Its own evictions: a share the simulator takes (0 to 0.95), from
+    // six turns of which the last four count.
+    let own = v["own_evict_share"].as_f64().unwrap();
+    assert!((0.0..0.95).contains(&own), "{v}");
+    assert_eq!(
+        c["own_evictions"]["turns"].as_array().unwrap().len(),
+        6,
+        "{v}"
+    );
     assert!(!c["kernel"].as_str().unwrap().is_empty(), "{v}");
     assert!(c["switch_run"]["switches"].as_u64().unwrap() > 0, "{v}");
     assert!(

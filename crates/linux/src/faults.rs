@@ -13,6 +13,10 @@
 //! leave the swap cache, so the faults read the disk, as after a quantum
 //! of another job. Then the child touches one byte per page and times that
 //! alone, with room to spare (no reclaim during the faults).
+//!
+//! [`own_share`] measures what a full pool adds: two such children, each
+//! in a group of its own under a pool that holds one and a half, take
+//! turns, and each resume's faults are counted against what it lacked.
 
 use crate::cgroup::{self, CgroupBackend, GroupPath};
 use crate::counters::VmStat;
@@ -134,7 +138,7 @@ pub fn measure(
         )));
     }
     let before = VmStat::read()?.pswpin;
-    let t = child.touch()?;
+    let t = child.touch(b't')?;
     let pages_read = VmStat::read()?.pswpin.saturating_sub(before);
     Ok(FaultPass {
         order,
@@ -144,6 +148,131 @@ pub fn measure(
         pages_read,
         wall: t.wall,
         cpu: t.cpu,
+    })
+}
+
+/// One turn of [`own_share`]: a job resumed after the other one ran in
+/// its place.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Turn {
+    /// Its bytes not in RAM when it resumed.
+    pub lacked_bytes: u64,
+    /// Bytes it faulted in over the turn (its major faults: one page each
+    /// at random).
+    pub faulted_bytes: u64,
+    /// Passes over its memory in the turn.
+    pub passes: u32,
+    pub wall: Duration,
+}
+
+/// How much of what a resumed job faults evicts its own pages, under a
+/// pool that holds one job and a half (as memgang's gang `lru` runs them:
+/// a group each under the pool).
+#[derive(Clone, Debug, PartialEq)]
+pub struct OwnShare {
+    pub job_bytes: u64,
+    pub pool_bytes: u64,
+    /// Every turn, the two jobs alternating; the first two settle the pool
+    /// (each job's first turn after the fills) and are not counted.
+    pub turns: Vec<Turn>,
+}
+
+impl OwnShare {
+    /// The turns counted.
+    pub fn counted(&self) -> &[Turn] {
+        self.turns.get(2..).unwrap_or(&[])
+    }
+
+    /// The share of a resumed job's faults that evicted its own pages:
+    /// each fault either shrank what it lacked or took one of its own, so
+    /// `1 - lacked / faulted` over the counted turns (the simulator's
+    /// `own_evict_share`).
+    pub fn share(&self) -> f64 {
+        let (lacked, faulted) = self.counted().iter().fold((0u64, 0u64), |(l, f), t| {
+            (l + t.lacked_bytes, f + t.faulted_bytes)
+        });
+        if faulted == 0 {
+            return 0.0;
+        }
+        (1.0 - lacked as f64 / faulted as f64).max(0.0)
+    }
+}
+
+/// The pool over one job in memgang's measured random pairs: two jobs of
+/// 700 MiB in a 1 GiB pool, so that a resumed job lacks 54% of itself.
+const POOL_PER_JOB: f64 = 1024.0 / 700.0;
+/// Turns: two to settle, four counted (two per job, whose shares differ:
+/// the kernel favours one group; `bench/refill.sh`).
+const TURNS: usize = 6;
+/// A turn lasts until a pass faults under this share of the job's pages
+/// (it has what it needs: the page-in had the time), at most
+/// [`MAX_PASSES`] passes.
+const SETTLED: f64 = 0.01;
+const MAX_PASSES: u32 = 8;
+
+/// Two jobs of `job_bytes` touching their memory at random, each in a
+/// memory cgroup of its own under a pool that holds one and a half, take
+/// turns (the other waits on a pipe, touching nothing, as if frozen); each
+/// turn runs passes until the resumed job has what it needs. Per turn:
+/// what it lacked at its resume and what it faulted. Needs root and swap
+/// with room for a job.
+pub fn own_share(backend: &dyn CgroupBackend, job_bytes: u64, seed: u64) -> Result<OwnShare> {
+    static SEQ: AtomicU64 = AtomicU64::new(0);
+    let page = page_size();
+    let pages = job_bytes / page;
+    if pages < 16 || pages > u64::from(u32::MAX) {
+        return Err(Error::Unsupported(format!(
+            "measuring a resumed job's own evictions over {job_bytes} bytes: give between 16 \
+             pages and {} pages",
+            u32::MAX
+        )));
+    }
+    let pool_bytes = ((pages as f64 * POOL_PER_JOB) as u64) * page;
+    let pool = GroupPath::new(&format!(
+        "memgang-faults-{}-{}",
+        std::process::id(),
+        SEQ.fetch_add(1, Ordering::Relaxed)
+    ))?;
+    backend.create(&pool)?;
+    let _remove = RemoveGroup(backend, &pool);
+    backend.set_memory_limit(&pool, Some(pool_bytes))?;
+    let mut jobs = Vec::new();
+    for (k, name) in ["a", "b"].into_iter().enumerate() {
+        let group = pool.join(name)?;
+        backend.create(&group)?;
+        let mut child = Child::fork(pages, Order::Random, seed.wrapping_add(k as u64))?;
+        cgroup::join(backend, &group, child.pid)?;
+        let addr = child.fill()?;
+        jobs.push((child, addr..addr + pages * page));
+    }
+    let mut turns = Vec::with_capacity(TURNS);
+    for t in 0..TURNS {
+        let (child, region) = &mut jobs[t % 2];
+        let resident =
+            runs::bytes(&paging::resident_runs(child.pid, std::slice::from_ref(region))?.0);
+        let mut turn = Turn {
+            lacked_bytes: (pages * page).saturating_sub(resident),
+            faulted_bytes: 0,
+            passes: 0,
+            wall: Duration::ZERO,
+        };
+        while turn.passes < MAX_PASSES {
+            let p = child.touch(b'w')?;
+            turn.faulted_bytes += p.major_faults * page;
+            turn.wall += p.wall;
+            turn.passes += 1;
+            if (p.major_faults as f64) < SETTLED * pages as f64 {
+                break;
+            }
+        }
+        turns.push(turn);
+    }
+    // The children go (killed and reaped) before the groups.
+    drop(jobs);
+    Ok(OwnShare {
+        job_bytes: pages * page,
+        pool_bytes,
+        turns,
     })
 }
 
@@ -230,9 +359,11 @@ impl Child {
         Ok(u64::from_ne_bytes(a))
     }
 
-    fn touch(&mut self) -> Result<Touched> {
+    /// One pass: reads in its order (`t`), or updates in a new random
+    /// order (`w`).
+    fn touch(&mut self, what: u8) -> Result<Touched> {
         let mut a = [0u8; 24];
-        self.ask(b't', &mut a)?;
+        self.ask(what, &mut a)?;
         let word = |i: usize| u64::from_ne_bytes(a[i * 8..i * 8 + 8].try_into().unwrap());
         Ok(Touched {
             wall: Duration::from_nanos(word(0)),
@@ -271,10 +402,13 @@ fn major_faults() -> u64 {
 
 /// The child: on `g` (it is in the group by then) maps `pages` and fills
 /// them, and its page order (locked in RAM, so that only the memory
-/// itself faults), answers its address; on `t` touches one byte per page
-/// in that order and answers wall ns, CPU ns and major faults. Lives until
-/// killed. Only raw syscalls and its own memory: it was forked from a
-/// process that may have threads.
+/// itself faults), answers its address; on `t` reads one byte per page in
+/// that order, on `w` updates one per page in a new random order (as
+/// memgang-workload's random pattern: a new permutation every pass, every
+/// page dirtied), and answers wall ns, CPU ns and major faults; again for
+/// each command, until its command pipe closes or it is killed. Only raw
+/// syscalls and its own memory: it was forked from a process that may
+/// have threads.
 unsafe fn child(cmd: i32, res: i32, pages: u64, order: Order, seed: u64) -> ! {
     let fail = |code: u8| -> ! {
         libc::write(res, [code].as_ptr().cast(), 1);
@@ -319,13 +453,16 @@ unsafe fn child(cmd: i32, res: i32, pages: u64, order: Order, seed: u64) -> ! {
     for i in 0..n {
         *idx.add(i) = i as u32;
     }
-    if order == Order::Random {
-        // Fisher-Yates.
-        let mut x = seed | 1;
+    let mut x = seed | 1;
+    // Fisher-Yates.
+    let shuffle = |x: &mut u64| {
         for i in (1..n).rev() {
-            let j = (xorshift(&mut x) % (i as u64 + 1)) as usize;
+            let j = (xorshift(x) % (i as u64 + 1)) as usize;
             std::ptr::swap(idx.add(i), idx.add(j));
         }
+    };
+    if order == Order::Random {
+        shuffle(&mut x);
     }
     let mut a = [0u8; 9];
     a[0] = READY;
@@ -333,34 +470,41 @@ unsafe fn child(cmd: i32, res: i32, pages: u64, order: Order, seed: u64) -> ! {
     if libc::write(res, a.as_ptr().cast(), a.len()) != a.len() as isize {
         libc::_exit(1);
     }
-    if libc::read(cmd, (&mut b as *mut u8).cast(), 1) != 1 {
-        libc::_exit(1);
-    }
     let bytes = mem.cast::<u8>();
-    let (f0, w0, c0) = (
-        major_faults(),
-        now(libc::CLOCK_MONOTONIC),
-        now(libc::CLOCK_PROCESS_CPUTIME_ID),
-    );
-    let mut sum = 0u8;
-    for i in 0..n {
-        sum = sum.wrapping_add(std::ptr::read_volatile(
-            bytes.add(*idx.add(i) as usize * page),
-        ));
+    while libc::read(cmd, (&mut b as *mut u8).cast(), 1) == 1 {
+        let update = b == b'w';
+        if update {
+            shuffle(&mut x);
+        }
+        let (f0, w0, c0) = (
+            major_faults(),
+            now(libc::CLOCK_MONOTONIC),
+            now(libc::CLOCK_PROCESS_CPUTIME_ID),
+        );
+        let mut sum = 0u8;
+        for i in 0..n {
+            let p = bytes.add(*idx.add(i) as usize * page);
+            let v = std::ptr::read_volatile(p);
+            if update {
+                // Odd, so never zero: the page keeps its swap slot.
+                std::ptr::write_volatile(p, v.wrapping_add(2) | 1);
+            }
+            sum = sum.wrapping_add(v);
+        }
+        let (w1, c1, f1) = (
+            now(libc::CLOCK_MONOTONIC),
+            now(libc::CLOCK_PROCESS_CPUTIME_ID),
+            major_faults(),
+        );
+        std::hint::black_box(sum);
+        let mut t = [0u8; 25];
+        t[0] = TOUCHED;
+        for (k, v) in [w1 - w0, c1 - c0, f1 - f0].into_iter().enumerate() {
+            t[1 + k * 8..9 + k * 8].copy_from_slice(&v.to_ne_bytes());
+        }
+        if libc::write(res, t.as_ptr().cast(), t.len()) != t.len() as isize {
+            libc::_exit(1);
+        }
     }
-    let (w1, c1, f1) = (
-        now(libc::CLOCK_MONOTONIC),
-        now(libc::CLOCK_PROCESS_CPUTIME_ID),
-        major_faults(),
-    );
-    std::hint::black_box(sum);
-    let mut t = [0u8; 25];
-    t[0] = TOUCHED;
-    for (k, v) in [w1 - w0, c1 - c0, f1 - f0].into_iter().enumerate() {
-        t[1 + k * 8..9 + k * 8].copy_from_slice(&v.to_ne_bytes());
-    }
-    libc::write(res, t.as_ptr().cast(), t.len());
-    loop {
-        libc::pause();
-    }
+    libc::_exit(0);
 }

@@ -48,6 +48,40 @@ fn random_faults_read_one_page_and_in_order_faults_read_ahead() {
     assert!(left.is_empty(), "left behind: {left:?}");
 }
 
+/// Two jobs taking turns in a pool of one and a half: each resume lacks
+/// what the other's turn took, faults at least that back, and some of its
+/// faults take its own pages (the pool's reclaim walks its group too).
+#[test]
+#[ignore = "needs root: swapon, cgroups (scripts/test runs it as root)"]
+fn a_resumed_job_faults_back_what_it_lacks_and_some_of_its_own() {
+    let test = "a_resumed_job_faults_back_what_it_lacks_and_some_of_its_own";
+    let Some(backend) = v1_backend(test, "needs root (swapon, cgroups)") else {
+        return;
+    };
+    let _swap = TestSwap::new(4 * BYTES).expect("a test swap file");
+    let o = faults::own_share(backend.as_ref(), BYTES, 3).unwrap();
+    assert_eq!(o.turns.len(), 6, "{o:?}");
+    assert_eq!(o.counted().len(), 4, "{o:?}");
+    // The pool holds one job and a half: a resume lacks about half a job.
+    for t in o.counted() {
+        assert!(
+            t.lacked_bytes > BYTES / 4 && t.lacked_bytes < BYTES * 3 / 4,
+            "{o:?}"
+        );
+        assert!(t.faulted_bytes >= t.lacked_bytes * 9 / 10, "{o:?}");
+        assert!(t.passes >= 1, "{o:?}");
+    }
+    let share = o.share();
+    assert!(share > 0.0 && share < 0.95, "{share} {o:?}");
+    let left: Vec<_> = backend
+        .list_groups("memgang-faults-")
+        .unwrap()
+        .into_iter()
+        .map(|g| g.to_string())
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
+
 #[test]
 fn a_pass_over_nothing_is_refused_with_what_to_give() {
     // Refused before any cgroup is touched: a hierarchy that is not there.
@@ -57,4 +91,8 @@ fn a_pass_over_nothing_is_refused_with_what_to_give() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("between one page"), "{e}");
+    let e = faults::own_share(&backend, 4096, 1)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("between 16 pages"), "{e}");
 }

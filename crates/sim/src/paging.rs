@@ -78,7 +78,8 @@ pub struct DeviceFile {
     #[serde(default = "reclaim_cpu")]
     pub reclaim_cpu_s_per_page: f64,
     /// The share of a random toucher's faults that evict its own pages
-    /// when memory is short; default [`OWN_EVICT_SHARE`].
+    /// when memory is short (`memgang calibrate` measures it); default
+    /// [`OWN_EVICT_SHARE`].
     #[serde(default = "own_evict")]
     pub own_evict_share: f64,
     /// Random 4 KiB reads per second with 8 in flight (`memgang
@@ -118,7 +119,9 @@ pub const RECLAIM_CPU_S: f64 = 12e-6;
 /// and `-r2`): `1 - lack / faults` = 0.44 and 0.46; 0.45 is between. (At
 /// 10 s the page-in is cut short and the share cannot be read off.) A
 /// strict LRU over one group would give 0: what it lacks, once its old
-/// pages are gone.
+/// pages are gone. `memgang calibrate` measures it on the node with two
+/// processes of its own (`faults::own_share`): 0.47 on this machine
+/// (`bench/results/calibrate-20261127T151044Z`).
 pub const OWN_EVICT_SHARE: f64 = 0.45;
 
 fn readahead() -> f64 {
