@@ -10,8 +10,8 @@
 #   bench/sim_validate.sh [DIR ...]     default: adaptive-fix, hybrid-long
 #                                       and hybrid-full, hybrid-full-2rank,
 #                                       adaptive-access-20261127,
-#                                       adaptive-lru-20261127, -r2, -600m
-#                                       and -q20,
+#                                       adaptive-lru-20261127, -r2, -600m,
+#                                       -q20, -600m-q20 and -q15,
 #                                       thrash-20261127 and -r2 (if there)
 #   CALIBRATION=device.json bench/sim_validate.sh   random read rates and
 #       switch efficiency from `memgang calibrate`
@@ -44,7 +44,8 @@ if [ ${#dirs[@]} -eq 0 ]; then
   dirs=(bench/results/adaptive-fix bench/results/hybrid-long)
   for d in bench/results/hybrid-full bench/results/hybrid-full-2rank bench/results/adaptive-access-20261127 \
     bench/results/adaptive-lru-20261127 bench/results/adaptive-lru-20261127-r2 bench/results/adaptive-lru-20261127-600m \
-    bench/results/adaptive-lru-20261127-q20 \
+    bench/results/adaptive-lru-20261127-q20 bench/results/adaptive-lru-20261127-600m-q20 \
+    bench/results/adaptive-lru-20261127-q15 \
     bench/results/thrash-20261127 \
     bench/results/thrash-20261127-r2; do
     [ ! -d "$d" ] || dirs+=("$d")
