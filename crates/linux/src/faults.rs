@@ -101,7 +101,6 @@ pub fn measure(
     order: Order,
     seed: u64,
 ) -> Result<FaultPass> {
-    static SEQ: AtomicU64 = AtomicU64::new(0);
     let page = page_size();
     let pages = bytes / page;
     if pages == 0 || pages > u64::from(u32::MAX) {
@@ -110,11 +109,7 @@ pub fn measure(
             u32::MAX
         )));
     }
-    let group = GroupPath::new(&format!(
-        "memgang-faults-{}-{}",
-        std::process::id(),
-        SEQ.fetch_add(1, Ordering::Relaxed)
-    ))?;
+    let group = fault_group()?;
     backend.create(&group)?;
     let _remove = RemoveGroup(backend, &group);
     let mut child = Child::fork(pages, order, seed)?;
@@ -217,7 +212,6 @@ const MAX_PASSES: u32 = 8;
 /// what it lacked at its resume and what it faulted. Needs root and swap
 /// with room for a job.
 pub fn own_share(backend: &dyn CgroupBackend, job_bytes: u64, seed: u64) -> Result<OwnShare> {
-    static SEQ: AtomicU64 = AtomicU64::new(0);
     let page = page_size();
     let pages = job_bytes / page;
     if pages < 16 || pages > u64::from(u32::MAX) {
@@ -228,11 +222,7 @@ pub fn own_share(backend: &dyn CgroupBackend, job_bytes: u64, seed: u64) -> Resu
         )));
     }
     let pool_bytes = ((pages as f64 * POOL_PER_JOB) as u64) * page;
-    let pool = GroupPath::new(&format!(
-        "memgang-faults-{}-{}",
-        std::process::id(),
-        SEQ.fetch_add(1, Ordering::Relaxed)
-    ))?;
+    let pool = fault_group()?;
     backend.create(&pool)?;
     let _remove = RemoveGroup(backend, &pool);
     backend.set_memory_limit(&pool, Some(pool_bytes))?;
@@ -274,6 +264,16 @@ pub fn own_share(backend: &dyn CgroupBackend, job_bytes: u64, seed: u64) -> Resu
         pool_bytes,
         turns,
     })
+}
+
+/// A name no other group of this process has: `memgang-faults-<pid>-<n>`.
+fn fault_group() -> Result<GroupPath> {
+    static SEQ: AtomicU64 = AtomicU64::new(0);
+    GroupPath::new(&format!(
+        "memgang-faults-{}-{}",
+        std::process::id(),
+        SEQ.fetch_add(1, Ordering::Relaxed)
+    ))
 }
 
 struct RemoveGroup<'a>(&'a dyn CgroupBackend, &'a GroupPath);

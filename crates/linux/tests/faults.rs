@@ -6,20 +6,39 @@
 mod common;
 
 use common::*;
+use memgang_linux::cgroup::CgroupBackend;
 use memgang_linux::faults::{self, Order};
 use memgang_linux::swap::TestSwap;
+use std::sync::Arc;
 
 /// Enough pages that the counts are not noise, little enough for CI.
 const BYTES: u64 = 64 * MIB;
 
+/// The v1 backend and a test swap file, or None (skipped, loudly) without
+/// root.
+fn setup(test: &str) -> Option<(Arc<dyn CgroupBackend>, TestSwap)> {
+    let backend = v1_backend(test, "needs root (swapon, cgroups, process_madvise)")?;
+    Some((backend, TestSwap::new(4 * BYTES).expect("a test swap file")))
+}
+
+fn assert_no_fault_groups(backend: &dyn CgroupBackend) {
+    let left: Vec<_> = backend
+        .list_groups("memgang-faults-")
+        .unwrap()
+        .into_iter()
+        .map(|g| g.to_string())
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
+
 #[test]
 #[ignore = "needs root: swapon, cgroups, process_madvise on another process (scripts/test runs it as root)"]
 fn random_faults_read_one_page_and_in_order_faults_read_ahead() {
-    let test = "random_faults_read_one_page_and_in_order_faults_read_ahead";
-    let Some(backend) = v1_backend(test, "needs root (swapon, cgroups, process_madvise)") else {
+    let Some((backend, _swap)) =
+        setup("random_faults_read_one_page_and_in_order_faults_read_ahead")
+    else {
         return;
     };
-    let _swap = TestSwap::new(4 * BYTES).expect("a test swap file");
     let pages = BYTES / memgang_linux::paging::page_size();
 
     let random = faults::measure(backend.as_ref(), BYTES, Order::Random, 7).unwrap();
@@ -39,13 +58,7 @@ fn random_faults_read_one_page_and_in_order_faults_read_ahead() {
         "reading ahead beats page-at-a-time: {seq:?} {random:?}"
     );
 
-    let left: Vec<_> = backend
-        .list_groups("memgang-faults-")
-        .unwrap()
-        .into_iter()
-        .map(|g| g.to_string())
-        .collect();
-    assert!(left.is_empty(), "left behind: {left:?}");
+    assert_no_fault_groups(backend.as_ref());
 }
 
 /// Two jobs taking turns in a pool of one and a half: each resume lacks
@@ -54,11 +67,11 @@ fn random_faults_read_one_page_and_in_order_faults_read_ahead() {
 #[test]
 #[ignore = "needs root: swapon, cgroups (scripts/test runs it as root)"]
 fn a_resumed_job_faults_back_what_it_lacks_and_some_of_its_own() {
-    let test = "a_resumed_job_faults_back_what_it_lacks_and_some_of_its_own";
-    let Some(backend) = v1_backend(test, "needs root (swapon, cgroups)") else {
+    let Some((backend, _swap)) =
+        setup("a_resumed_job_faults_back_what_it_lacks_and_some_of_its_own")
+    else {
         return;
     };
-    let _swap = TestSwap::new(4 * BYTES).expect("a test swap file");
     let o = faults::own_share(backend.as_ref(), BYTES, 3).unwrap();
     assert_eq!(o.turns.len(), 6, "{o:?}");
     assert_eq!(o.counted().len(), 4, "{o:?}");
@@ -73,13 +86,7 @@ fn a_resumed_job_faults_back_what_it_lacks_and_some_of_its_own() {
     }
     let share = o.share();
     assert!(share > 0.0 && share < 0.95, "{share} {o:?}");
-    let left: Vec<_> = backend
-        .list_groups("memgang-faults-")
-        .unwrap()
-        .into_iter()
-        .map(|g| g.to_string())
-        .collect();
-    assert!(left.is_empty(), "left behind: {left:?}");
+    assert_no_fault_groups(backend.as_ref());
 }
 
 #[test]
