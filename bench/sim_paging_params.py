@@ -44,7 +44,8 @@ dirs = sys.argv[1:] or [f"bench/results/{d}" for d in
                         ("adaptive-fix", "adaptive-access-20261127", "adaptive-lru-20261127",
                          "adaptive-lru-20261127-r2", "adaptive-lru-20261127-600m",
                          "adaptive-lru-20261127-q20", "adaptive-lru-20261127-600m-q20",
-                         "adaptive-lru-20261127-q15", "hybrid-long", "hybrid-full",
+                         "adaptive-lru-20261127-q15", "adaptive-lru-20261127-q20-r2",
+                         "adaptive-lru-20261127-600m-q20-r2", "hybrid-long", "hybrid-full",
                          "hybrid-full-2rank")]
 refills = []
 print(f"{'run':<36} {'policy':<10} {'pages moved':>11} {'extra CPU / page (us)':>21} {'pages in / major fault':>22} "

@@ -20,8 +20,9 @@ in random faults (`readahead_pages`, `readahead_reads`) from FILE, a
 calibration that timed demand faults (since 2026-11-27), over any other
 but the run's own (DIR/random-reads.json, when bench/lib.sh timed faults).
 --own-evict FILE: the share of a resumed job's faults that evict its own
-pages (`own_evict_share`) from FILE, a calibration that measured it
-(since 2026-11-27); else the simulator's default.
+pages and how it moves with what the job lacks (`own_evict_share`,
+`own_evict_slope`, those it has) from FILE, a calibration that measured
+them (since 2026-11-27); else the simulator's defaults.
 The jobs' touch rate: TOUCH_SHARE of their sweeps per second alone; their
 access pattern (`--access`): random for memgang-workload --pattern random,
 else sweep (--all-sweep: sweep for all, the model before it knew random). The simulated overhead is
@@ -176,7 +177,8 @@ def main(argv):
         argv = argv[2:]
     own_evict = None
     if argv[:1] == ["--own-evict"]:
-        own_evict = json.load(open(argv[1]))["own_evict_share"]
+        f = json.load(open(argv[1]))
+        own_evict = {k: f[k] for k in ("own_evict_share", "own_evict_slope") if k in f}
         argv = argv[2:]
     no_queue = argv[:1] == ["--no-queue-rate"]
     if no_queue:
@@ -194,7 +196,7 @@ def main(argv):
         for d in argv:
             dev, src, own_readahead = device(d, calibration, random_only, no_queue, readahead)
             if dev is not None and own_evict is not None:
-                dev["own_evict_share"] = own_evict
+                dev.update(own_evict)
             if dev is None:
                 print(f"# {d}: no bandwidth-*.json nor testbed.txt: skipped", file=sys.stderr)
                 continue
@@ -279,7 +281,9 @@ def main(argv):
           + (f"; a readahead of {readahead['readahead_pages']:.2f} pages costs {readahead['readahead_reads']:.2f} random faults"
              + (" where a run did not time its own" if any("readahead" in o for o in own_rates) else "")
              if readahead else "")
-          + (f"; a resumed job's own evictions: {own_evict:.2f} of its faults" if own_evict is not None else "")
+          + (f"; a resumed job's own evictions: {own_evict['own_evict_share']:.2f} of its faults"
+             + (f", {own_evict['own_evict_slope']:+.2f} per unit it lacks" if "own_evict_slope" in own_evict else "")
+             if own_evict else "")
           + (f"; every job sweeps" if all_sweep else "")
           + f"; touch per s: {TOUCH_SHARE} of the jobs' sweep rate)")
     # Under cosched the jobs share the node: the model slows them alike,

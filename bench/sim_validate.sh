@@ -11,7 +11,8 @@
 #                                       and hybrid-full, hybrid-full-2rank,
 #                                       adaptive-access-20261127,
 #                                       adaptive-lru-20261127, -r2, -600m,
-#                                       -q20, -600m-q20 and -q15,
+#                                       -q20, -600m-q20 and -q15, the
+#                                       last two 20 s ones again (-r2),
 #                                       thrash-20261127 and -r2 (if there)
 #   CALIBRATION=device.json bench/sim_validate.sh   random read rates and
 #       switch efficiency from `memgang calibrate`
@@ -45,7 +46,8 @@ if [ ${#dirs[@]} -eq 0 ]; then
   for d in bench/results/hybrid-full bench/results/hybrid-full-2rank bench/results/adaptive-access-20261127 \
     bench/results/adaptive-lru-20261127 bench/results/adaptive-lru-20261127-r2 bench/results/adaptive-lru-20261127-600m \
     bench/results/adaptive-lru-20261127-q20 bench/results/adaptive-lru-20261127-600m-q20 \
-    bench/results/adaptive-lru-20261127-q15 \
+    bench/results/adaptive-lru-20261127-q15 bench/results/adaptive-lru-20261127-q20-r2 \
+    bench/results/adaptive-lru-20261127-600m-q20-r2 \
     bench/results/thrash-20261127 \
     bench/results/thrash-20261127-r2; do
     [ ! -d "$d" ] || dirs+=("$d")

@@ -79,7 +79,14 @@ pub fn run(a: CalibrateArgs) -> Result<()> {
         );
     }
     check_fault_sample("--fault-sample", a.fault_sample)?;
-    check_fault_sample("--own-sample", a.own_sample)?;
+    if a.own_sample < (64 << 20) {
+        bail!(
+            "--own-sample {} is too small: under pools of a few dozen MiB the processes' \
+             own overhead weighs, and the pool's OOM killer can outrun its reclaim; give at \
+             least 64M",
+            format_bytes(a.own_sample)
+        );
+    }
     if a.sample < (64 << 20) {
         bail!(
             "--sample {} is too small to get past the device's cache: give at least 64M",
@@ -191,7 +198,7 @@ fn calibrate(a: &CalibrateArgs, stop: &AtomicBool) -> Result<(serde_json::Value,
     check(stop)?;
     let (readahead_pages, readahead_reads) = (ra.pages(), ra.reads());
     eprintln!(
-        "memgang: two jobs of {} taking turns at random in a pool of one and a half",
+        "memgang: two jobs of {} taking turns at random under two pools",
         format_bytes(a.own_sample)
     );
     let own = OwnEvictions::measure(a.own_sample)?;
@@ -309,7 +316,8 @@ fn calibrate(a: &CalibrateArgs, stop: &AtomicBool) -> Result<(serde_json::Value,
         },
     });
     // Apart from the json! above, which is at serde_json's recursion limit.
-    value["own_evict_share"] = own.0.share().into();
+    value["own_evict_share"] = own.share().clamp(0.0, 0.95).into();
+    value["own_evict_slope"] = own.slope().clamp(-1.0, 1.0).into();
     value["calibration"]["own_evictions"] = own.json();
     let mbs = |b: f64| format!("{:.0} MB/s", b / 1e6);
     let summary = format!(
@@ -472,49 +480,89 @@ impl Readahead {
 }
 
 /// The share of a resumed job's faults that evict its own pages
-/// (`memgang_linux::faults::own_share`): the device file's
-/// `own_evict_share`.
-pub struct OwnEvictions(pub faults::OwnShare);
+/// (`memgang_linux::faults::own_share`) under two pools, the one of
+/// memgang's 700 MiB pairs in 1 GiB and the one of its 600 MiB pairs: the
+/// device file's `own_evict_share` (on the line through the two, where a
+/// resume lacks `AT_LACK` of its job) and `own_evict_slope`.
+pub struct OwnEvictions(pub [faults::OwnShare; 2]);
+
+/// Where the device file gives the share (`memgang_sim`'s
+/// `OWN_EVICT_AT_LACK`): what memgang's 700 MiB pairs lacked.
+const AT_LACK: f64 = 0.54;
 
 impl OwnEvictions {
-    /// Two jobs of `bytes` (root, swap with room for one).
+    /// Two jobs of `bytes` under each pool (root, swap with room for one).
     pub fn measure(bytes: u64) -> Result<Self> {
         let backend = memgang_linux::cgroup::detect().context("measuring own evictions")?;
-        faults::own_share(backend.as_ref(), bytes, 1)
-            .map(OwnEvictions)
+        let at = |pool_per_job: f64| {
+            faults::own_share(
+                backend.as_ref(),
+                bytes,
+                (bytes as f64 * pool_per_job) as u64,
+                1,
+            )
             .context("measuring a resumed job's own evictions")
+        };
+        Ok(OwnEvictions([
+            at(faults::POOL_PER_JOB)?,
+            at(1024.0 / 600.0)?,
+        ]))
+    }
+
+    /// Change of the share per unit of the job a resume lacks.
+    pub fn slope(&self) -> f64 {
+        let [a, b] = &self.0;
+        (a.share() - b.share()) / (a.lack_share() - b.lack_share())
+    }
+
+    /// The share where a resume lacks [`AT_LACK`] of its job.
+    pub fn share(&self) -> f64 {
+        let a = &self.0[0];
+        a.share() + self.slope() * (AT_LACK - a.lack_share())
     }
 
     /// Every turn, for provenance.
     pub fn json(&self) -> serde_json::Value {
-        let o = &self.0;
-        json!({
-            "job_bytes": o.job_bytes,
-            "pool_bytes": o.pool_bytes,
-            "counted_from_turn": 2,
-            "turns": o.turns.iter().map(|t| json!({
-                "lacked_bytes": t.lacked_bytes,
-                "faulted_bytes": t.faulted_bytes,
-                "passes": t.passes,
-                "wall_s": t.wall.as_secs_f64(),
-            })).collect::<Vec<_>>(),
-        })
+        let pool = |o: &faults::OwnShare| {
+            json!({
+                "job_bytes": o.job_bytes,
+                "pool_bytes": o.pool_bytes,
+                "lack_share": o.lack_share(),
+                "attempts": o.attempts,
+                "share": o.share(),
+                "counted_from_turn": 2,
+                "turns": o.turns.iter().map(|t| json!({
+                    "lacked_bytes": t.lacked_bytes,
+                    "faulted_bytes": t.faulted_bytes,
+                    "passes": t.passes,
+                    "wall_s": t.wall.as_secs_f64(),
+                })).collect::<Vec<_>>(),
+            })
+        };
+        json!({ "at_lack": AT_LACK, "pools": self.0.iter().map(pool).collect::<Vec<_>>() })
     }
 
     pub fn sentence(&self) -> String {
-        let o = &self.0;
-        let n = o.counted().len().max(1) as u64;
-        let (lacked, faulted) = o.counted().iter().fold((0, 0), |(l, f), t| {
-            (l + t.lacked_bytes, f + t.faulted_bytes)
-        });
+        let [a, b] = &self.0;
+        let per_turn = |o: &faults::OwnShare| {
+            let n = o.counted().len().max(1) as u64;
+            format_bytes(o.counted().iter().map(|t| t.faulted_bytes).sum::<u64>() / n)
+        };
         format!(
-            "own evictions: jobs of {} in a pool of {} lacked {} and faulted {} per turn: \
-             {:.2} of a resumed job's faults evicted its own pages",
-            format_bytes(o.job_bytes),
-            format_bytes(o.pool_bytes),
-            format_bytes(lacked / n),
-            format_bytes(faulted / n),
-            o.share()
+            "own evictions: jobs of {} under pools of {} and {} lacked {:.2} and {:.2} of \
+             themselves and faulted {} and {} per turn: {:.2} and {:.2} of a resumed job's \
+             faults evicted its own pages ({:.2} where it lacks {AT_LACK}, {:+.2} per unit lacked)",
+            format_bytes(a.job_bytes),
+            format_bytes(a.pool_bytes),
+            format_bytes(b.pool_bytes),
+            a.lack_share(),
+            b.lack_share(),
+            per_turn(a),
+            per_turn(b),
+            a.share(),
+            b.share(),
+            self.share(),
+            self.slope()
         )
     }
 }

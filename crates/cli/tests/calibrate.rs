@@ -51,7 +51,7 @@ fn calibrate_writes_a_device_file_the_simulator_reads() {
                 "--fault-sample",
                 "32M",
                 "--own-sample",
-                "32M",
+                "128M",
             ])
             .args([
                 "--pool-memory",
@@ -106,13 +106,20 @@ fn calibrate_writes_a_device_file_the_simulator_reads() {
     assert!(v["readahead_pages"].as_f64().unwrap() >= 2.0, "{v}");
     let reads = v["readahead_reads"].as_f64().unwrap();
     assert!(reads.is_finite() && reads > 0.0, "{v}");
-    // Its own evictions: a share the simulator takes (0 to 0.95), from
-    // six turns of which the last four count.
+    // Its own evictions under two pools: a share (0 to 0.95) and its
+    // slope over what a resume lacks (-1 to 1), which the simulator takes;
+    // each pool six turns, a resume lacking more under the smaller pool.
     let own = v["own_evict_share"].as_f64().unwrap();
-    assert!((0.0..0.95).contains(&own), "{v}");
-    assert_eq!(
-        c["own_evictions"]["turns"].as_array().unwrap().len(),
-        6,
+    assert!((0.0..=0.95).contains(&own), "{v}");
+    let slope = v["own_evict_slope"].as_f64().unwrap();
+    assert!((-1.0..=1.0).contains(&slope), "{v}");
+    let pools = c["own_evictions"]["pools"].as_array().unwrap();
+    assert_eq!(pools.len(), 2, "{v}");
+    for p in pools {
+        assert_eq!(p["turns"].as_array().unwrap().len(), 6, "{v}");
+    }
+    assert!(
+        pools[0]["lack_share"].as_f64().unwrap() > pools[1]["lack_share"].as_f64().unwrap(),
         "{v}"
     );
     assert!(!c["kernel"].as_str().unwrap().is_empty(), "{v}");

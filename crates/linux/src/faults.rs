@@ -170,12 +170,22 @@ pub struct OwnShare {
     /// Every turn, the two jobs alternating; the first two settle the pool
     /// (each job's first turn after the fills) and are not counted.
     pub turns: Vec<Turn>,
+    /// Measurements made: more than 1 when the pool's OOM killer took a
+    /// job and the measurement was made again ([`own_share`]).
+    pub attempts: u32,
 }
 
 impl OwnShare {
     /// The turns counted.
     pub fn counted(&self) -> &[Turn] {
         self.turns.get(2..).unwrap_or(&[])
+    }
+
+    /// What a resume lacked of its job, on average over the counted turns.
+    pub fn lack_share(&self) -> f64 {
+        let t = self.counted();
+        let lacked: u64 = t.iter().map(|t| t.lacked_bytes).sum();
+        lacked as f64 / (t.len().max(1) as u64 * self.job_bytes.max(1)) as f64
     }
 
     /// The share of a resumed job's faults that evicted its own pages:
@@ -195,7 +205,7 @@ impl OwnShare {
 
 /// The pool over one job in memgang's measured random pairs: two jobs of
 /// 700 MiB in a 1 GiB pool, so that a resumed job lacks 54% of itself.
-const POOL_PER_JOB: f64 = 1024.0 / 700.0;
+pub const POOL_PER_JOB: f64 = 1024.0 / 700.0;
 /// Turns: two to settle, four counted (two per job, whose shares differ:
 /// the kernel favours one group; `bench/refill.sh`).
 const TURNS: usize = 6;
@@ -206,12 +216,18 @@ const SETTLED: f64 = 0.01;
 const MAX_PASSES: u32 = 8;
 
 /// Two jobs of `job_bytes` touching their memory at random, each in a
-/// memory cgroup of its own under a pool that holds one and a half, take
+/// memory cgroup of its own under a pool of `pool_bytes` (more than one
+/// job, less than two: [`POOL_PER_JOB`] of one in memgang's runs), take
 /// turns (the other waits on a pipe, touching nothing, as if frozen); each
 /// turn runs passes until the resumed job has what it needs. Per turn:
 /// what it lacked at its resume and what it faulted. Needs root and swap
 /// with room for a job.
-pub fn own_share(backend: &dyn CgroupBackend, job_bytes: u64, seed: u64) -> Result<OwnShare> {
+pub fn own_share(
+    backend: &dyn CgroupBackend,
+    job_bytes: u64,
+    pool_bytes: u64,
+    seed: u64,
+) -> Result<OwnShare> {
     let page = page_size();
     let pages = job_bytes / page;
     if pages < 16 || pages > u64::from(u32::MAX) {
@@ -221,49 +237,110 @@ pub fn own_share(backend: &dyn CgroupBackend, job_bytes: u64, seed: u64) -> Resu
             u32::MAX
         )));
     }
-    let pool_bytes = ((pages as f64 * POOL_PER_JOB) as u64) * page;
-    let pool = fault_group()?;
-    backend.create(&pool)?;
-    let _remove = RemoveGroup(backend, &pool);
-    backend.set_memory_limit(&pool, Some(pool_bytes))?;
-    let mut jobs = Vec::new();
-    for (k, name) in ["a", "b"].into_iter().enumerate() {
-        let group = pool.join(name)?;
-        backend.create(&group)?;
-        let mut child = Child::fork(pages, Order::Random, seed.wrapping_add(k as u64))?;
-        cgroup::join(backend, &group, child.pid)?;
-        let addr = child.fill()?;
-        jobs.push((child, addr..addr + pages * page));
+    let pool_bytes = pool_bytes / page * page;
+    if pool_bytes <= pages * page || pool_bytes >= 2 * pages * page {
+        return Err(Error::Unsupported(format!(
+            "measuring a resumed job's own evictions: a pool of {pool_bytes} bytes for two jobs \
+             of {job_bytes}: give one that holds more than one job and less than two"
+        )));
     }
-    let mut turns = Vec::with_capacity(TURNS);
-    for t in 0..TURNS {
-        let (child, region) = &mut jobs[t % 2];
-        let resident =
-            runs::bytes(&paging::resident_runs(child.pid, std::slice::from_ref(region))?.0);
-        let mut turn = Turn {
-            lacked_bytes: (pages * page).saturating_sub(resident),
-            faulted_bytes: 0,
-            passes: 0,
-            wall: Duration::ZERO,
-        };
-        while turn.passes < MAX_PASSES {
-            let p = child.touch(b'w')?;
-            turn.faulted_bytes += p.major_faults * page;
-            turn.wall += p.wall;
-            turn.passes += 1;
-            if (p.major_faults as f64) < SETTLED * pages as f64 {
-                break;
+    for attempt in 1.. {
+        match own_turns(backend, pages, pool_bytes, seed) {
+            Ok(turns) => {
+                return Ok(OwnShare {
+                    job_bytes: pages * page,
+                    pool_bytes,
+                    turns,
+                    attempts: attempt,
+                })
+            }
+            Err((e, true)) if attempt < ATTEMPTS => {
+                eprintln!("memgang: {e}: the pool's OOM killer took a job; measuring again");
+            }
+            Err((e, killed)) => {
+                return Err(if killed {
+                    Error::Unsupported(format!(
+                        "{e}: the pool's OOM killer took a job in each of {ATTEMPTS} attempts; \
+                         give larger jobs"
+                    ))
+                } else {
+                    e
+                })
             }
         }
-        turns.push(turn);
     }
+    unreachable!("the attempts loop returns")
+}
+
+/// Under cgroup v1 a pool of a few hundred MiB, faulted into at full
+/// speed, now and then runs out of memory with swap to spare (the kernel
+/// logged the charge of a swap-in failing; 1 in 5 measurements with jobs
+/// of 128 MiB, none seen at 256 MiB): such an attempt is thrown away whole
+/// and made again, at most this many times.
+const ATTEMPTS: u32 = 5;
+
+/// One attempt of [`own_share`]: its turns, or the error and whether a
+/// job was killed (not by us) before it.
+fn own_turns(
+    backend: &dyn CgroupBackend,
+    pages: u64,
+    pool_bytes: u64,
+    seed: u64,
+) -> std::result::Result<Vec<Turn>, (Error, bool)> {
+    let page = page_size();
+    let pool = fault_group().map_err(|e| (e, false))?;
+    backend.create(&pool).map_err(|e| (e, false))?;
+    let _remove = RemoveGroup(backend, &pool);
+    let mut jobs: Vec<(Child, std::ops::Range<u64>)> = Vec::new();
+    let killed = |jobs: &mut Vec<(Child, std::ops::Range<u64>)>| {
+        jobs.iter_mut().any(|(c, _)| c.was_killed())
+    };
+    let mut run = || -> Result<Vec<Turn>> {
+        for (k, name) in ["a", "b"].into_iter().enumerate() {
+            let group = pool.join(name)?;
+            backend.create(&group)?;
+            let mut child = Child::fork(pages, Order::Random, seed.wrapping_add(k as u64))?;
+            cgroup::join(backend, &group, child.pid)?;
+            let addr = child.fill()?;
+            jobs.push((child, addr..addr + pages * page));
+        }
+        // Limited only now: two processes filling their memory as fast as they
+        // can under a full pool can outrun its reclaim (the pool's OOM killer
+        // took one, now and then, with jobs of 32 MiB). Lowering the limit
+        // reclaims down to it first.
+        backend.set_memory_limit(&pool, Some(pool_bytes))?;
+        let mut turns = Vec::with_capacity(TURNS);
+        for t in 0..TURNS {
+            let (child, region) = &mut jobs[t % 2];
+            let resident =
+                runs::bytes(&paging::resident_runs(child.pid, std::slice::from_ref(region))?.0);
+            let mut turn = Turn {
+                lacked_bytes: (pages * page).saturating_sub(resident),
+                faulted_bytes: 0,
+                passes: 0,
+                wall: Duration::ZERO,
+            };
+            while turn.passes < MAX_PASSES {
+                let p = child.touch(b'w')?;
+                turn.faulted_bytes += p.major_faults * page;
+                turn.wall += p.wall;
+                turn.passes += 1;
+                if (p.major_faults as f64) < SETTLED * pages as f64 {
+                    break;
+                }
+            }
+            turns.push(turn);
+        }
+        Ok(turns)
+    };
+    let result = run();
+    let result = result.map_err(|e| {
+        let k = killed(&mut jobs);
+        (e, k)
+    });
     // The children go (killed and reaped) before the groups.
     drop(jobs);
-    Ok(OwnShare {
-        job_bytes: pages * page,
-        pool_bytes,
-        turns,
-    })
+    result
 }
 
 /// A name no other group of this process has: `memgang-faults-<pid>-<n>`.
@@ -303,6 +380,8 @@ struct Child {
     pid: i32,
     cmd: File,
     res: File,
+    /// Reaped already (its pid may be another process's by now).
+    reaped: bool,
 }
 
 /// The child's answers: ready (then the memory's address), or touched
@@ -316,7 +395,12 @@ impl Child {
         // itself, and _exits; nothing of the parent's state is used.
         let Forked { pid, cmd, res } =
             unsafe { process::fork_piped(|cmd, res| child(cmd, res, pages, order, seed))? };
-        Ok(Child { pid, cmd, res })
+        Ok(Child {
+            pid,
+            cmd,
+            res,
+            reaped: false,
+        })
     }
 
     /// Sends `what`, reads the answer's code and then `answer`.
@@ -373,8 +457,34 @@ impl Child {
     }
 }
 
+impl Child {
+    /// Whether it has died of SIGKILL, which only the OOM killer sends it
+    /// while we hold it (reaps it if so). Asked after a failure: its pipe
+    /// closes as it dies, a moment before its exit can be reaped, so this
+    /// waits up to a second for that.
+    fn was_killed(&mut self) -> bool {
+        if self.reaped {
+            return false;
+        }
+        for _ in 0..100 {
+            let mut status = 0;
+            // SAFETY: our own child, not yet reaped; status is a local.
+            let r = unsafe { libc::waitpid(self.pid, &mut status, libc::WNOHANG) };
+            if r == self.pid {
+                self.reaped = true;
+                return libc::WIFSIGNALED(status) && libc::WTERMSIG(status) == libc::SIGKILL;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        false
+    }
+}
+
 impl Drop for Child {
     fn drop(&mut self) {
+        if self.reaped {
+            return;
+        }
         // SAFETY: our own child, not yet reaped, so the pid is still its.
         unsafe {
             libc::kill(self.pid, libc::SIGKILL);

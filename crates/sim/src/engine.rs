@@ -696,8 +696,12 @@ impl<'a> Simulator<'a> {
                                 self.cost[n.0 as usize] += secs;
                             }
                             PageInPlan::Demand if self.cfg.paging.access == Access::Random => {
-                                let r =
-                                    self.cfg.paging.random_refill(missing, short > 0, work_left);
+                                let r = self.cfg.paging.random_refill(
+                                    mem,
+                                    missing,
+                                    short > 0,
+                                    work_left,
+                                );
                                 let x = r.end_sweeps;
                                 let own = ((r.faults(x) - (r.lack - r.missing(x))) * PAGE) as u64;
                                 self.t.paged_in += own;

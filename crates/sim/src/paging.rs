@@ -78,10 +78,15 @@ pub struct DeviceFile {
     #[serde(default = "reclaim_cpu")]
     pub reclaim_cpu_s_per_page: f64,
     /// The share of a random toucher's faults that evict its own pages
-    /// when memory is short (`memgang calibrate` measures it); default
+    /// when memory is short and it lacks [`OWN_EVICT_AT_LACK`] of its
+    /// memory (`memgang calibrate` measures it); default
     /// [`OWN_EVICT_SHARE`].
     #[serde(default = "own_evict")]
     pub own_evict_share: f64,
+    /// How that share moves per unit of the share of its memory it lacks
+    /// (`memgang calibrate`: from two pools); default [`OWN_EVICT_SLOPE`].
+    #[serde(default = "own_evict_slope")]
+    pub own_evict_slope: f64,
     /// Random 4 KiB reads per second with 8 in flight (`memgang
     /// calibrate`); when given, the device serves a thrashing node's
     /// readahead at this rate (see [`PagingModel::queue_read_iops`]).
@@ -124,6 +129,20 @@ pub const RECLAIM_CPU_S: f64 = 12e-6;
 /// (`bench/results/calibrate-20261127T151044Z`).
 pub const OWN_EVICT_SHARE: f64 = 0.45;
 
+/// What a resumed job lacks of its memory where [`OWN_EVICT_SHARE`] holds:
+/// 376 of 700 MiB, memgang's measured pairs.
+pub const OWN_EVICT_AT_LACK: f64 = 0.54;
+
+/// How the share moves with what the job lacks of its memory, per unit
+/// of that share: the less it lacks, the more of its faults take its own
+/// pages. Measured (`bench/own_share.sh`,
+/// `bench/results/own-share-20261127-sweep`): two processes of 256 MiB
+/// under pools from 282 to 486 MiB, lacking 0.11 to 0.91 of themselves,
+/// shares 0.74 to 0.39, least squares -0.419. memgang's pairs agree: at
+/// 600 MiB (lacking 0.29) their resumes read 0.52 to 0.58 against 0.44
+/// and 0.46 at 700 (`bench/sim_paging_params.py`).
+pub const OWN_EVICT_SLOPE: f64 = -0.42;
+
 fn readahead() -> f64 {
     READAHEAD_PAGES
 }
@@ -134,6 +153,10 @@ fn reclaim_cpu() -> f64 {
 
 fn own_evict() -> f64 {
     OWN_EVICT_SHARE
+}
+
+fn own_evict_slope() -> f64 {
+    OWN_EVICT_SLOPE
 }
 
 fn one() -> f64 {
@@ -167,6 +190,8 @@ impl DeviceFile {
             // Under 1: at 1 every fault would evict a page of its own and
             // the job would never get its memory back.
             ("own_evict_share", self.own_evict_share, 0.0, 0.95),
+            // The share goes from 0 to 0.95 as the lack goes from 0 to 1.
+            ("own_evict_slope", self.own_evict_slope, -1.0, 1.0),
             (
                 "queue_read_iops",
                 self.queue_read_iops.unwrap_or(1.0),
@@ -206,6 +231,7 @@ impl DeviceFile {
             readahead_reads: self.readahead_reads,
             reclaim_cpu_s: self.reclaim_cpu_s_per_page,
             own_evict_share: self.own_evict_share,
+            own_evict_slope: self.own_evict_slope,
             queue_read_iops: self.queue_read_iops,
             ..base
         })
@@ -391,9 +417,14 @@ pub struct PagingModel {
     /// Kernel CPU seconds per page moved in or out while memory is short.
     pub reclaim_cpu_s: f64,
     /// The share of a random toucher's faults that evict its own pages
-    /// while the node has no free memory ([`Refill`]).
+    /// while the node has no free memory ([`Refill`]), where it lacks
+    /// [`OWN_EVICT_AT_LACK`] of its memory; it moves by
+    /// `own_evict_slope` per unit of what it lacks
+    /// ([`PagingModel::own_evict_at`]).
     #[serde(default = "own_evict")]
     pub own_evict_share: f64,
+    #[serde(default = "own_evict_slope")]
+    pub own_evict_slope: f64,
     /// Random reads per second the device serves with a readahead window
     /// in flight. When known, a thrashing node's device is busy
     /// `1 / queue_read_iops` per page read (each page of a readahead its
@@ -422,6 +453,7 @@ impl Default for PagingModel {
             readahead_reads: 1.0,
             reclaim_cpu_s: RECLAIM_CPU_S,
             own_evict_share: OWN_EVICT_SHARE,
+            own_evict_slope: OWN_EVICT_SLOPE,
             queue_read_iops: None,
             access: Access::Sweep,
         }
@@ -473,13 +505,26 @@ impl PagingModel {
         (read_s.max(work + cpu_s), work)
     }
 
+    /// The share of its faults that evict its own pages for a job that
+    /// lacks `lack_share` of its memory, with no free memory: the line
+    /// through `own_evict_share` at [`OWN_EVICT_AT_LACK`] with slope
+    /// `own_evict_slope`, kept between 0 and 0.95.
+    pub fn own_evict_at(&self, lack_share: f64) -> f64 {
+        (self.own_evict_share + self.own_evict_slope * (lack_share - OWN_EVICT_AT_LACK))
+            .clamp(0.0, 0.95)
+    }
+
     /// How a job touching its memory at random brings back the `missing`
     /// bytes it lacks of its `mem` on a node (`short`: no free memory for
     /// them, so each fault evicts), with `work_left` seconds of computing
     /// still to do: see [`Refill`].
-    pub fn random_refill(&self, missing: u64, short: bool, work_left: f64) -> Refill {
+    pub fn random_refill(&self, mem: u64, missing: u64, short: bool, work_left: f64) -> Refill {
         let lack = missing as f64 / PAGE;
-        let own = if short { self.own_evict_share } else { 0.0 };
+        let own = if short {
+            self.own_evict_at(missing as f64 / mem.max(1) as f64)
+        } else {
+            0.0
+        };
         let rate = 1.0 - own;
         let moved = if short { 2.0 } else { 1.0 };
         let fault_s =
@@ -674,6 +719,12 @@ mod tests {
             f.own_evict_share, OWN_EVICT_SHARE,
             "absent: the measured share"
         );
+        assert_eq!(f.own_evict_slope, OWN_EVICT_SLOPE);
+        let flat = DeviceFile {
+            own_evict_slope: 2.0,
+            ..f
+        };
+        assert!(flat.device().unwrap_err().contains("own_evict_slope"));
         let all_own = DeviceFile {
             own_evict_share: 1.0,
             ..f
@@ -699,10 +750,27 @@ mod tests {
             access: Access::Random,
             ..PagingModel::default()
         };
-        let lack = 176 << 20;
-        let r = m.random_refill(lack, true, 1e9);
+        // Lacking 0.54 of itself, the share is the file's; lacking less,
+        // more of its faults take its own pages, on the line, kept under
+        // 0.95 and over 0.
+        let (lack, mem): (u64, u64) = (189 << 20, 350 << 20);
+        assert!((m.own_evict_at(0.54) - OWN_EVICT_SHARE).abs() < 1e-12);
+        assert!((m.own_evict_at(0.29) - (OWN_EVICT_SHARE - OWN_EVICT_SLOPE * 0.25)).abs() < 1e-12);
+        assert!(
+            m.own_evict_at(0.1) > m.own_evict_at(0.54)
+                && m.own_evict_at(0.54) > m.own_evict_at(0.9)
+        );
+        let steep = PagingModel {
+            own_evict_slope: -1.0,
+            ..m
+        };
+        assert_eq!(
+            (steep.own_evict_at(0.0), steep.own_evict_at(1.0 + 0.45)),
+            (0.95, 0.0)
+        );
+        let r = m.random_refill(mem, lack, true, 1e9);
         let pages = lack as f64 / PAGE;
-        assert!((r.rate - (1.0 - OWN_EVICT_SHARE)).abs() < 1e-12);
+        assert!((r.rate - (1.0 - OWN_EVICT_SHARE)).abs() < 1e-12, "{r:?}");
         let (_, work, faults) = r.whole();
         assert!(
             r.missing(r.end_sweeps) <= 1.0 + 1e-9,
@@ -725,18 +793,19 @@ mod tests {
             (r.fault_s - (1.0 / m.device.random_read_iops + 2.0 * m.reclaim_cpu_s)).abs() < 1e-15
         );
 
-        let room = m.random_refill(lack, false, 1e9);
+        let room = m.random_refill(mem, lack, false, 1e9);
         assert_eq!(room.rate, 1.0);
         assert!((room.whole().2 - (pages - 1.0)).abs() < 1e-6 * pages);
         assert!((room.fault_s - (1.0 / m.device.random_read_iops + m.reclaim_cpu_s)).abs() < 1e-15);
         let strict = PagingModel {
             own_evict_share: 0.0,
+            own_evict_slope: 0.0,
             ..m
         }
-        .random_refill(lack, true, 1e9);
+        .random_refill(mem, lack, true, 1e9);
         assert!((strict.whole().2 - (pages - 1.0)).abs() < 1e-6 * pages);
         // Work left cuts it: 1 s of computing is half a sweep at 0.5/s.
-        let short = m.random_refill(lack, true, 1.0);
+        let short = m.random_refill(mem, lack, true, 1.0);
         assert!((short.end_sweeps - 0.5).abs() < 1e-12);
     }
 

@@ -111,10 +111,12 @@ fn gang_lru_two_jobs_on_one_node_by_hand() {
 }
 
 /// Jobs touching their memory at random (a 13 s, b 15 s). A resumed job
-/// faults a page it lacks at each touch of it, and with no free memory
-/// 45% of its faults evict its own pages (`OWN_EVICT_SHARE`): what it
-/// lacks falls as `L · e^(-0.55 x)` over the sweeps x it touches (one per
-/// 2 s of computing), its faults are `L / 0.55 · (1 - e^(-0.55 x))`, and
+/// faults a page it lacks at each touch of it, and with no free memory a
+/// share `own` of its faults evict its own pages: lacking 176 of 600 MiB,
+/// 0.45 - 0.42 · (176/600 - 0.54) = 0.5536 (`OWN_EVICT_SHARE`, `_SLOPE`,
+/// `_AT_LACK`). What it lacks falls as `L · e^(-(1-own) x)` over the
+/// sweeps x it touches (one per 2 s of computing), its faults are
+/// `L / (1-own) · (1 - e^(-(1-own) x))`, and
 /// each costs a read (1/12,800 s) and the kernel's work for a page in and
 /// one out (24 µs); it waits for each.
 ///   0      a runs 0..10                             a: 3 left
@@ -135,13 +137,14 @@ fn gang_lru_random_access_waits_for_its_faults() {
     let lack = (176 * MIB) as f64 / 4096.0;
     let faults = |rate: f64, x: f64| lack / rate * (1.0 - (-rate * x).exp());
     let (short_s, room_s) = (1.0 / 12_800.0 + 24e-6, 1.0 / 12_800.0 + 12e-6);
-    let a_end = 20.0 + 3.0 + faults(0.55, 1.5) * short_s;
+    let rate = 1.0 - (0.45 - 0.42 * (176.0 / 600.0 - 0.54));
+    let a_end = 20.0 + 3.0 + faults(rate, 1.5) * short_s;
     let b_end = a_end + 6.76 + faults(1.0, 3.38) * room_s;
-    close(a_end, 27.6998);
-    close(b_end, 38.3822);
+    close(a_end, 28.0310);
+    close(b_end, 38.7135);
     close(r.makespan_s, b_end);
     assert_eq!(r.switches, 3, "at 10, 20 and when a ends");
-    let own = faults(0.55, 1.5) - lack * (1.0 - (-0.55f64 * 1.5).exp());
+    let own = faults(rate, 1.5) - lack * (1.0 - (-rate * 1.5).exp());
     let moved = (176.0 * 2.0) + own * 4096.0 / MIB as f64;
     let mib = |b: u64| b as f64 / MIB as f64;
     assert!(
