@@ -272,11 +272,11 @@ pub fn own_share(
     unreachable!("the attempts loop returns")
 }
 
-/// Under cgroup v1 a pool of a few hundred MiB, faulted into at full
-/// speed, now and then runs out of memory with swap to spare (the kernel
-/// logged the charge of a swap-in failing; 1 in 5 measurements with jobs
-/// of 128 MiB, none seen at 256 MiB): such an attempt is thrown away whole
-/// and made again, at most this many times.
+/// Under cgroup v1 a small pool faulted into at full speed now and then
+/// runs out of memory with swap to spare (the kernel logged the charge of
+/// a swap-in failing; seen with jobs of 64 and 128 MiB, not in the stored
+/// runs at 256 MiB): such an attempt is thrown away whole and made again,
+/// at most this many times.
 const ATTEMPTS: u32 = 5;
 
 /// One attempt of [`own_share`]: its turns, or the error and whether a
