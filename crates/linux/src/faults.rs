@@ -293,8 +293,10 @@ fn own_turns(
     let _remove = RemoveGroup(backend, &pool);
     let mut jobs: Vec<(Child, std::ops::Range<u64>)> = Vec::new();
     let killed = |jobs: &mut Vec<(Child, std::ops::Range<u64>)>| {
-        jobs.iter_mut().any(|(c, _)| c.was_killed())
+        jobs.iter_mut().any(|(c, _)| c.was_killed(100))
     };
+    // Set when a job is found dead (and reaped) after the turns.
+    let mut died_late = false;
     let mut run = || -> Result<Vec<Turn>> {
         for (k, name) in ["a", "b"].into_iter().enumerate() {
             let group = pool.join(name)?;
@@ -304,10 +306,10 @@ fn own_turns(
             let addr = child.fill()?;
             jobs.push((child, addr..addr + pages * page));
         }
-        // Limited only now: two processes filling their memory as fast as they
-        // can under a full pool can outrun its reclaim (the pool's OOM killer
-        // took one, now and then, with jobs of 32 MiB). Lowering the limit
-        // reclaims down to it first.
+        // Limited only now: two processes filling their memory as fast as
+        // they can under a full pool can outrun its reclaim (the pool's OOM
+        // killer took one, now and then, with small jobs). Lowering the
+        // limit reclaims down to it first.
         backend.set_memory_limit(&pool, Some(pool_bytes))?;
         let mut turns = Vec::with_capacity(TURNS);
         for t in 0..TURNS {
@@ -331,11 +333,22 @@ fn own_turns(
             }
             turns.push(turn);
         }
+        // A job killed during the other's last turn gave that turn its
+        // memory: the attempt does not count.
+        for (c, _) in jobs.iter_mut() {
+            if c.was_killed(1) {
+                died_late = true;
+                return Err(Error::Unsupported(format!(
+                    "measuring own evictions: job {} died during the last turn",
+                    c.pid
+                )));
+            }
+        }
         Ok(turns)
     };
     let result = run();
     let result = result.map_err(|e| {
-        let k = killed(&mut jobs);
+        let k = died_late || killed(&mut jobs);
         (e, k)
     });
     // The children go (killed and reaped) before the groups.
@@ -459,14 +472,14 @@ impl Child {
 
 impl Child {
     /// Whether it has died of SIGKILL, which only the OOM killer sends it
-    /// while we hold it (reaps it if so). Asked after a failure: its pipe
-    /// closes as it dies, a moment before its exit can be reaped, so this
-    /// waits up to a second for that.
-    fn was_killed(&mut self) -> bool {
+    /// while we hold it (reaps it if so). After a failure its pipe closes
+    /// as it dies, a moment before its exit can be reaped: `patience`
+    /// polls 10 ms apart wait for that.
+    fn was_killed(&mut self, patience: u32) -> bool {
         if self.reaped {
             return false;
         }
-        for _ in 0..100 {
+        for _ in 0..patience.max(1) {
             let mut status = 0;
             // SAFETY: our own child, not yet reaped; status is a local.
             let r = unsafe { libc::waitpid(self.pid, &mut status, libc::WNOHANG) };
