@@ -67,10 +67,10 @@ fn main() {
                 (f, 1.0 - l / f)
             };
             let ((fa, sa), (fb, sb)) = (job(0), job(1));
-            points.push((lacked / mib as f64, o.share()));
+            points.push((o.lack_share(), o.share()));
             println!(
                 "{mib:>7} {pool:>8} {:>10.2} {round:>5}  {lacked:>10.0} {faulted:>11.0} {:>6.2}  {:>7.0} {:>8.0} {:>7.2} {:>8.2}",
-                lacked / mib as f64,
+                o.lack_share(),
                 o.share(),
                 fa,
                 fb,

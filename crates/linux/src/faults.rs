@@ -15,8 +15,9 @@
 //! alone, with room to spare (no reclaim during the faults).
 //!
 //! [`own_share`] measures what a full pool adds: two such children, each
-//! in a group of its own under a pool that holds one and a half, take
-//! turns, and each resume's faults are counted against what it lacked.
+//! in a group of its own under a pool that holds more than one of them and
+//! less than two, take turns, and each resume's faults are counted against
+//! what it lacked.
 
 use crate::cgroup::{self, CgroupBackend, GroupPath};
 use crate::counters::VmStat;
@@ -161,8 +162,8 @@ pub struct Turn {
 }
 
 /// How much of what a resumed job faults evicts its own pages, under a
-/// pool that holds one job and a half (as memgang's gang `lru` runs them:
-/// a group each under the pool).
+/// pool that holds more than one job and less than two (as memgang's gang
+/// `lru` runs them: a group each under the pool).
 #[derive(Clone, Debug, PartialEq)]
 pub struct OwnShare {
     pub job_bytes: u64,
