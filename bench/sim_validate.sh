@@ -56,7 +56,7 @@ fi
 # The random read rate is the device's, measured by `memgang calibrate` on
 # this machine (the runs measured only the sequential bandwidths); the
 # calibration's switch efficiency is used only when asked for: it was
-# measured under load against other sequential bandwidths (docs/sim.md).
+# measured under load against other sequential bandwidths (docs/sim-history.md).
 cal=()
 if [ -n "${CALIBRATION:-}" ]; then
   cal=(--calibration "$CALIBRATION")
