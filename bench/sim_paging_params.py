@@ -21,10 +21,10 @@ of a resume's faults that evicted the job's own pages if it had the time
 to fault all it lacked: 1 - lack / mean.
 
 usage: python3 bench/sim_paging_params.py DIR [DIR ...]
-       (default: the runs bench/results/sim-validate-20261127-lru/paging-params.txt
-       was made from: adaptive-fix, adaptive-access-20261127,
-       adaptive-lru-20261127, -r2 and -600m, hybrid-long, hybrid-full,
-       hybrid-full-2rank)
+       (default: the stored runs that paged on demand: adaptive-fix,
+       adaptive-access-20261127, adaptive-lru-20261127 and its -r2, -600m,
+       -q20, -600m-q20, -q15, -q20-r2, -600m-q20-r2 and -600m-r2,
+       hybrid-long, hybrid-full, hybrid-full-2rank)
 """
 import glob
 import json
@@ -45,7 +45,8 @@ dirs = sys.argv[1:] or [f"bench/results/{d}" for d in
                          "adaptive-lru-20261127-r2", "adaptive-lru-20261127-600m",
                          "adaptive-lru-20261127-q20", "adaptive-lru-20261127-600m-q20",
                          "adaptive-lru-20261127-q15", "adaptive-lru-20261127-q20-r2",
-                         "adaptive-lru-20261127-600m-q20-r2", "hybrid-long", "hybrid-full",
+                         "adaptive-lru-20261127-600m-q20-r2", "adaptive-lru-20261127-600m-r2",
+                         "hybrid-long", "hybrid-full",
                          "hybrid-full-2rank")]
 refills = []
 print(f"{'run':<36} {'policy':<10} {'pages moved':>11} {'extra CPU / page (us)':>21} {'pages in / major fault':>22} "

@@ -13,6 +13,7 @@
 #                                       adaptive-lru-20261127, -r2, -600m,
 #                                       -q20, -600m-q20 and -q15, the
 #                                       last two 20 s ones again (-r2),
+#                                       -600m again (-600m-r2),
 #                                       thrash-20261127 and -r2 (if there)
 #   CALIBRATION=device.json bench/sim_validate.sh   random read rates and
 #       switch efficiency from `memgang calibrate`
@@ -48,6 +49,7 @@ if [ ${#dirs[@]} -eq 0 ]; then
     bench/results/adaptive-lru-20261127-q20 bench/results/adaptive-lru-20261127-600m-q20 \
     bench/results/adaptive-lru-20261127-q15 bench/results/adaptive-lru-20261127-q20-r2 \
     bench/results/adaptive-lru-20261127-600m-q20-r2 \
+    bench/results/adaptive-lru-20261127-600m-r2 \
     bench/results/thrash-20261127 \
     bench/results/thrash-20261127-r2; do
     [ ! -d "$d" ] || dirs+=("$d")
