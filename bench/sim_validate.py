@@ -20,9 +20,10 @@ in random faults (`readahead_pages`, `readahead_reads`) from FILE, a
 calibration that timed demand faults (since 2026-11-27), over any other
 but the run's own (DIR/random-reads.json, when bench/lib.sh timed faults).
 --own-evict FILE: the share of a resumed job's faults that evict its own
-pages and how it moves with what the job lacks (`own_evict_share`,
-`own_evict_slope`, those it has) from FILE, a calibration that measured
-them (since 2026-11-27); else the simulator's defaults.
+pages, how it moves with what the job lacks and how far it leans towards
+the older job (`own_evict_share`, `own_evict_slope`, `own_evict_split`,
+those it has) from FILE, a calibration that measured them (since
+2026-11-27); else the simulator's defaults.
 The jobs' touch rate: TOUCH_SHARE of their sweeps per second alone; their
 access pattern (`--access`): random for memgang-workload --pattern random,
 else sweep (--all-sweep: sweep for all, the model before it knew random). The simulated overhead is
@@ -178,7 +179,8 @@ def main(argv):
     own_evict = None
     if argv[:1] == ["--own-evict"]:
         f = json.load(open(argv[1]))
-        own_evict = {k: f[k] for k in ("own_evict_share", "own_evict_slope") if k in f}
+        own_evict = {k: f[k] for k in ("own_evict_share", "own_evict_slope", "own_evict_split")
+                     if k in f}
         argv = argv[2:]
     no_queue = argv[:1] == ["--no-queue-rate"]
     if no_queue:
@@ -283,6 +285,7 @@ def main(argv):
              if readahead else "")
           + (f"; a resumed job's own evictions: {own_evict['own_evict_share']:.2f} of its faults"
              + (f", {own_evict['own_evict_slope']:+.2f} per unit it lacks" if "own_evict_slope" in own_evict else "")
+             + (f", {own_evict['own_evict_split']:+.2f} for the older job" if "own_evict_split" in own_evict else "")
              if own_evict else "")
           + (f"; every job sweeps" if all_sweep else "")
           + f"; touch per s: {TOUCH_SHARE} of the jobs' sweep rate)")

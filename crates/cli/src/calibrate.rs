@@ -318,6 +318,7 @@ fn calibrate(a: &CalibrateArgs, stop: &AtomicBool) -> Result<(serde_json::Value,
     // Apart from the json! above, which is at serde_json's recursion limit.
     value["own_evict_share"] = own.share().clamp(0.0, 0.95).into();
     value["own_evict_slope"] = own.slope().clamp(-1.0, 1.0).into();
+    value["own_evict_split"] = own.split().clamp(-0.5, 0.5).into();
     value["calibration"]["own_evictions"] = own.json();
     let mbs = |b: f64| format!("{:.0} MB/s", b / 1e6);
     let summary = format!(
@@ -483,7 +484,8 @@ impl Readahead {
 /// (`memgang_linux::faults::own_share`) under two pools, the one of
 /// memgang's 700 MiB pairs in 1 GiB and the one of its 600 MiB pairs: the
 /// device file's `own_evict_share` (on the line through the two, where a
-/// resume lacks `AT_LACK` of its job) and `own_evict_slope`.
+/// resume lacks `AT_LACK` of its job), `own_evict_slope` and
+/// `own_evict_split`.
 pub struct OwnEvictions(pub [faults::OwnShare; 2]);
 
 /// Where the device file gives the share (`memgang_sim`'s
@@ -515,6 +517,11 @@ impl OwnEvictions {
         (a.share() - b.share()) / (a.lack_share() - b.lack_share())
     }
 
+    /// Half the first-made job's share less the other's, over both pools.
+    pub fn split(&self) -> f64 {
+        self.0.iter().map(faults::OwnShare::split).sum::<f64>() / 2.0
+    }
+
     /// The share where a resume lacks [`AT_LACK`] of its job.
     pub fn share(&self) -> f64 {
         let a = &self.0[0];
@@ -530,6 +537,8 @@ impl OwnEvictions {
                 "lack_share": o.lack_share(),
                 "attempts": o.attempts,
                 "share": o.share(),
+                "job_shares": [o.job_share(0), o.job_share(1)],
+                "split": o.split(),
                 "counted_from_turn": 2,
                 "turns": o.turns.iter().map(|t| json!({
                     "lacked_bytes": t.lacked_bytes,
@@ -551,7 +560,8 @@ impl OwnEvictions {
         format!(
             "own evictions: jobs of {} under pools of {} and {} lacked {:.2} and {:.2} of \
              themselves and faulted {} and {} per turn: {:.2} and {:.2} of a resumed job's \
-             faults evicted its own pages ({:.2} where it lacks {AT_LACK}, {:+.2} per unit lacked)",
+             faults evicted its own pages ({:.2} where it lacks {AT_LACK}, {:+.2} per unit lacked; \
+             the first-made job's {:+.2} from it)",
             format_bytes(a.job_bytes),
             format_bytes(a.pool_bytes),
             format_bytes(b.pool_bytes),
@@ -562,7 +572,8 @@ impl OwnEvictions {
             a.share(),
             b.share(),
             self.share(),
-            self.slope()
+            self.slope(),
+            self.split()
         )
     }
 }

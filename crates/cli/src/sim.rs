@@ -350,6 +350,7 @@ pub fn run(a: SimArgs) -> Result<()> {
                 "reclaim_cpu_s_per_page": model.reclaim_cpu_s,
                 "own_evict_share": model.own_evict_share,
                 "own_evict_slope": model.own_evict_slope,
+                "own_evict_split": model.own_evict_split,
                 "queue_read_iops": model.queue_read_iops,
                 "touch_per_s": model.touch_per_s,
                 "access": model.access,
@@ -396,7 +397,7 @@ pub fn read_paging(path: Option<&std::path::Path>, base: PagingModel) -> Result<
                     format!(
                         "{}: expected {{\"write_bps\": ..., \"read_bps\": ..., \"random_read_iops\": ..., \
                          optional \"switch_efficiency\", \"readahead_pages\", \"readahead_reads\", \
-                         \"reclaim_cpu_s_per_page\", \"own_evict_share\", \"own_evict_slope\", \"queue_read_iops\", \"calibration\": {{...}}}} \
+                         \"reclaim_cpu_s_per_page\", \"own_evict_share\", \"own_evict_slope\", \"own_evict_split\", \"queue_read_iops\", \"calibration\": {{...}}}} \
                          (`memgang calibrate` writes one)",
                         p.display()
                     )

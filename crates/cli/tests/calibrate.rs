@@ -141,6 +141,25 @@ fn calibrate_writes_a_device_file_the_simulator_reads() {
     };
     close("own_evict_slope", slope.clamp(-1.0, 1.0));
     close("own_evict_share", (sa + slope * (at - la)).clamp(0.0, 0.95));
+    // The split: half the first-made job's share less the other's, per
+    // pool, each job's share in [0, 1); the file holds their mean.
+    let mut splits = 0.0;
+    for p in pools {
+        let js: Vec<f64> = p["job_shares"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_f64().unwrap())
+            .collect();
+        assert!(
+            js.len() == 2 && js.iter().all(|s| (0.0..1.0).contains(s)),
+            "{v}"
+        );
+        let split = p["split"].as_f64().unwrap();
+        assert!((split - (js[0] - js[1]) / 2.0).abs() < 1e-9, "{v}");
+        splits += split / 2.0;
+    }
+    close("own_evict_split", splits.clamp(-0.5, 0.5));
     assert!(!c["kernel"].as_str().unwrap().is_empty(), "{v}");
     assert!(c["switch_run"]["switches"].as_u64().unwrap() > 0, "{v}");
     assert!(

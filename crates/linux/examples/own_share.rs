@@ -6,7 +6,8 @@
 //! pool and round: what a resume lacked and faulted (mean over the counted
 //! turns, each job's apart) and the share; then the least-squares line of
 //! the share over what a resume lacked of its job (the simulator's
-//! `own_evict_share` and `own_evict_slope`). Run as root, with swap, by
+//! `own_evict_share` and `own_evict_slope`), and the mean split between
+//! the two jobs (`own_evict_split`). Run as root, with swap, by
 //! `bench/own_share.sh`.
 //!
 //!   own_share [MIB] [ROUNDS] [POOL_MIB...]    (defaults 256, 2, and the
@@ -45,7 +46,7 @@ fn main() {
         "faulted a, b",
         "share a, b"
     );
-    let mut points = Vec::new();
+    let (mut points, mut splits) = (Vec::new(), Vec::new());
     for pool in pools {
         for round in 1..=rounds {
             let o = faults::own_share(backend.as_ref(), mib * MIB, pool * MIB, round)
@@ -59,15 +60,13 @@ fn main() {
                 mean(&|t| t.lacked_bytes, 1, 0),
                 mean(&|t| t.faulted_bytes, 1, 0),
             );
-            let job = |k: usize| {
-                let (l, f) = (
-                    mean(&|t| t.lacked_bytes, 2, k),
-                    mean(&|t| t.faulted_bytes, 2, k),
-                );
-                (f, 1.0 - l / f)
-            };
-            let ((fa, sa), (fb, sb)) = (job(0), job(1));
+            let (fa, fb) = (
+                mean(&|t| t.faulted_bytes, 2, 0),
+                mean(&|t| t.faulted_bytes, 2, 1),
+            );
+            let (sa, sb) = (o.job_share(0), o.job_share(1));
             points.push((o.lack_share(), o.share()));
+            splits.push(o.split());
             println!(
                 "{mib:>7} {pool:>8} {:>10.2} {round:>5}  {lacked:>10.0} {faulted:>11.0} {:>6.2}  {:>7.0} {:>8.0} {:>7.2} {:>8.2}",
                 o.lack_share(),
@@ -94,6 +93,16 @@ fn main() {
             my + slope * (0.54 - mx),
             slope,
             my + slope * (0.54 - mx)
+        );
+    }
+    if !splits.is_empty() {
+        let mean = splits.iter().sum::<f64>() / splits.len() as f64;
+        let (lo, hi) = splits
+            .iter()
+            .fold((f64::MAX, f64::MIN), |(l, h), s| (l.min(*s), h.max(*s)));
+        println!(
+            "split (the first-made job's share less the other's, halved) over {} points: mean {mean:.3}, {lo:.3} to {hi:.3}",
+            splits.len()
         );
     }
 }

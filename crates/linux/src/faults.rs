@@ -194,14 +194,31 @@ impl OwnShare {
     /// `1 - lacked / faulted` over the counted turns (the simulator's
     /// `own_evict_share`).
     pub fn share(&self) -> f64 {
-        let (lacked, faulted) = self.counted().iter().fold((0u64, 0u64), |(l, f), t| {
-            (l + t.lacked_bytes, f + t.faulted_bytes)
-        });
-        if faulted == 0 {
-            return 0.0;
-        }
-        (1.0 - lacked as f64 / faulted as f64).max(0.0)
+        share_of(self.counted().iter())
     }
+
+    /// [`OwnShare::share`] over job `k`'s counted turns alone: 0 is the
+    /// job whose group was made first, 1 the other.
+    pub fn job_share(&self, k: usize) -> f64 {
+        share_of(self.counted().iter().skip(k).step_by(2))
+    }
+
+    /// Half the first-made job's share less the other's (the simulator's
+    /// `own_evict_split`): the two differ at every pool, the first made
+    /// losing more of its own pages (`bench/own_share.sh`).
+    pub fn split(&self) -> f64 {
+        (self.job_share(0) - self.job_share(1)) / 2.0
+    }
+}
+
+fn share_of<'a>(turns: impl Iterator<Item = &'a Turn>) -> f64 {
+    let (lacked, faulted) = turns.fold((0u64, 0u64), |(l, f), t| {
+        (l + t.lacked_bytes, f + t.faulted_bytes)
+    });
+    if faulted == 0 {
+        return 0.0;
+    }
+    (1.0 - lacked as f64 / faulted as f64).max(0.0)
 }
 
 /// The pool over one job in memgang's measured random pairs: two jobs of
@@ -631,4 +648,51 @@ unsafe fn child(cmd: i32, res: i32, pages: u64, order: Order, seed: u64) -> ! {
         }
     }
     libc::_exit(0);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn turn(lacked_mib: u64, faulted_mib: u64) -> Turn {
+        Turn {
+            lacked_bytes: lacked_mib << 20,
+            faulted_bytes: faulted_mib << 20,
+            passes: 1,
+            wall: Duration::ZERO,
+        }
+    }
+
+    /// Two settling turns, then the jobs alternate, the first made first:
+    /// each job's share over its own turns, the split half their
+    /// difference, the share over all four.
+    #[test]
+    fn the_shares_are_counted_per_job_from_the_third_turn() {
+        let o = OwnShare {
+            job_bytes: 256 << 20,
+            pool_bytes: 374 << 20,
+            turns: vec![
+                turn(256, 1),
+                turn(256, 1),
+                turn(100, 200),
+                turn(100, 125),
+                turn(100, 200),
+                turn(100, 125),
+            ],
+            attempts: 1,
+        };
+        let close = |a: f64, b: f64| assert!((a - b).abs() < 1e-12, "{a} {b}");
+        close(o.job_share(0), 0.5);
+        close(o.job_share(1), 0.2);
+        close(o.split(), 0.15);
+        close(o.share(), 1.0 - 400.0 / 650.0);
+        close(o.lack_share(), 100.0 / 256.0);
+        // A job that faulted no more than it lacked evicted none of its own.
+        let even = OwnShare {
+            turns: vec![turn(1, 1), turn(1, 1), turn(100, 90), turn(100, 200)],
+            ..o
+        };
+        close(even.job_share(0), 0.0);
+        close(even.split(), -0.25);
+    }
 }

@@ -122,6 +122,28 @@ impl NodeState {
         }
     }
 
+    /// 1 when `job` is older (made first: a lower id) than every other job
+    /// with memory here, -1 when younger than them all, else 0: the way a
+    /// resumed random toucher's own evictions lean (measured: the older of
+    /// a pair loses more of its own pages; `PagingModel::random_refill`).
+    fn age_side(&self, job: JobId) -> f64 {
+        let (mut newer, mut older) = (false, false);
+        for s in &self.slots {
+            if s.job != job && s.resident > 0 {
+                if s.job > job {
+                    newer = true;
+                } else {
+                    older = true;
+                }
+            }
+        }
+        match (newer, older) {
+            (true, false) => 1.0,
+            (false, true) => -1.0,
+            _ => 0.0,
+        }
+    }
+
     fn run(&mut self, job: JobId, mem: u64, cpu: f64) {
         self.runners.push(job);
         self.want += mem;
@@ -663,8 +685,12 @@ impl<'a> Simulator<'a> {
                     let mut last: Option<(u64, u64, f64)> = None;
                     let nodes = std::mem::take(&mut self.jobs.get_mut(job).expect("live").nodes);
                     self.t.node_actions += nodes.len() as u64;
+                    let random = matches!(page_in, PageInPlan::Demand)
+                        && self.cfg.paging.access == Access::Random;
                     for n in &nodes {
                         let node = &mut self.nodes[n.0 as usize];
+                        // Before the evictions below take the others' slots.
+                        let side = if random { node.age_side(*job) } else { 0.0 };
                         let mut k = node.slot_index(*job);
                         let have = node.slots[k].resident;
                         let missing = mem.saturating_sub(have);
@@ -701,6 +727,7 @@ impl<'a> Simulator<'a> {
                                     missing,
                                     short > 0,
                                     work_left,
+                                    side,
                                 );
                                 let x = r.end_sweeps;
                                 let own = ((r.faults(x) - (r.lack - r.missing(x))) * PAGE) as u64;

@@ -87,6 +87,11 @@ pub struct DeviceFile {
     /// (`memgang calibrate`: from two pools); default [`OWN_EVICT_SLOPE`].
     #[serde(default = "own_evict_slope")]
     pub own_evict_slope: f64,
+    /// How far the share leans towards the older of the jobs (`memgang
+    /// calibrate`: half the first-made job's share less the other's);
+    /// default [`OWN_EVICT_SPLIT`].
+    #[serde(default = "own_evict_split")]
+    pub own_evict_split: f64,
     /// Random 4 KiB reads per second with 8 in flight (`memgang
     /// calibrate`); when given, the device serves a thrashing node's
     /// readahead at this rate (see [`PagingModel::queue_read_iops`]).
@@ -143,6 +148,18 @@ pub const OWN_EVICT_AT_LACK: f64 = 0.54;
 /// and 0.46 at 700 (`bench/sim_paging_params.py`).
 pub const OWN_EVICT_SLOPE: f64 = -0.42;
 
+/// The share is not the same for the two jobs of a pair: the one whose
+/// group was made first loses more of its own pages at every resume, at
+/// every pool size. This is half the difference, added for a job older
+/// than the others with memory on its node and taken off for one younger
+/// than them all. Measured (`bench/own_share.sh`,
+/// `bench/results/own-share-20261127-split`): two processes of 256 MiB
+/// under seven pools from 282 to 486 MiB, half the difference 0.052 to
+/// 0.086, mean 0.068. memgang's random pairs show it too: the first
+/// job's resumes fault more at every quantum (`bench/sim_paging_params.py`,
+/// its second table).
+pub const OWN_EVICT_SPLIT: f64 = 0.07;
+
 fn readahead() -> f64 {
     READAHEAD_PAGES
 }
@@ -157,6 +174,10 @@ fn own_evict() -> f64 {
 
 fn own_evict_slope() -> f64 {
     OWN_EVICT_SLOPE
+}
+
+fn own_evict_split() -> f64 {
+    OWN_EVICT_SPLIT
 }
 
 fn one() -> f64 {
@@ -192,6 +213,8 @@ impl DeviceFile {
             ("own_evict_share", self.own_evict_share, 0.0, 0.95),
             // The share goes from 0 to 0.95 as the lack goes from 0 to 1.
             ("own_evict_slope", self.own_evict_slope, -1.0, 1.0),
+            // Half a difference between two shares of 0 to 0.95.
+            ("own_evict_split", self.own_evict_split, -0.5, 0.5),
             (
                 "queue_read_iops",
                 self.queue_read_iops.unwrap_or(1.0),
@@ -232,6 +255,7 @@ impl DeviceFile {
             reclaim_cpu_s: self.reclaim_cpu_s_per_page,
             own_evict_share: self.own_evict_share,
             own_evict_slope: self.own_evict_slope,
+            own_evict_split: self.own_evict_split,
             queue_read_iops: self.queue_read_iops,
             ..base
         })
@@ -425,6 +449,11 @@ pub struct PagingModel {
     pub own_evict_share: f64,
     #[serde(default = "own_evict_slope")]
     pub own_evict_slope: f64,
+    /// Added to that share for a job older than the others with memory on
+    /// its node, taken off for one younger than them all
+    /// ([`OWN_EVICT_SPLIT`]).
+    #[serde(default = "own_evict_split")]
+    pub own_evict_split: f64,
     /// Random reads per second the device serves with a readahead window
     /// in flight. When known, a thrashing node's device is busy
     /// `1 / queue_read_iops` per page read (each page of a readahead its
@@ -454,6 +483,7 @@ impl Default for PagingModel {
             reclaim_cpu_s: RECLAIM_CPU_S,
             own_evict_share: OWN_EVICT_SHARE,
             own_evict_slope: OWN_EVICT_SLOPE,
+            own_evict_split: OWN_EVICT_SPLIT,
             queue_read_iops: None,
             access: Access::Sweep,
         }
@@ -517,11 +547,22 @@ impl PagingModel {
     /// How a job touching its memory at random brings back the `missing`
     /// bytes it lacks of its `mem` on a node (`short`: no free memory for
     /// them, so each fault evicts), with `work_left` seconds of computing
-    /// still to do: see [`Refill`].
-    pub fn random_refill(&self, mem: u64, missing: u64, short: bool, work_left: f64) -> Refill {
+    /// still to do: see [`Refill`]. `side` is 1 for a job older than the
+    /// others with memory on the node, -1 for one younger than them all,
+    /// else 0: its share of own evictions moves by `own_evict_split` that
+    /// way.
+    pub fn random_refill(
+        &self,
+        mem: u64,
+        missing: u64,
+        short: bool,
+        work_left: f64,
+        side: f64,
+    ) -> Refill {
         let lack = missing as f64 / PAGE;
         let own = if short {
-            self.own_evict_at(missing as f64 / mem.max(1) as f64)
+            (self.own_evict_at(missing as f64 / mem.max(1) as f64) + side * self.own_evict_split)
+                .clamp(0.0, 0.95)
         } else {
             0.0
         };
@@ -725,6 +766,20 @@ mod tests {
             ..f
         };
         assert!(flat.device().unwrap_err().contains("own_evict_slope"));
+        assert_eq!(f.own_evict_split, OWN_EVICT_SPLIT);
+        let leaning = DeviceFile {
+            own_evict_split: -0.6,
+            ..f
+        };
+        assert!(leaning.device().unwrap_err().contains("own_evict_split"));
+        let even = DeviceFile {
+            own_evict_split: 0.0,
+            ..f
+        };
+        assert_eq!(
+            even.model(PagingModel::default()).unwrap().own_evict_split,
+            0.0
+        );
         let all_own = DeviceFile {
             own_evict_share: 1.0,
             ..f
@@ -768,7 +823,7 @@ mod tests {
             (steep.own_evict_at(0.0), steep.own_evict_at(1.0 + 0.45)),
             (0.95, 0.0)
         );
-        let r = m.random_refill(mem, lack, true, 1e9);
+        let r = m.random_refill(mem, lack, true, 1e9, 0.0);
         let pages = lack as f64 / PAGE;
         assert!((r.rate - (1.0 - OWN_EVICT_SHARE)).abs() < 1e-12, "{r:?}");
         let (_, work, faults) = r.whole();
@@ -793,7 +848,7 @@ mod tests {
             (r.fault_s - (1.0 / m.device.random_read_iops + 2.0 * m.reclaim_cpu_s)).abs() < 1e-15
         );
 
-        let room = m.random_refill(mem, lack, false, 1e9);
+        let room = m.random_refill(mem, lack, false, 1e9, 0.0);
         assert_eq!(room.rate, 1.0);
         assert!((room.whole().2 - (pages - 1.0)).abs() < 1e-6 * pages);
         assert!((room.fault_s - (1.0 / m.device.random_read_iops + m.reclaim_cpu_s)).abs() < 1e-15);
@@ -802,11 +857,38 @@ mod tests {
             own_evict_slope: 0.0,
             ..m
         }
-        .random_refill(mem, lack, true, 1e9);
+        .random_refill(mem, lack, true, 1e9, 0.0);
         assert!((strict.whole().2 - (pages - 1.0)).abs() < 1e-6 * pages);
         // Work left cuts it: 1 s of computing is half a sweep at 0.5/s.
-        let short = m.random_refill(mem, lack, true, 1.0);
+        let short = m.random_refill(mem, lack, true, 1.0, 0.0);
         assert!((short.end_sweeps - 0.5).abs() < 1e-12);
+    }
+
+    #[test]
+    fn the_older_job_of_a_pair_evicts_more_of_its_own() {
+        let m = PagingModel {
+            access: Access::Random,
+            ..PagingModel::default()
+        };
+        let (lack, mem): (u64, u64) = (189 << 20, 350 << 20);
+        let faults = |side: f64| m.random_refill(mem, lack, true, 1e9, side);
+        let (older, alone, younger) = (faults(1.0), faults(0.0), faults(-1.0));
+        let at = m.own_evict_at(lack as f64 / mem as f64);
+        assert!((older.rate - (1.0 - at - OWN_EVICT_SPLIT)).abs() < 1e-12);
+        assert!((younger.rate - (1.0 - at + OWN_EVICT_SPLIT)).abs() < 1e-12);
+        assert!(older.whole().2 > alone.whole().2 && alone.whole().2 > younger.whole().2);
+        // With room nothing of its own goes, whichever its age.
+        assert_eq!(m.random_refill(mem, lack, false, 1e9, 1.0).rate, 1.0);
+        // Kept within 0 to 0.95 however far it leans.
+        let far = PagingModel {
+            own_evict_split: 0.5,
+            ..m
+        };
+        assert_eq!(
+            far.random_refill(mem, lack, true, 1e9, 1.0).rate,
+            1.0 - 0.95
+        );
+        assert_eq!(far.random_refill(mem, lack, true, 1e9, -1.0).rate, 1.0);
     }
 
     /// A readahead window that costs the faulting job two random reads

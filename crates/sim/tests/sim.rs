@@ -114,7 +114,8 @@ fn gang_lru_two_jobs_on_one_node_by_hand() {
 /// faults a page it lacks at each touch of it, and with no free memory a
 /// share `own` of its faults evict its own pages: lacking 176 of 600 MiB,
 /// 0.45 - 0.42 · (176/600 - 0.54) = 0.5536 (`OWN_EVICT_SHARE`, `_SLOPE`,
-/// `_AT_LACK`). What it lacks falls as `L · e^(-(1-own) x)` over the
+/// `_AT_LACK`), and 0.07 more for a, the older of the two
+/// (`OWN_EVICT_SPLIT`): 0.6236. What it lacks falls as `L · e^(-(1-own) x)` over the
 /// sweeps x it touches (one per 2 s of computing), its faults are
 /// `L / (1-own) · (1 - e^(-(1-own) x))`, and
 /// each costs a read (1/12,800 s) and the kernel's work for a page in and
@@ -137,11 +138,13 @@ fn gang_lru_random_access_waits_for_its_faults() {
     let lack = (176 * MIB) as f64 / 4096.0;
     let faults = |rate: f64, x: f64| lack / rate * (1.0 - (-rate * x).exp());
     let (short_s, room_s) = (1.0 / 12_800.0 + 24e-6, 1.0 / 12_800.0 + 12e-6);
-    let rate = 1.0 - (0.45 - 0.42 * (176.0 / 600.0 - 0.54));
+    // a, made first, resumes beside b's pages: its share leans up by the
+    // split. b resumes after a's end, with room: none of its own goes.
+    let rate = 1.0 - (0.45 - 0.42 * (176.0 / 600.0 - 0.54) + 0.07);
     let a_end = 20.0 + 3.0 + faults(rate, 1.5) * short_s;
     let b_end = a_end + 6.76 + faults(1.0, 3.38) * room_s;
-    close(a_end, 28.0310);
-    close(b_end, 38.7135);
+    close(a_end, 28.2739);
+    close(b_end, 38.9563);
     close(r.makespan_s, b_end);
     assert_eq!(r.switches, 3, "at 10, 20 and when a ends");
     let own = faults(rate, 1.5) - lack * (1.0 - (-rate * 1.5).exp());
