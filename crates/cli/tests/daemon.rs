@@ -456,9 +456,15 @@ fn cgroup_dir_of(pid: i32, controller: &str) -> Option<PathBuf> {
 #[ignore = "needs root: cgroups, swap, users (scripts/test runs it as root)"]
 fn a_job_waits_for_memory_instead_of_an_oom_kill() {
     require_root("a_job_waits_for_memory_instead_of_an_oom_kill");
-    // Pool 256M + swap 256M: room for two jobs of 200M, not three.
-    let _swap = TestSwap::new(256 << 20).unwrap();
-    let d = Daemon::new("pool_memory = \"256M\"\nswap_reserve = \"0\"\npolicy = \"gang\"\nquantum = \"1s\"\nswitch = \"ao/ai\"\n");
+    // Pool 256M + swap 512M less a reserve of 256M: room for two jobs of
+    // 200M, not three. The swap itself holds both jobs at once, with the
+    // executor's 64M to spare: a gang ao/ai switch pages the outgoing job
+    // out before the incoming one's swap slots are freed (the kernel keeps
+    // a page's slot after it is read back). With swap for one job only
+    // (256M, no reserve) the switch left the exchange to the kernel's
+    // reclaim, which once OOM-killed a job in CI.
+    let _swap = TestSwap::new(512 << 20).unwrap();
+    let d = Daemon::new("pool_memory = \"256M\"\nswap_reserve = \"256M\"\npolicy = \"gang\"\nquantum = \"1s\"\nswitch = \"ao/ai\"\n");
     let w = workload();
     // About 4 s each alone: the first two still run when the third is
     // looked at.
