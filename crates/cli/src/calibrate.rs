@@ -44,7 +44,8 @@ pub struct CalibrateArgs {
     #[arg(long, default_value = "256M", value_parser = parse_bytes)]
     fault_sample: u64,
     /// Memory of each of the two jobs that take turns, touching their
-    /// memory at random, in a pool that holds one and a half of them: the
+    /// memory at random, under two pools that hold more than one of them
+    /// and less than two (those of memgang's 700 and 600 MiB pairs): the
     /// share of a resumed job's faults that evict its own pages.
     #[arg(long, default_value = "256M", value_parser = parse_bytes)]
     own_sample: u64,
@@ -488,9 +489,9 @@ impl Readahead {
 /// `own_evict_split`.
 pub struct OwnEvictions(pub [faults::OwnShare; 2]);
 
-/// Where the device file gives the share (`memgang_sim`'s
-/// `OWN_EVICT_AT_LACK`): what memgang's 700 MiB pairs lacked.
-const AT_LACK: f64 = 0.54;
+/// Where the device file gives the share: what memgang's 700 MiB pairs
+/// lacked, the simulator's own reference point.
+const AT_LACK: f64 = memgang_sim::paging::OWN_EVICT_AT_LACK;
 
 impl OwnEvictions {
     /// Two jobs of `bytes` under each pool (root, swap with room for one).

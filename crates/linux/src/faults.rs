@@ -486,9 +486,7 @@ impl Child {
             major_faults: word(2),
         })
     }
-}
 
-impl Child {
     /// Whether it has died of SIGKILL, which only the OOM killer sends it
     /// while we hold it (reaps it if so). After a failure its pipe closes
     /// as it dies, a moment before its exit can be reaped: `patience`

@@ -566,8 +566,7 @@ impl<'a> Simulator<'a> {
                         (_, false) => (j.stall_work, 0.0, 0.0),
                         (Some(r), true) => {
                             let x = r.sweeps_at(now.saturating_sub(j.stall_from).as_secs_f64());
-                            let own = |x: f64| r.faults(x) - (r.lack - r.missing(x));
-                            let own_end = own(r.end_sweeps);
+                            let own_end = r.own(r.end_sweeps);
                             (
                                 x * r.sweep_s,
                                 if r.lack > 0.0 {
@@ -576,7 +575,7 @@ impl<'a> Simulator<'a> {
                                     0.0
                                 },
                                 if own_end > 0.0 {
-                                    1.0 - own(x) / own_end
+                                    1.0 - r.own(x) / own_end
                                 } else {
                                     0.0
                                 },
@@ -721,7 +720,7 @@ impl<'a> Simulator<'a> {
                                 last = Some((out, missing, secs));
                                 self.cost[n.0 as usize] += secs;
                             }
-                            PageInPlan::Demand if self.cfg.paging.access == Access::Random => {
+                            PageInPlan::Demand if random => {
                                 let r = self.cfg.paging.random_refill(
                                     mem,
                                     missing,
@@ -730,7 +729,7 @@ impl<'a> Simulator<'a> {
                                     side,
                                 );
                                 let x = r.end_sweeps;
-                                let own = ((r.faults(x) - (r.lack - r.missing(x))) * PAGE) as u64;
+                                let own = (r.own(x) * PAGE) as u64;
                                 self.t.paged_in += own;
                                 self.t.paged_out += own;
                                 own_moved += own;

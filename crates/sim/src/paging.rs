@@ -306,6 +306,12 @@ impl Refill {
         self.lack * (-self.rate * x).exp()
     }
 
+    /// Pages of its own faulted back after `x` sweeps (and evicted again):
+    /// the faults beyond what its lack fell by.
+    pub fn own(&self, x: f64) -> f64 {
+        self.faults(x) - (self.lack - self.missing(x))
+    }
+
     /// Seconds `x` sweeps take: their computing and their faults.
     pub fn time(&self, x: f64) -> f64 {
         x * self.sweep_s + self.faults(x) * self.fault_s
@@ -839,7 +845,7 @@ mod tests {
         for x in [0.0, 0.3, 1.0, 4.0, r.end_sweeps] {
             assert!((r.sweeps_at(r.time(x)) - x).abs() < 1e-9, "x {x}");
             // Every fault either shrank the lack or took one of its own.
-            let own = r.faults(x) - (pages - r.missing(x));
+            let own = r.own(x);
             assert!(own >= -1e-6 && own <= r.faults(x) * OWN_EVICT_SHARE + 1e-6);
         }
         assert_eq!(r.sweeps_at(r.time(r.end_sweeps) + 100.0), r.end_sweeps);
