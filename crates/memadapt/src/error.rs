@@ -5,7 +5,7 @@
 //! should be able to act on the message without reading this crate.
 
 use crate::adapt;
-use crate::file::ElementType;
+use crate::element::ElementType;
 use std::io;
 use std::path::PathBuf;
 

@@ -49,6 +49,7 @@
 
 pub mod adapt;
 pub mod capi;
+mod element;
 pub mod error;
 pub mod file;
 pub mod store;
