@@ -54,13 +54,13 @@ for v in variants:
     for n in sorted({k[1] for k in runs if k[0] == v}):
         h = best_hybrid(v, n)
         sets = "-"
-        if h:
+        if h and h["samples"]:  # emptied by bench/compact_results.py
             # Most jobs running at once in any sample: the largest set.
             sets = max((sum(j["state"] == "running" for j in s["jobs"]) for s in h["samples"]), default=0)
         print(f"{v:<8} {n:>2} " + " ".join(f"{cell(runs.get((v, n, p))):>9}" for p in policies)
               + f" {ratio(h, runs.get((v, n, 'cosched'))):>7} {ratio(runs.get((v, n, 'gang')), h):>8}"
               + f" {ratio(h, runs.get((v, n, 'batch'))):>7} {sets:>4}")
-print("(makespan in s; hybrid ratios use the best overlap policy; sets = most jobs running at once under it)")
+print("(makespan in s; hybrid ratios use the best overlap policy; sets = most jobs running at once under it, '-' without samples)")
 
 # What the switches cost: gang pages out only what the incoming job lacks
 # (so/ao/ai), a hybrid set switch pages the whole outgoing set out.

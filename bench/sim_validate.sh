@@ -14,7 +14,10 @@
 #                                       -q20, -600m-q20 and -q15, the
 #                                       last two 20 s ones again (-r2),
 #                                       -600m again (-600m-r2),
-#                                       thrash-20261127 and -r2 (if there)
+#                                       thrash-20261127 and -r2 (if there);
+#                                       stored with their per-sample
+#                                       timelines emptied (compact_results.py),
+#                                       which this table does not read
 #   CALIBRATION=device.json bench/sim_validate.sh   random read rates and
 #       switch efficiency from `memgang calibrate`
 #   RANDOM_READS=device.json   only its random read rates (one at a time
