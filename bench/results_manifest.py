@@ -1,0 +1,156 @@
+"""Writes bench/results/MANIFEST.md: per directory the date and the machine
+of its runs, the bench script that wrote it and the docs that cite it; per
+file what it is, its size and its sha256. `--check` compares instead and
+fails on any difference (a file changed, added or removed without a new
+manifest).
+
+usage: python3 bench/results_manifest.py [--check]
+
+Date: the one in the directory's name, else the earliest `started_unix_s`
+of its results JSON, else the day git first saw the directory. Machine: a
+results JSON's `machine` (host, kernel, CPUs, memory, swap), else the
+directory's machine.txt or testbed.txt, else "-".
+"""
+import datetime
+import glob
+import hashlib
+import json
+import os
+import re
+import subprocess
+import sys
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+RESULTS = "bench/results"
+OUT = os.path.join(RESULTS, "MANIFEST.md")
+
+# Which script writes a directory, by its name's prefix (longest first).
+MADE_BY = [
+    ("adaptive-trace", "bench/adaptive.sh"), ("adaptive", "bench/adaptive.sh"),
+    ("baseline", "bench/baseline.sh"), ("calibrate", "memgang calibrate"),
+    ("daemon", "bench/daemon.sh"), ("dyncosched", "bench/dyncosched.sh"),
+    ("fault-rate", "bench/fault_rate.sh"), ("hybrid", "bench/hybrid.sh"),
+    ("memadapt_memgang", "bench/memadapt_memgang.sh"), ("memadapt", "bench/memadapt.sh"),
+    ("own-share", "bench/own_share.sh"), ("paging-rate", "bench/paging_rate.sh"),
+    ("paging-threads", "bench/switch_ab.sh"), ("paper004", "memgang figures"),
+    ("realapps-fit-rounds", "bench/realapps_fit.sh"), ("realapps-fit", "bench/realapps_fit.sh"),
+    ("realapps", "bench/realapps.sh"), ("refill", "bench/refill.sh"),
+    ("sim-validate", "bench/sim_validate.sh"), ("sim_archive", "bench/sim_archive.sh"),
+    ("sim_profile", "bench/sim_profile.sh"), ("sim_speed_ab", "bench/sim_speed_ab.sh"),
+    ("sim_speed", "bench/sim_speed.sh"), ("slurm", "bench/slurm.sh"),
+    ("switch-ab", "bench/switch_ab.sh"), ("thrash", "bench/thrash.sh"),
+    ("workload", "bench/switch_ab.sh"), ("wss", "bench/wss.sh"),
+]
+
+# What a file is, by its name (first match).
+KINDS = [
+    (r"(^|/)(table[^/]*\.(txt|md)|tables\.txt|rounds\.txt)$", "table the script printed"),
+    (r"(^|/)paging-params\.txt$", "bench/sim_paging_params.py's tables"),
+    (r"(^|/)device\.json$", "memgang calibrate's device file (memgang sim --device)"),
+    (r"(^|/)calibrate\.txt$", "memgang calibrate's summary"),
+    (r"(^|/)bandwidth-[a-z]+\.json$", "swap device bandwidth at the start or end of the runs"),
+    (r"(^|/)random-reads\.json$", "the swap device's random read rates, the day of the runs"),
+    (r"(^|/)testbed[^/]*\.txt$", "the swap testbed: device, size, bandwidth"),
+    (r"(^|/)machine\.txt$", "the machine the simulations ran on"),
+    (r"(^|/)traces\.sha256$", "sha256 of the archive traces simulated"),
+    (r"\.toml$", "experiment file the script wrote and ran"),
+    (r"\.csv$", "timeline (CSV)"),
+    (r"\.txt$", "text output of one run or step"),
+]
+
+
+def made_by(d):
+    return next((s for p, s in MADE_BY if d.startswith(p)), "-")
+
+
+def kind(path, doc):
+    if isinstance(doc, dict) and "samples" in doc and "schema" in doc:
+        return ("results JSON (docs/results.md), whole" if doc["samples"]
+                else "results JSON, samples emptied (bench/compact_results.py)")
+    if doc is not None:
+        return "JSON output"
+    return next((k for pat, k in KINDS if re.search(pat, path)), "-")
+
+
+def git_first_day(d):
+    out = subprocess.run(["git", "log", "--format=%cs", "--", d], capture_output=True, text=True,
+                         cwd=ROOT).stdout.split()
+    return out[-1] if out else "-"
+
+
+def describe(d, files, docs):
+    m = re.search(r"(20\d\d)(\d\d)(\d\d)", d)
+    date, machine = (f"{m[1]}-{m[2]}-{m[3]}" if m else None), None
+    for f in files:
+        if not f.endswith(".json"):
+            continue
+        try:
+            doc = json.load(open(os.path.join(ROOT, RESULTS, f)))
+        except (OSError, ValueError):
+            continue
+        if isinstance(doc, dict) and isinstance(doc.get("machine"), dict):
+            mc = doc["machine"]
+            machine = machine or (f"{mc.get('hostname')}, Linux {mc.get('kernel')}, {mc.get('cpus')} CPUs, "
+                                  f"{(mc.get('memory_bytes') or 0) / 2**30:.1f} GiB, "
+                                  f"swap {(mc.get('swap_bytes') or 0) / 2**30:.1f} GiB")
+            if not date and doc.get("started_unix_s"):
+                date = datetime.datetime.fromtimestamp(doc["started_unix_s"], datetime.timezone.utc) \
+                    .strftime("%Y-%m-%d")
+    for name in ("machine.txt", "testbed.txt"):
+        p = os.path.join(ROOT, RESULTS, d, name)
+        if not machine and os.path.exists(p):
+            lines = open(p).read().splitlines()
+            machine = lines[0] if lines else None
+    cited = sorted(k for k, text in docs.items()
+                   if re.search(f"bench/results/{re.escape(d)}(?![A-Za-z0-9_-])", text))
+    return date or git_first_day(os.path.join(RESULTS, d)), machine or "-", cited
+
+
+def manifest():
+    files = sorted(subprocess.run(["git", "ls-files", "--others", "--cached", "--exclude-standard", RESULTS],
+                                  capture_output=True, text=True, cwd=ROOT).stdout.split())
+    files = [os.path.relpath(f, RESULTS) for f in files
+             if os.path.exists(os.path.join(ROOT, f)) and os.path.relpath(f, RESULTS) not in
+             ("MANIFEST.md", "README.md")]
+    docs = {p: open(os.path.join(ROOT, p)).read() for p in sorted(glob.glob("docs/*.md", root_dir=ROOT))}
+    dirs = {}
+    for f in files:
+        dirs.setdefault(f.split("/")[0] if "/" in f else ".", []).append(f)
+    out = ["# bench/results manifest", "",
+           "Written by `python3 bench/results_manifest.py` (`--check` verifies it); what is kept and",
+           "why: README.md here. Per directory: date, machine, the script that wrote it, the docs",
+           "that cite it; per file: what it is, bytes, sha256.", ""]
+    for d in sorted(dirs):
+        date, machine, cited = describe(d, dirs[d], docs)
+        out.append(f"## {d}")
+        out.append("")
+        out.append(f"{date}; {machine}; by {made_by(d)}; cited in {', '.join(cited) or '-'}")
+        out.append("")
+        for f in dirs[d]:
+            p = os.path.join(ROOT, RESULTS, f)
+            data = open(p, "rb").read()
+            try:
+                doc = json.loads(data) if f.endswith(".json") else None
+            except ValueError:
+                doc = None
+            rel = f[len(d) + 1:] if d != "." else f
+            out.append(f"- `{rel}` {len(data)} {hashlib.sha256(data).hexdigest()}: {kind(f, doc)}")
+        out.append("")
+    return "\n".join(out)
+
+
+def main(argv):
+    text = manifest()
+    path = os.path.join(ROOT, OUT)
+    if argv[:1] == ["--check"]:
+        old = open(path).read() if os.path.exists(path) else ""
+        if old != text:
+            sys.exit(f"{OUT} is not current: run python3 bench/results_manifest.py")
+        print(f"{OUT}: current")
+        return
+    open(path, "w").write(text)
+    print(f"wrote {OUT}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
