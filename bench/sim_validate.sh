@@ -61,7 +61,7 @@ fi
 # The random read rate is the device's, measured by `memgang calibrate` on
 # this machine (the runs measured only the sequential bandwidths); the
 # calibration's switch efficiency is used only when asked for: it was
-# measured under load against other sequential bandwidths (docs/sim-history.md).
+# measured under load against other sequential bandwidths (git log -p -- docs/sim-history.md).
 cal=()
 if [ -n "${CALIBRATION:-}" ]; then
   cal=(--calibration "$CALIBRATION")
