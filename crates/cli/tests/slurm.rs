@@ -1,7 +1,9 @@
 //! memgang on a real Slurm (Debian's 22.05) with munge and Open MPI, on an
-//! emulated cluster of two nodes on this machine (scripts/slurm-cluster):
-//! MPI jobs whose ranks span both nodes take turns with their memory, and
-//! a node whose agent is gone keeps its jobs stopped and says why.
+//! emulated cluster of two nodes on this machine (scripts/slurm-cluster:
+//! each node a network namespace of its own): MPI jobs whose ranks span
+//! both nodes take turns with their memory, and a node whose agent is gone
+//! keeps its jobs stopped and says why; each with Slurm's select/linear
+//! (whole nodes) and select/cons_tres (cores, Slurm's default since 23.02).
 
 mod common;
 
@@ -24,10 +26,23 @@ struct Cluster {
 }
 
 impl Cluster {
-    fn up(pool: &str) -> Cluster {
+    /// `select`: Slurm's select plugin, `linear` or `cons_tres`.
+    fn up(pool: &str, select: &str) -> Cluster {
         let bed = Bed::new();
         let _ = Self::script("down", &[]);
-        let out = Self::script("up", &["--nodes", "2", "--pool", pool, "--quantum", "3"]);
+        let out = Self::script(
+            "up",
+            &[
+                "--nodes",
+                "2",
+                "--pool",
+                pool,
+                "--quantum",
+                "3",
+                "--select",
+                select,
+            ],
+        );
         assert!(out.status.success(), "slurm-cluster up: {}", text(&out));
         let dir = tempfile::tempdir().unwrap();
         let sweep = dir.path().join("mpi_sweep");
@@ -158,8 +173,19 @@ fn wait(child: &mut Child, limit: Duration) -> std::process::Output {
 #[ignore = "needs root, Slurm, munge and Open MPI (scripts/test installs them and runs it as root)"]
 fn mpi_jobs_spanning_nodes_take_turns_with_their_memory() {
     require_root("mpi_jobs_spanning_nodes_take_turns_with_their_memory");
+    take_turns("linear");
+}
+
+#[test]
+#[ignore = "needs root, Slurm, munge and Open MPI (scripts/test installs them and runs it as root)"]
+fn mpi_jobs_take_turns_under_cons_tres() {
+    require_root("mpi_jobs_take_turns_under_cons_tres");
+    take_turns("cons_tres");
+}
+
+fn take_turns(select: &str) {
     // Each node's pool holds one job's rank (120 MiB), not both.
-    let c = Cluster::up("192M");
+    let c = Cluster::up("192M", select);
     c.submit_pair(120, 250);
     let json = c.dir.path().join("record.json");
     let mut ctl = c.controller(&json);
@@ -203,7 +229,18 @@ fn mpi_jobs_spanning_nodes_take_turns_with_their_memory() {
 #[ignore = "needs root, Slurm, munge and Open MPI (scripts/test installs them and runs it as root)"]
 fn a_node_without_its_agent_keeps_the_incoming_job_stopped_and_says_why() {
     require_root("a_node_without_its_agent_keeps_the_incoming_job_stopped_and_says_why");
-    let c = Cluster::up("192M");
+    agent_lost("linear");
+}
+
+#[test]
+#[ignore = "needs root, Slurm, munge and Open MPI (scripts/test installs them and runs it as root)"]
+fn a_node_without_its_agent_under_cons_tres() {
+    require_root("a_node_without_its_agent_under_cons_tres");
+    agent_lost("cons_tres");
+}
+
+fn agent_lost(select: &str) {
+    let c = Cluster::up("192M", select);
     c.submit_pair(120, 2000);
     let json = c.dir.path().join("record.json");
     let mut ctl = c.controller(&json);

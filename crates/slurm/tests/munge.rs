@@ -83,11 +83,24 @@ impl Drop for Munged {
             let pid = Pid::from_raw(pid);
             let _ = kill(pid, Signal::SIGTERM);
             let t = Instant::now();
-            while kill(pid, None).is_ok() && t.elapsed() < T {
+            while alive(pid) {
+                if t.elapsed() > T {
+                    eprintln!("munged {pid} still there after SIGTERM: SIGKILL");
+                    let _ = kill(pid, Signal::SIGKILL);
+                    break;
+                }
                 std::thread::sleep(Duration::from_millis(20));
             }
         }
     }
+}
+
+/// Running, not a zombie (munged daemonized: init reaps it, in its time).
+fn alive(pid: Pid) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| s.rsplit_once(") ").map(|(_, r)| !r.starts_with('Z')))
+        .unwrap_or(false)
 }
 
 struct Agent {
