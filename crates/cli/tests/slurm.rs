@@ -198,6 +198,19 @@ fn take_turns(select: &str) {
         "{states:?}\n{}",
         text(&out)
     );
+    // Slurm's JSON says what its text says (squeue --json, which the
+    // controller is to read instead).
+    std::env::set_var("SLURM_CONF", format!("{STATE}/slurm.conf"));
+    let parts = ["memgang", "memgang-run"];
+    let mut text = memgang_slurm::slurmctl::jobs(&parts).unwrap();
+    let mut from_json: Vec<_> = memgang_slurm::slurm_json::jobs(&parts)
+        .unwrap()
+        .into_iter()
+        .map(|j| j.info)
+        .collect();
+    text.sort_by_key(|j| j.id);
+    from_json.sort_by_key(|j| j.id);
+    assert_eq!(from_json, text);
     // The same sweeps give the same checksum, whatever stopped them.
     let (a, b) = (c.checksum("a"), c.checksum("b"));
     assert!(a.is_some() && a == b, "checksums {a:?} {b:?}");
