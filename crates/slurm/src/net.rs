@@ -27,6 +27,10 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// The agents' TCP port unless configured: beside Slurm's own
+/// (slurmctld 6817, slurmd 6818, slurmdbd 6819, slurmrestd 6820).
+pub const DEFAULT_PORT: u16 = 6828;
+
 /// The server's bounds.
 #[derive(Clone, Debug)]
 pub struct Limits {
