@@ -84,9 +84,14 @@ impl Cluster {
         for name in ["a", "b"] {
             // Open MPI's session directories go under TMPDIR and stay
             // behind when a job is killed: keep them in the test's dir.
+            // mpirun forwards the SIGTSTP of Slurm's suspend to its
+            // daemons, and one that has not reported in yet fails the job
+            // ("proc ... not running - cannot relay"): the controller can
+            // stop a job 3 s after its start, during its launch, under
+            // load. Slurm stops every rank itself; mpirun forwards nothing.
             let tmp = self.dir.path().join("tmp");
             let wrap = format!(
-                "mkdir -p {tmp} && TMPDIR={tmp} mpirun --allow-run-as-root --mca btl self,tcp {} {mib} {sweeps}",
+                "mkdir -p {tmp} && TMPDIR={tmp} mpirun --allow-run-as-root --mca ess_base_forward_signals none --mca btl self,tcp {} {mib} {sweeps}",
                 sweep.display(),
                 tmp = tmp.display()
             );
