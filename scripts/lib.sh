@@ -103,6 +103,11 @@ check_leftovers() {
   if grep -q memgang-test /proc/swaps 2>/dev/null; then
     echo "LEFTOVER swap: $(grep memgang-test /proc/swaps)" >&2; bad=1
   fi
+  # scripts/slurm-cluster's nodes (network namespaces on a bridge).
+  local ns
+  ns=$(ip netns list 2>/dev/null | grep '^memgang-' || true)
+  if [ -n "$ns" ]; then echo "LEFTOVER network namespaces: $ns" >&2; bad=1; fi
+  if ip link show memgang-br0 >/dev/null 2>&1; then echo "LEFTOVER bridge memgang-br0" >&2; bad=1; fi
   local stopped
   stopped=$(ps -eo pid=,stat=,args= | awk '$2 ~ /^T/' | grep memgang || true)
   if [ -n "$stopped" ]; then echo "LEFTOVER stopped processes: $stopped" >&2; bad=1; fi

@@ -17,10 +17,15 @@
 //!   every node's page-out and page-in in parallel, and resume only once
 //!   every node has paged in.
 //! - [`wire`]: the agent's protocol, JSON lines over a Unix socket.
+//! - [`net`]: the same over TCP, for a controller on another host, each
+//!   request authenticated by [`auth`] (MUNGE).
 //! - [`slurmctl`]: the Slurm commands the controller runs, and the parsing
-//!   of what they print.
+//!   of what they print; [`slurm_json`]: the same read from Slurm's JSON.
 
 pub mod agent;
+pub mod auth;
 pub mod controller;
+pub mod net;
+pub mod slurm_json;
 pub mod slurmctl;
 pub mod wire;

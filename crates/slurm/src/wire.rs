@@ -116,6 +116,20 @@ pub fn call(socket: &Path, req: &Request, timeout: Duration) -> Result<Response>
     }
 }
 
+/// An agent's answer line (from `peer`); an [`Response::Error`] comes
+/// back as an `Err` with the agent's message.
+pub fn parse_response(line: &str, peer: &str) -> Result<Response> {
+    if line.trim().is_empty() {
+        bail!("the agent at {peer} closed the connection without answering (see its log)");
+    }
+    match serde_json::from_str(line)
+        .with_context(|| format!("the agent at {peer} answered something unreadable"))?
+    {
+        Response::Error { message } => bail!("{message}"),
+        r => Ok(r),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
