@@ -270,7 +270,7 @@ fn verbs_bad_input_and_socket_permissions() {
     assert_eq!(d.job(c)["state"], "cancelled");
     let out = d.cli(None, &["status"]);
     assert!(
-        String::from_utf8_lossy(&out.stdout).contains("| id "),
+        String::from_utf8_lossy(&out.stdout).contains("ID USER"),
         "{}",
         text(&out)
     );
