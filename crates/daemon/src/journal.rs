@@ -22,6 +22,11 @@ use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// A compaction that failed (a full disk) is tried again this much later;
+/// a journal that could not be opened for appending is reopened by it.
+const COMPACT_RETRY: Duration = Duration::from_secs(30);
 
 /// A job as the daemon keeps it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -135,9 +140,9 @@ pub struct Journal {
     pub next_id: u64,
     /// Why appends fail, until one succeeds or a compaction rewrites.
     broken: Option<String>,
-    /// A compaction failed: the next is tried only after this many lines
-    /// more (no retry, and no error logged, on every loop turn).
-    compact_after: usize,
+    /// A compaction failed: the next is tried only after this (no retry,
+    /// and no error logged, on every loop turn).
+    retry_at: Option<Instant>,
 }
 
 impl Journal {
@@ -173,7 +178,7 @@ impl Journal {
             lines: r.jobs.len(),
             next_id: r.next_id,
             broken: None,
-            compact_after: 0,
+            retry_at: None,
         };
         if let Err(e) = j.rewrite(r.jobs.values()) {
             let why = format!("{e:#}");
@@ -196,7 +201,7 @@ impl Journal {
         let line = encode(&Entry::Job(Box::new(r.clone())))?;
         let Some(file) = &mut self.file else {
             anyhow::bail!(
-                "the journal {} cannot be written ({}); free space on its file system and restart memgangd",
+                "the journal {} cannot be written ({}); free space on its file system",
                 self.path.display(),
                 self.broken.as_deref().unwrap_or("not open")
             );
@@ -232,16 +237,16 @@ impl Journal {
         force: bool,
     ) -> Result<()> {
         let due = self.lines > 4 * kept.len() + 1024 || force || self.file.is_none();
-        if !due || self.lines < self.compact_after {
+        if !due || self.retry_at.is_some_and(|t| Instant::now() < t) {
             return Ok(());
         }
         let n = kept.len();
         if let Err(e) = self.rewrite(kept) {
-            self.compact_after = self.lines + 256;
+            self.retry_at = Some(Instant::now() + COMPACT_RETRY);
             return Err(e);
         }
         self.lines = n;
-        self.compact_after = 0;
+        self.retry_at = None;
         Ok(())
     }
 

@@ -672,7 +672,7 @@ impl Service {
 
     /// The node's view of each job into the records.
     fn sync(&self, node: &Node, map: &mut HashMap<u64, JobId>) {
-        let mut requeued = Vec::new();
+        let (mut requeued, mut done) = (Vec::new(), Vec::new());
         for (&id, &jid) in map.iter() {
             let Some(res) = node.result(jid) else {
                 continue;
@@ -680,6 +680,8 @@ impl Service {
             let status = node.scheduler().state().job(jid).status;
             let cur = self.shared.get(id);
             if cur.as_ref().is_none_or(|r| r.info.state.is_final()) {
+                // Ended for good: nothing more to learn from the node.
+                done.push(id);
                 continue;
             }
             let asked = self.shared.cancel_asked(id);
@@ -709,7 +711,7 @@ impl Service {
                 }
             });
         }
-        for id in requeued {
+        for id in requeued.into_iter().chain(done) {
             map.remove(&id);
         }
     }
