@@ -249,28 +249,19 @@ struct Filter {
     uids: Vec<u32>,
 }
 
-const ALL_STATES: [JobState; 6] = [
-    JobState::Queued,
-    JobState::Running,
-    JobState::Suspended,
-    JobState::Finished,
-    JobState::Failed,
-    JobState::Cancelled,
-];
-
 impl Filter {
     fn new(states: &[String], users: &[String], all: bool) -> Result<Filter> {
         let mut want = Vec::new();
         for s in states.iter().map(|s| s.trim().to_ascii_lowercase()) {
             let found: &[JobState] = match s.as_str() {
-                "all" => &ALL_STATES,
+                "all" => &JobState::ALL,
                 "pd" | "pending" => &[JobState::Queued],
                 "r" => &[JobState::Running],
                 "s" => &[JobState::Suspended],
                 "cd" | "completed" => &[JobState::Finished],
                 "f" => &[JobState::Failed],
                 "ca" => &[JobState::Cancelled],
-                name => match ALL_STATES.iter().find(|st| st.name() == name) {
+                name => match JobState::ALL.iter().find(|st| st.name() == name) {
                     Some(st) => std::slice::from_ref(st),
                     None => bail!(
                         "unknown state {s:?}: give queued, running, suspended, finished, failed, cancelled or all (or PD, R, S, CD, F, CA)"
@@ -281,9 +272,9 @@ impl Filter {
         }
         if want.is_empty() {
             want = if all {
-                ALL_STATES.to_vec()
+                JobState::ALL.to_vec()
             } else {
-                ALL_STATES
+                JobState::ALL
                     .iter()
                     .copied()
                     .filter(|s| !s.is_final())

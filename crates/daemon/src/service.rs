@@ -356,12 +356,9 @@ impl Service {
         self.capacity(&[])
     }
 
-    /// Run until `stop`: recover, then admit, start, step, record.
-    pub fn run(&self, stop: &AtomicBool) -> Result<()> {
-        let rec = self.recover();
-        let pool = rec.pool.clone().unwrap_or_else(|| self.new_pool_name());
-        let settings = NodeSettings {
-            pool: pool.clone(),
+    fn node_settings(&self, pool: String) -> NodeSettings {
+        NodeSettings {
+            pool,
             pool_memory: self.cfg.pool_memory,
             cpus: self.env.machine.cpus,
             policy: self.cfg.policy.build_with(
@@ -372,12 +369,42 @@ impl Service {
             label: self.cfg.policy.to_string(),
             sample_interval: Duration::from_secs(1),
             dynamic_coscheduling: self.cfg.dynamic_coscheduling,
-        };
+        }
+    }
+
+    /// Run until `stop`: recover, then admit, start, step, record.
+    pub fn run(&self, stop: &AtomicBool) -> Result<()> {
+        let rec = self.recover();
+        let pool = rec.pool.clone().unwrap_or_else(|| self.new_pool_name());
+        let settings = self.node_settings(pool.clone());
         // Ours before it exists: a daemon removes only the pools it made.
         self.own_pools(|pools| {
             pools.insert(pool.clone());
         });
-        let mut node = Node::new(settings, self.env.clone())?;
+        let mut rejoin = rec.rejoin;
+        let mut adopted = rec.elsewhere;
+        let mut node = match Node::new(settings, self.env.clone()) {
+            Ok(node) => node,
+            // The old pool refuses its limit (e.g. a smaller pool_memory
+            // than its jobs hold): its jobs run to their end in it, the
+            // new jobs go to a new pool.
+            Err(e) if rec.pool.is_some() => {
+                tracing::warn!(
+                    "taking over the pool {pool}: {e:#}; its jobs run to their end there"
+                );
+                for (id, r) in rejoin.drain(..) {
+                    if let Some(g) = r.group.as_deref().and_then(|g| GroupPath::new(g).ok()) {
+                        adopted.push(self.run_to_end(id, g));
+                    }
+                }
+                let pool = self.new_pool_name();
+                self.own_pools(|pools| {
+                    pools.insert(pool.clone());
+                });
+                Node::new(self.node_settings(pool), self.env.clone())?
+            }
+            Err(e) => return Err(e),
+        };
         tracing::info!(
             "memgangd: pool {} ({} bytes), policy {}, quantum {:?}, switch {}",
             node.pool().as_str(),
@@ -388,24 +415,27 @@ impl Service {
         );
         let mut map: HashMap<u64, JobId> = HashMap::new();
         // The previous daemon's jobs in this pool rejoin the rotation.
-        for (id, r) in rec.rejoin {
+        for (id, r) in rejoin {
             let spec = JobSpec {
                 name: format!("j{id}"),
                 ranks: r.info.ranks,
                 memory_bytes: Some(r.info.memory_bytes),
                 arrival: Duration::ZERO,
             };
-            let group = r.group.as_deref().and_then(|g| GroupPath::new(g).ok());
-            match group.map(|g| node.adopt(spec, g)) {
-                Some(Ok(jid)) => {
+            let Some(group) = r.group.as_deref().and_then(|g| GroupPath::new(g).ok()) else {
+                continue;
+            };
+            match node.adopt(spec, group.clone()) {
+                Ok(jid) => {
                     tracing::info!("adopted job {id}: it rejoins the policy's rotation");
                     map.insert(id, jid);
                 }
-                Some(Err(e)) => tracing::error!("adopting job {id}: {e:#}"),
-                None => {}
+                Err(e) => {
+                    tracing::error!("adopting job {id}: {e:#}; it runs to its end");
+                    adopted.push(self.run_to_end(id, group));
+                }
             }
         }
-        let mut adopted = rec.elsewhere;
         self.remove_stale_pools(&adopted, node.pool());
         let mut next_metrics = Instant::now();
         let mut next_forget = Instant::now();
@@ -794,28 +824,34 @@ impl Service {
                 out.rejoin.push((id, r));
                 continue;
             }
-            // Finish an interrupted switch by resuming everyone: the
-            // memory was promised to all of them (admission), so they
-            // fit in pool plus swap together.
-            if let Err(e) = self.env.freezer.thaw(&group) {
-                tracing::error!("thawing adopted job {id}: {e:#}");
-            }
-            let _ = memgang_linux::freeze::signal_group(backend, &group, libc::SIGCONT);
-            tracing::info!("adopted job {id} from {}: runs to its end", group.as_str());
-            self.shared.update(id, |r| {
-                r.info.state = JobState::Running;
-                r.info.started_unix_s.get_or_insert_with(unix_now);
-                r.info.reason = Some(
-                    "adopted after a daemon restart, in an older pool: runs to its end".into(),
-                );
-            });
-            out.elsewhere.push(Adopted {
-                id,
-                group,
-                cancelled: false,
-            });
+            out.elsewhere.push(self.run_to_end(id, group));
         }
         out
+    }
+
+    /// A job alive in a pool not taken over: thawed and left to run to
+    /// its end there.
+    fn run_to_end(&self, id: u64, group: GroupPath) -> Adopted {
+        // Finish an interrupted switch by resuming everyone: the memory
+        // was promised to all of them (admission), so they fit in pool
+        // plus swap together.
+        if let Err(e) = self.env.freezer.thaw(&group) {
+            tracing::error!("thawing adopted job {id}: {e:#}");
+        }
+        let _ =
+            memgang_linux::freeze::signal_group(self.env.backend.as_ref(), &group, libc::SIGCONT);
+        tracing::info!("adopted job {id} from {}: runs to its end", group.as_str());
+        self.shared.update(id, |r| {
+            r.info.state = JobState::Running;
+            r.info.started_unix_s.get_or_insert_with(unix_now);
+            r.info.reason =
+                Some("adopted after a daemon restart, in an older pool: runs to its end".into());
+        });
+        Adopted {
+            id,
+            group,
+            cancelled: false,
+        }
     }
 
     /// True once the adopted job has ended (and is recorded).
@@ -951,15 +987,7 @@ pub fn metrics_text(m: &MetricsInput) -> String {
             let _ = writeln!(s, "{name}{labels} {v}");
         }
     };
-    let states = [
-        JobState::Queued,
-        JobState::Running,
-        JobState::Suspended,
-        JobState::Finished,
-        JobState::Failed,
-        JobState::Cancelled,
-    ];
-    let by_state: Vec<(String, String)> = states
+    let by_state: Vec<(String, String)> = JobState::ALL
         .iter()
         .map(|st| {
             let n = m.jobs.iter().filter(|j| j.state == *st).count();
