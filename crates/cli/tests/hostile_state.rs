@@ -253,24 +253,39 @@ const NO_SWAP: &str = "swap_reserve = \"1024G\"\n";
 #[ignore = "needs root: cgroups, tmpfs mounts (scripts/test runs it as root)"]
 fn a_full_state_disk_refuses_submissions_and_takes_no_answer_back() {
     require_root("a_full_state_disk_refuses_submissions_and_takes_no_answer_back");
+    // Gang on two CPUs with 3 s quanta: jobs admitted behind two running
+    // ones start at a later quantum, after the disk is full (their
+    // allowance file cannot be written: they cannot start).
     let mut d = Daemon::new(&format!(
-        "pool_memory = \"256M\"\nquantum = \"1s\"\n{NO_SWAP}"
+        "pool_memory = \"256M\"\npolicy = \"gang\"\nquantum = \"3s\"\nswitch = \"lru\"\n{NO_SWAP}"
     ));
     let tmpfs = Tmpfs::mount(&d.state(), "1M");
     d.start();
     let mut expect: Vec<(u64, &str, Option<i64>)> = Vec::new();
-    for k in [0, 3, 5] {
+    for k in [0, 3] {
         let id = d.submit("10M", &["sh", "-c", &format!("exit {k}")]);
         expect.push((id, if k == 0 { "finished" } else { "failed" }, Some(k)));
     }
     d.wait_all(Duration::from_secs(30));
-    // A job holding the pool, and jobs waiting behind it.
-    let blocker = d.submit("250M", &["sleep", "25"]);
-    expect.push((blocker, "finished", Some(0)));
+    // Two jobs started, taking the CPUs (gang may give them a slot each).
+    let blockers: Vec<u64> = (0..2).map(|_| d.submit("50M", &["sleep", "20"])).collect();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while !blockers
+        .iter()
+        .all(|b| !by_id(&d.jobs(), *b)["started_unix_s"].is_null())
+    {
+        assert!(Instant::now() < deadline, "{:#?}", d.jobs());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    for b in &blockers {
+        expect.push((*b, "finished", Some(0)));
+    }
+    // Jobs admitted behind them, waiting for their turn.
     for k in [0, 4, 6] {
         let id = d.submit("20M", &["sh", "-c", &format!("exit {k}")]);
         expect.push((id, if k == 0 { "finished" } else { "failed" }, Some(k)));
     }
+    std::thread::sleep(Duration::from_millis(300));
     tmpfs.fill();
     let full_since = d.log().lines().count();
     // A line longer than a page: the journal's last page has no room.
@@ -299,10 +314,20 @@ fn a_full_state_disk_refuses_submissions_and_takes_no_answer_back() {
         look(&d);
         std::thread::sleep(Duration::from_millis(300));
     }
-    // Restart with the disk full: it starts, serves reads, refuses submits.
+    // Restart with the disk full: it starts, serves reads, refuses
+    // submits, and its log names the path it could not write.
     d.stop();
+    let before = d.log().len();
     d.start();
     look(&d);
+    std::thread::sleep(Duration::from_millis(500));
+    let started = d.log()[before..].to_string();
+    assert!(
+        started
+            .lines()
+            .any(|l| l.contains("No space left") && l.contains(&d.state().display().to_string())),
+        "the log names the full path: {started}"
+    );
     assert!(!d.try_submit("10M", None, &["true", &long]).status.success());
     assert!(
         !d.state().join("journal.jsonl.new").exists(),
@@ -316,6 +341,10 @@ fn a_full_state_disk_refuses_submissions_and_takes_no_answer_back() {
         .skip(full_since)
         .filter(|l| l.contains("ERROR"))
         .count();
+    eprintln!("{errors} error lines in the log while the disk was full");
+    if std::env::var_os("SHOW_LOG").is_some() {
+        eprintln!("{}", d.log());
+    }
     assert!(errors <= 12, "{errors} error lines while full: {}", d.log());
     tmpfs.unfill();
     let jobs = d.wait_all(Duration::from_secs(90));
