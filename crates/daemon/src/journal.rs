@@ -274,8 +274,10 @@ impl Journal {
                     .with_context(|| format!("compacting the journal into {}", tmp.display()));
             }
         };
-        std::fs::rename(&tmp, &self.path)
-            .with_context(|| format!("replacing {}", self.path.display()))?;
+        if let Err(e) = std::fs::rename(&tmp, &self.path) {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(e).with_context(|| format!("replacing {}", self.path.display()));
+        }
         if let Some(dir) = self.path.parent() {
             File::open(dir)?.sync_all()?;
         }
