@@ -294,7 +294,7 @@ impl Journal {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use memgang_proto::JobState;
 

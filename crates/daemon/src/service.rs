@@ -1152,6 +1152,49 @@ mod tests {
         assert!(own_cgroup("0::/user.slice/user@0.service\n", true).is_none());
     }
 
+    /// Retention by age and by count; what is forgotten loses its
+    /// output, the rest and the jobs in progress stay.
+    #[test]
+    fn retention_forgets_old_and_surplus_ended_jobs() {
+        let dir = tempfile::tempdir().unwrap();
+        let (journal, _) = Journal::open(dir.path()).unwrap();
+        let mut jobs = BTreeMap::new();
+        let day = 86_400.0;
+        for (id, state, ended_days_ago) in [
+            (1, JobState::Finished, Some(9.0)),
+            (2, JobState::Failed, Some(3.0)),
+            (3, JobState::Running, None),
+            (4, JobState::Cancelled, Some(2.0)),
+            (5, JobState::Finished, Some(1.0)),
+        ] {
+            let mut r = crate::journal::tests::rec(id, state);
+            r.info.finished_unix_s = ended_days_ago.map(|d: f64| 100.0 * day - d * day);
+            r.info.log_dir = dir.path().join("jobs").join(id.to_string());
+            std::fs::create_dir_all(&r.info.log_dir).unwrap();
+            jobs.insert(id, r);
+        }
+        let cap = Capacity {
+            pool_bytes: 1,
+            swap_total_bytes: 0,
+            swap_used_elsewhere_bytes: 0,
+            swap_reserve_bytes: 0,
+        };
+        let shared = Shared::new(journal, jobs, dir.path().to_path_buf(), cap);
+        let ids = |s: &Shared| s.list(|_| true).iter().map(|j| j.id).collect::<Vec<_>>();
+        let week = Duration::from_secs(7 * 86_400);
+        assert!(!shared.forget(week, 10, 1.0));
+        assert!(shared.forget(week, 10, 100.0 * day));
+        assert_eq!(ids(&shared), vec![2, 3, 4, 5]);
+        assert!(!dir.path().join("jobs/1").exists());
+        assert!(shared.forget(week, 2, 100.0 * day));
+        assert_eq!(ids(&shared), vec![3, 4, 5]);
+        assert!(dir.path().join("jobs/4").exists() && !dir.path().join("jobs/2").exists());
+        assert!(shared.forget(week, 0, 100.0 * day));
+        assert_eq!(ids(&shared), vec![3]);
+        // Ids are not given again.
+        assert_eq!(shared.lock().next_id, 6);
+    }
+
     #[test]
     fn status_file_parses() {
         let d = tempfile::tempdir().unwrap();
