@@ -227,7 +227,21 @@ pub fn run(verb: Verb) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// A user's name, looked up once per uid (a history of thousands of jobs
+/// has few users).
 fn user_name(uid: u32) -> String {
+    use std::collections::HashMap;
+    use std::sync::Mutex;
+    static NAMES: Mutex<Option<HashMap<u32, String>>> = Mutex::new(None);
+    let mut names = NAMES.lock().unwrap_or_else(|p| p.into_inner());
+    names
+        .get_or_insert_with(HashMap::new)
+        .entry(uid)
+        .or_insert_with(|| look_up_user(uid))
+        .clone()
+}
+
+fn look_up_user(uid: u32) -> String {
     nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
         .ok()
         .flatten()
