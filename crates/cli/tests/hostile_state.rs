@@ -455,18 +455,49 @@ fn escape_laden_names_reach_no_terminal() {
         assert!(l.chars().count() <= 80, "wider than 80: {l:?}");
     }
     clean("show", &d.cli(&["show", &id.to_string()]));
+    // A working directory named to forge a log line, gone before the
+    // job starts (it waits behind one holding the pool): the start's
+    // error quotes it, in the reason and the daemon's log.
+    let blocker = d.submit("250M", &["sleep", "3"]);
+    let cwd = d.dir.path().join("w\nFAKE ERROR memgangd: \u{1b}[2J");
+    std::fs::create_dir(&cwd).unwrap();
+    let out = memgang()
+        .args(["submit", "--memory", "20M", "--", "true"])
+        .env("MEMGANG_SOCKET", d.socket())
+        .current_dir(&cwd)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let gone: u64 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+    std::fs::remove_dir(&cwd).unwrap();
     let jobs = d.wait_all(Duration::from_secs(30));
     let table = clean("status --all", &d.cli(&["status", "--all"]));
-    assert_eq!(table.lines().count(), 2, "{table}");
+    assert_eq!(table.lines().count(), 4, "{table}");
     let j = by_id(&jobs, id);
     assert_eq!(
         (j["state"].as_str(), j["exit_code"].as_i64()),
         (Some("failed"), Some(9))
     );
     assert_eq!(j["name"], evil, "JSON keeps the name as it was");
+    let j = by_id(&jobs, blocker);
+    assert_eq!(
+        (j["state"].as_str(), j["exit_code"].as_i64()),
+        (Some("finished"), Some(0))
+    );
+    let j = by_id(&jobs, gone);
+    assert_eq!(j["state"], "failed", "{j:#}");
+    assert_eq!(j["exit_code"], Value::Null, "{j:#}");
+    assert!(
+        j["reason"].as_str().unwrap().contains("does not exist"),
+        "{j:#}"
+    );
+    clean("show", &d.cli(&["show", &gone.to_string()]));
     d.stop();
-    // The daemon's own colours aside, none of the name reaches its log.
-    assert!(!d.log().contains("\u{1b}[2J"), "{}", d.log());
+    // The daemon's own colours aside, nothing users wrote reaches its log
+    // as a control character.
+    let log = d.log();
+    assert!(!log.contains("\u{1b}[2J"), "{log}");
+    assert!(!log.lines().any(|l| l.starts_with("FAKE")), "{log}");
 }
 
 /// Before: 24 of 25 cancelled queued jobs read `failed` ("cancelled
