@@ -16,16 +16,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output};
 use std::time::{Duration, Instant};
 
-fn memgangd_exe() -> PathBuf {
-    let exe = PathBuf::from(env!("CARGO_BIN_EXE_memgang")).with_file_name("memgangd");
-    assert!(
-        exe.exists(),
-        "{} is missing: build the whole workspace first (cargo build --workspace)",
-        exe.display()
-    );
-    exe
-}
-
 /// A daemon with its own state directory, socket and configuration.
 struct Daemon {
     dir: tempfile::TempDir,

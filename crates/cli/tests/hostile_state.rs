@@ -14,16 +14,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output};
 use std::time::{Duration, Instant};
 
-fn memgangd_exe() -> PathBuf {
-    let exe = PathBuf::from(env!("CARGO_BIN_EXE_memgang")).with_file_name("memgangd");
-    assert!(
-        exe.exists(),
-        "{} is missing: cargo build --workspace",
-        exe.display()
-    );
-    exe
-}
-
 /// A tmpfs mounted for the test, unmounted however it ends.
 struct Tmpfs(PathBuf);
 
