@@ -23,6 +23,7 @@ pub mod room;
 pub mod scheduler;
 pub mod state;
 pub mod switching;
+pub mod text;
 pub mod units;
 pub mod wss;
 

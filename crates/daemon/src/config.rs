@@ -23,6 +23,8 @@ struct File {
     dynamic_coscheduling: Option<bool>,
     state_dir: Option<PathBuf>,
     socket: Option<PathBuf>,
+    keep_finished_for: Option<String>,
+    keep_finished_jobs: Option<usize>,
 }
 
 #[derive(Clone, Debug)]
@@ -49,6 +51,13 @@ pub struct Config {
     pub dynamic_coscheduling: bool,
     pub state_dir: PathBuf,
     pub socket: PathBuf,
+    /// Ended jobs are kept (in the journal, `memgang status --all`, `wait`
+    /// and `show`, their output) this long after they end, and at most
+    /// `keep_finished_jobs` of them, the newest; older ones are forgotten
+    /// and their output removed. Default 7 days and 10,000 jobs: a week of
+    /// history for questions about a job, a bounded journal and disk.
+    pub keep_finished_for: Duration,
+    pub keep_finished_jobs: usize,
 }
 
 impl Config {
@@ -79,6 +88,11 @@ impl Config {
         if quantum.is_zero() {
             bail!("quantum must be greater than zero");
         }
+        let keep_finished_for = match &f.keep_finished_for {
+            None => Duration::from_secs(7 * 24 * 3600),
+            Some(s) => humantime::parse_duration(s)
+                .map_err(|e| anyhow::anyhow!("keep_finished_for = {s:?}: {e}; write e.g. 7days"))?,
+        };
         let pool_memory = bytes("pool_memory", &f.pool_memory, ram / 4 * 3)?;
         if pool_memory == 0 {
             bail!("pool_memory must be greater than zero");
@@ -115,6 +129,8 @@ impl Config {
             socket: f
                 .socket
                 .unwrap_or_else(|| PathBuf::from(memgang_proto::DEFAULT_SOCKET)),
+            keep_finished_for,
+            keep_finished_jobs: f.keep_finished_jobs.unwrap_or(10_000),
         })
     }
 
@@ -146,6 +162,8 @@ mod tests {
         assert_eq!(c.pool_memory, 6 << 30);
         assert_eq!(c.policy, PolicyKind::Auto);
         assert_eq!(c.socket, PathBuf::from("/run/memgang/memgang.sock"));
+        assert_eq!(c.keep_finished_for, Duration::from_secs(7 * 24 * 3600));
+        assert_eq!(c.keep_finished_jobs, 10_000);
     }
 
     #[test]
@@ -173,5 +191,14 @@ mod tests {
             Some(0.05)
         );
         assert!(parse("pool_memroy = \"1G\"").is_err());
+        let e = parse("keep_finished_for = \"a week\"")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("keep_finished_for"), "{e}");
+        let c = parse("keep_finished_for = \"1h\"\nkeep_finished_jobs = 5").unwrap();
+        assert_eq!(
+            (c.keep_finished_for, c.keep_finished_jobs),
+            (Duration::from_secs(3600), 5)
+        );
     }
 }

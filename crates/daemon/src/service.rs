@@ -7,6 +7,7 @@ use crate::config::Config;
 use crate::journal::{Journal, Record};
 use anyhow::{Context, Result};
 use memgang_core::admission::{self, Capacity};
+use memgang_core::text::printable;
 use memgang_core::{JobId, JobSpec, JobStatus};
 use memgang_linux::cgroup::{CgroupBackend, GroupPath};
 use memgang_linux::counters::{Psi, SwapStatus, VmStat};
@@ -25,6 +26,9 @@ const IDLE_WAIT: Duration = Duration::from_millis(200);
 /// The metrics file is rewritten this often: fresher than node_exporter's
 /// usual 15 s scrape, cheap (a few reads of /proc and cgroup files).
 const METRICS_EVERY: Duration = Duration::from_secs(5);
+/// Retention is applied this often (and at start): jobs end at most a
+/// minute past their time.
+const FORGET_EVERY: Duration = Duration::from_secs(60);
 
 pub fn unix_now() -> f64 {
     std::time::SystemTime::now()
@@ -39,10 +43,18 @@ pub struct Shared {
 }
 
 struct Inner {
+    /// Every job as last journaled: what clients are answered.
     jobs: BTreeMap<u64, Record>,
+    /// Changes that could not be journaled yet (a full disk): tried again
+    /// every turn of the loop, and shown to no one until they are durable,
+    /// so an answer is never taken back by a restart.
+    pending: BTreeMap<u64, Record>,
     next_id: u64,
     journal: Journal,
     cancels: Vec<u64>,
+    /// Every cancellation asked for, so that a job killed or never
+    /// started because of one ends `cancelled` whatever the node says.
+    cancelled: BTreeSet<u64>,
     capacity: Capacity,
     woken: bool,
 }
@@ -54,13 +66,19 @@ impl Shared {
         state_dir: PathBuf,
         capacity: Capacity,
     ) -> Shared {
-        let next_id = jobs.keys().next_back().map_or(1, |id| id + 1);
+        let next_id = jobs
+            .keys()
+            .next_back()
+            .map_or(1, |id| id + 1)
+            .max(journal.next_id);
         Shared {
             inner: Mutex::new(Inner {
                 jobs,
+                pending: BTreeMap::new(),
                 next_id,
                 journal,
                 cancels: Vec::new(),
+                cancelled: BTreeSet::new(),
                 capacity,
                 woken: false,
             }),
@@ -78,7 +96,7 @@ impl Shared {
     }
 
     /// Record a new job durably and return its id; a job that could never
-    /// fit is refused.
+    /// fit, or that cannot be journaled, is refused.
     pub fn submit(&self, make: impl FnOnce(u64, PathBuf) -> Record) -> Result<u64> {
         let mut g = self.lock();
         let id = g.next_id;
@@ -86,7 +104,13 @@ impl Shared {
         if let Some(msg) = admission::refuse(r.info.memory_bytes, &g.capacity) {
             anyhow::bail!("{msg}");
         }
-        g.journal.append(&r)?;
+        if let Err(e) = g.journal.append(&r) {
+            log_limited(
+                "submit",
+                format!("refusing a submission: {}", printable(&format!("{e:#}"))),
+            );
+            return Err(e.context("the job was not submitted: memgangd cannot record it"));
+        }
         g.next_id += 1;
         g.jobs.insert(id, r);
         g.woken = true;
@@ -110,8 +134,13 @@ impl Shared {
     pub fn cancel(&self, id: u64) {
         let mut g = self.lock();
         g.cancels.push(id);
+        g.cancelled.insert(id);
         g.woken = true;
         self.wake.notify_all();
+    }
+
+    fn cancel_asked(&self, id: u64) -> bool {
+        self.lock().cancelled.contains(&id)
     }
 
     fn idle_wait(&self, d: Duration) {
@@ -123,21 +152,114 @@ impl Shared {
         g.woken = false;
     }
 
-    /// Change a job and journal it if anything changed.
+    /// Change a job and journal it if anything changed; the change is
+    /// seen only once journaled (until then it waits in `pending`). An
+    /// ended job never changes again.
     fn update(&self, id: u64, f: impl FnOnce(&mut Record)) {
         let mut g = self.lock();
         let inner = &mut *g;
-        let Some(r) = inner.jobs.get_mut(&id) else {
+        let Some(cur) = inner.pending.get(&id).or_else(|| inner.jobs.get(&id)) else {
             return;
         };
-        let before = serde_json::to_string(r).ok();
-        f(r);
-        if serde_json::to_string(r).ok() != before {
-            if let Err(e) = inner.journal.append(r) {
-                tracing::error!("{e:#}");
+        if cur.info.state.is_final() {
+            return;
+        }
+        let mut r = cur.clone();
+        f(&mut r);
+        if Some(&r) == inner.jobs.get(&id) {
+            inner.pending.remove(&id);
+            return;
+        }
+        if Some(&r) == inner.pending.get(&id) {
+            return;
+        }
+        inner.pending.insert(id, r);
+        inner.flush();
+    }
+
+    /// Journal what waits, in order; what still cannot be written waits on.
+    fn flush(&self) {
+        self.lock().flush();
+    }
+
+    /// Forget ended jobs beyond the retention (and their output); true if
+    /// any was forgotten.
+    fn forget(&self, keep_for: Duration, keep_jobs: usize, now: f64) -> bool {
+        let mut g = self.lock();
+        let ended: Vec<(u64, f64)> = g
+            .jobs
+            .values()
+            .filter(|r| r.info.state.is_final())
+            .map(|r| (r.info.id, r.info.finished_unix_s.unwrap_or(0.0)))
+            .collect();
+        let surplus = ended.len().saturating_sub(keep_jobs);
+        let old: Vec<u64> = ended
+            .iter()
+            .enumerate()
+            .filter(|(i, (_, end))| *i < surplus || now - end > keep_for.as_secs_f64())
+            .map(|(_, (id, _))| *id)
+            .collect();
+        for id in &old {
+            if let Some(r) = g.jobs.remove(id) {
+                g.cancelled.remove(id);
+                // Only what the daemon made: state_dir/jobs/ID.
+                if r.info.log_dir == self.state_dir.join("jobs").join(id.to_string()) {
+                    let _ = std::fs::remove_dir_all(&r.info.log_dir);
+                }
             }
         }
+        !old.is_empty()
     }
+}
+
+impl Inner {
+    fn flush(&mut self) {
+        while let Some((&id, r)) = self.pending.first_key_value() {
+            if let Err(e) = self.journal.append(r) {
+                log_limited(
+                    "journal",
+                    format!(
+                        "{} (job {id} and {} more changes wait to be recorded)",
+                        printable(&format!("{e:#}")),
+                        self.pending.len() - 1
+                    ),
+                );
+                return;
+            }
+            let r = self.pending.remove(&id).expect("first entry");
+            self.jobs.insert(id, r);
+        }
+    }
+}
+
+/// How often one kind of error is logged at most: a full disk fails every
+/// turn of the loop (5 a second), and the log must not fill the disk too.
+const LOG_EVERY: Duration = Duration::from_secs(60);
+
+/// Log `msg` as an error unless one of its `kind` was logged in the last
+/// [`LOG_EVERY`]; the next says how many were left out.
+pub fn log_limited(kind: &'static str, msg: String) {
+    static LAST: Mutex<BTreeMap<&'static str, (Instant, u64)>> = Mutex::new(BTreeMap::new());
+    let mut last = LAST.lock().unwrap_or_else(|p| p.into_inner());
+    let now = Instant::now();
+    match last.get_mut(kind) {
+        Some((at, left_out)) if now.duration_since(*at) < LOG_EVERY => *left_out += 1,
+        entry => {
+            let left_out = entry.map_or(0, |(_, n)| *n);
+            if left_out > 0 {
+                tracing::error!("{msg} ({left_out} more like it in the last minute not logged)");
+            } else {
+                tracing::error!("{msg}");
+            }
+            last.insert(kind, (now, 0));
+        }
+    }
+}
+
+/// True if the error chain holds a full file system (ENOSPC, EDQUOT): the
+/// state directory's trouble, not the job's.
+fn disk_full(text: &str) -> bool {
+    text.contains("No space left on device") || text.contains("Disk quota exceeded")
 }
 
 /// The mechanisms the node loop works with.
@@ -149,8 +271,17 @@ pub struct Service {
     pub parent: Option<GroupPath>,
 }
 
-/// A job of a previous daemon found alive in its cgroup: thawed and left
-/// to run to its end (it holds its promised memory until then).
+/// What the previous daemon left: the pool to take over, the jobs alive
+/// in it, and jobs alive in older pools.
+struct Recovered {
+    pool: Option<String>,
+    rejoin: Vec<(u64, Record)>,
+    elsewhere: Vec<Adopted>,
+}
+
+/// A job of a previous daemon found alive in a pool not taken over:
+/// thawed and left to run to its end (it holds its promised memory until
+/// then).
 struct Adopted {
     id: u64,
     group: GroupPath,
@@ -178,10 +309,14 @@ pub fn own_cgroup(text: &str, v2: bool) -> Option<GroupPath> {
 }
 
 impl Service {
-    fn pool_name(&self) -> String {
+    fn new_pool_name(&self) -> String {
         // Unique per start (a restarted daemon may get the same pid while
-        // the old pool still holds adopted jobs).
-        let leaf = format!("memgang-pool-{}", (unix_now() * 1000.0) as u64);
+        // an old pool still holds adopted jobs).
+        let leaf = format!(
+            "memgang-pool-{}-{}",
+            std::process::id(),
+            (unix_now() * 1000.0) as u64
+        );
         match &self.parent {
             Some(p) => format!("{}/{leaf}", p.as_str()),
             None => leaf,
@@ -221,11 +356,9 @@ impl Service {
         self.capacity(&[])
     }
 
-    /// Run until `stop`: recover, then admit, start, step, record.
-    pub fn run(&self, stop: &AtomicBool) -> Result<()> {
-        let mut adopted = self.recover();
-        let settings = NodeSettings {
-            pool: self.pool_name(),
+    fn node_settings(&self, pool: String) -> NodeSettings {
+        NodeSettings {
+            pool,
             pool_memory: self.cfg.pool_memory,
             cpus: self.env.machine.cpus,
             policy: self.cfg.policy.build_with(
@@ -236,8 +369,42 @@ impl Service {
             label: self.cfg.policy.to_string(),
             sample_interval: Duration::from_secs(1),
             dynamic_coscheduling: self.cfg.dynamic_coscheduling,
+        }
+    }
+
+    /// Run until `stop`: recover, then admit, start, step, record.
+    pub fn run(&self, stop: &AtomicBool) -> Result<()> {
+        let rec = self.recover();
+        let pool = rec.pool.clone().unwrap_or_else(|| self.new_pool_name());
+        let settings = self.node_settings(pool.clone());
+        // Ours before it exists: a daemon removes only the pools it made.
+        self.own_pools(|pools| {
+            pools.insert(pool.clone());
+        });
+        let mut rejoin = rec.rejoin;
+        let mut adopted = rec.elsewhere;
+        let mut node = match Node::new(settings, self.env.clone()) {
+            Ok(node) => node,
+            // The old pool refuses its limit (e.g. a smaller pool_memory
+            // than its jobs hold): its jobs run to their end in it, the
+            // new jobs go to a new pool.
+            Err(e) if rec.pool.is_some() => {
+                tracing::warn!(
+                    "taking over the pool {pool}: {e:#}; its jobs run to their end there"
+                );
+                for (id, r) in rejoin.drain(..) {
+                    if let Some(g) = r.group.as_deref().and_then(|g| GroupPath::new(g).ok()) {
+                        adopted.push(self.run_to_end(id, g));
+                    }
+                }
+                let pool = self.new_pool_name();
+                self.own_pools(|pools| {
+                    pools.insert(pool.clone());
+                });
+                Node::new(self.node_settings(pool), self.env.clone())?
+            }
+            Err(e) => return Err(e),
         };
-        let mut node = Node::new(settings, self.env.clone())?;
         tracing::info!(
             "memgangd: pool {} ({} bytes), policy {}, quantum {:?}, switch {}",
             node.pool().as_str(),
@@ -247,9 +414,35 @@ impl Service {
             self.cfg.switch
         );
         let mut map: HashMap<u64, JobId> = HashMap::new();
+        // The previous daemon's jobs in this pool rejoin the rotation.
+        for (id, r) in rejoin {
+            let spec = JobSpec {
+                name: format!("j{id}"),
+                ranks: r.info.ranks,
+                memory_bytes: Some(r.info.memory_bytes),
+                arrival: Duration::ZERO,
+            };
+            let Some(group) = r.group.as_deref().and_then(|g| GroupPath::new(g).ok()) else {
+                continue;
+            };
+            match node.adopt(spec, group.clone()) {
+                Ok(jid) => {
+                    tracing::info!("adopted job {id}: it rejoins the policy's rotation");
+                    map.insert(id, jid);
+                }
+                Err(e) => {
+                    tracing::error!("adopting job {id}: {e:#}; it runs to its end");
+                    adopted.push(self.run_to_end(id, group));
+                }
+            }
+        }
+        self.remove_stale_pools(&adopted, node.pool());
         let mut next_metrics = Instant::now();
+        let mut next_forget = Instant::now();
         let vm_start = VmStat::read().ok();
         while !stop.load(Ordering::Relaxed) {
+            self.shared.flush();
+            self.keep_pool(node.pool());
             let mut pools: BTreeSet<GroupPath> =
                 adopted.iter().filter_map(|a| a.group.parent()).collect();
             pools.insert(node.pool().clone());
@@ -260,24 +453,20 @@ impl Service {
                     Ok(jid) => {
                         map.insert(id, jid);
                     }
-                    Err(e) => self.shared.update(id, |r| {
-                        r.info.state = JobState::Failed;
-                        r.info.reason = Some(format!("could not start: {e:#}"));
-                        r.info.finished_unix_s = Some(unix_now());
-                    }),
+                    Err(e) => self.could_not_start(id, &format!("{e:#}")),
                 }
             }
             for id in cancels {
                 if let Some(jid) = map.get(&id) {
                     if let Err(e) = node.cancel(*jid) {
-                        tracing::error!("{e:#}");
+                        tracing::error!("{}", printable(&format!("{e:#}")));
                     }
                 } else if let Some(a) = adopted.iter_mut().find(|a| a.id == id) {
                     a.cancelled = true;
                     kill_group(self.env.backend.as_ref(), &a.group);
                 } else {
                     self.shared.update(id, |r| {
-                        if !r.info.state.is_final() && !r.admitted {
+                        if !r.admitted {
                             r.info.state = JobState::Cancelled;
                             r.info.reason = Some("cancelled before it started".into());
                             r.info.finished_unix_s = Some(unix_now());
@@ -286,27 +475,35 @@ impl Service {
                 }
             }
             let idle = node.step(Some(IDLE_WAIT))?;
-            self.sync(&node, &map);
+            self.sync(&node, &mut map);
             adopted.retain(|a| !self.reap_adopted(a));
             if Instant::now() >= next_metrics {
                 next_metrics = Instant::now() + METRICS_EVERY;
                 self.write_metrics(&node, cap, vm_start);
+            }
+            let forgot = Instant::now() >= next_forget
+                && self.shared.forget(
+                    self.cfg.keep_finished_for,
+                    self.cfg.keep_finished_jobs,
+                    unix_now(),
+                );
+            if Instant::now() >= next_forget {
+                next_forget = Instant::now() + FORGET_EVERY;
             }
             if idle {
                 self.shared.idle_wait(IDLE_WAIT);
             }
             let mut g = self.shared.lock();
             let inner = &mut *g;
-            let live: Vec<&Record> = inner
-                .jobs
-                .values()
-                .filter(|r| !r.info.state.is_final())
-                .collect();
-            if let Err(e) = inner.journal.maybe_compact(live.into_iter()) {
-                tracing::error!("compacting the journal: {e:#}");
+            if let Err(e) = inner.journal.maybe_compact(inner.jobs.values(), forgot) {
+                log_limited(
+                    "compact",
+                    format!("compacting the journal: {}", printable(&format!("{e:#}"))),
+                );
             }
         }
-        self.sync(&node, &map);
+        self.sync(&node, &mut map);
+        self.shared.flush();
         let alive = map.iter().any(|(id, _)| {
             self.shared
                 .get(*id)
@@ -316,9 +513,92 @@ impl Service {
             tracing::info!("memgangd stopping: jobs left running for the next start to adopt");
             node.release();
         } else {
+            let pool = node.pool().clone();
             drop(node.finish());
+            self.own_pools(|pools| {
+                pools.remove(&pool.as_str().to_string());
+            });
         }
         Ok(())
+    }
+
+    /// A job the daemon could not start: failed, unless the state
+    /// directory's disk is full (then it waits in the queue for room:
+    /// not the job's fault, and it never ran).
+    fn could_not_start(&self, id: u64, why: &str) {
+        let full = disk_full(why);
+        if full {
+            log_limited(
+                "start",
+                format!("job {id} waits: could not start it: {}", printable(why)),
+            );
+        }
+        self.shared.update(id, |r| {
+            if full {
+                r.admitted = false;
+                r.group = None;
+                r.info.state = JobState::Queued;
+                r.info.reason = Some(format!(
+                    "waits for room on memgangd's state directory: {why}"
+                ));
+            } else {
+                r.info.state = JobState::Failed;
+                r.info.reason = Some(format!("could not start: {why}"));
+                r.info.finished_unix_s = Some(unix_now());
+            }
+        });
+    }
+
+    /// Every pool always has its limit: one removed from under the daemon
+    /// (by hand, or by another daemon before pools were owned) is made
+    /// again with it before a job goes in.
+    fn keep_pool(&self, pool: &GroupPath) {
+        let backend = self.env.backend.as_ref();
+        if backend.exists(pool) {
+            return;
+        }
+        let made = backend
+            .create(pool)
+            .and_then(|()| backend.set_memory_limit(pool, Some(self.cfg.pool_memory)));
+        match made {
+            Ok(()) => tracing::warn!(
+                "the pool {} was removed from under memgangd; made again with its limit",
+                pool.as_str()
+            ),
+            Err(e) => log_limited(
+                "pool",
+                format!("making the pool {} again: {e}", pool.as_str()),
+            ),
+        }
+    }
+
+    /// The pools this daemon made, one a line in `state_dir/pools`,
+    /// changed by `f` and written back (atomically).
+    fn own_pools(&self, f: impl FnOnce(&mut BTreeSet<String>)) -> BTreeSet<String> {
+        let path = self.shared.state_dir.join("pools");
+        let mut pools: BTreeSet<String> = std::fs::read_to_string(&path)
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| l.trim().to_string())
+            .collect();
+        let before = pools.clone();
+        f(&mut pools);
+        if pools != before {
+            let tmp = path.with_extension("new");
+            let text: String = pools.iter().map(|p| format!("{p}\n")).collect();
+            let write = std::fs::write(&tmp, text)
+                .and_then(|()| std::fs::File::open(&tmp)?.sync_all())
+                .and_then(|()| std::fs::rename(&tmp, &path));
+            if let Err(e) = write {
+                let _ = std::fs::remove_file(&tmp);
+                log_limited(
+                    "pools",
+                    format!("recording memgangd's pools in {}: {e}", path.display()),
+                );
+            }
+        }
+        pools
     }
 
     /// Under the lock: the queue through admission, the cancellations.
@@ -336,6 +616,9 @@ impl Service {
             .jobs
             .values()
             .filter(|r| !r.admitted && r.info.state == JobState::Queued)
+            .filter(|r| {
+                !inner.cancelled.contains(&r.info.id) && !inner.pending.contains_key(&r.info.id)
+            })
             .map(|r| (r.info.id, r.info.memory_bytes))
             .collect();
         let cancels = std::mem::take(&mut inner.cancels);
@@ -368,8 +651,12 @@ impl Service {
             // Durable before it starts: a restarted daemon then looks for
             // it instead of starting it again.
             if let Err(e) = inner.journal.append(r) {
-                tracing::error!("{e:#}");
+                log_limited(
+                    "admit",
+                    format!("job {id} waits: {}", printable(&format!("{e:#}"))),
+                );
                 r.admitted = false;
+                r.group = None;
                 continue;
             }
             starts.push((id, r.clone()));
@@ -414,19 +701,32 @@ impl Service {
     }
 
     /// The node's view of each job into the records.
-    fn sync(&self, node: &Node, map: &HashMap<u64, JobId>) {
-        for (&id, &jid) in map {
+    fn sync(&self, node: &Node, map: &mut HashMap<u64, JobId>) {
+        let (mut requeued, mut done) = (Vec::new(), Vec::new());
+        for (&id, &jid) in map.iter() {
             let Some(res) = node.result(jid) else {
                 continue;
             };
             let status = node.scheduler().state().job(jid).status;
             let cur = self.shared.get(id);
             if cur.as_ref().is_none_or(|r| r.info.state.is_final()) {
+                // Ended for good: nothing more to learn from the node.
+                done.push(id);
                 continue;
+            }
+            let asked = self.shared.cancel_asked(id);
+            if let (Some(_), None, Some(e), false) = (res.finish_s, res.start_s, &res.error, asked)
+            {
+                if disk_full(e) {
+                    // Not started for want of room in the state directory.
+                    self.could_not_start(id, e);
+                    requeued.push(id);
+                    continue;
+                }
             }
             self.shared.update(id, |r| {
                 if res.finish_s.is_some() {
-                    let cancelled = res.error.as_deref() == Some("cancelled");
+                    let cancelled = asked || res.error.as_deref() == Some("cancelled");
                     let st = read_status(&r.info.log_dir);
                     let (code, signal) = st.unwrap_or((res.exit_code, res.signal));
                     finish(r, code, signal, cancelled, res.error.clone());
@@ -441,11 +741,17 @@ impl Service {
                 }
             });
         }
+        for id in requeued.into_iter().chain(done) {
+            map.remove(&id);
+        }
     }
 
-    /// Jobs of the previous daemon: adopt what runs, finish what ended,
-    /// queue again what never started. Nothing stays frozen.
-    fn recover(&self) -> Vec<Adopted> {
+    /// Jobs of the previous daemon: those alive in one pool rejoin the
+    /// rotation in it (it becomes this daemon's pool); alive ones in
+    /// other pools (left by several restarts) are thawed and run to their
+    /// end; what ended is finished; what never started is queued again.
+    /// Nothing stays frozen.
+    fn recover(&self) -> Recovered {
         let backend = self.env.backend.as_ref();
         let records: Vec<Record> = self
             .shared
@@ -453,33 +759,15 @@ impl Service {
             .into_iter()
             .filter_map(|i| self.shared.get(i.id))
             .collect();
-        let mut adopted = Vec::new();
+        let mut alive = Vec::new();
         for r in records {
             let id = r.info.id;
             let group = r.group.as_deref().and_then(|g| GroupPath::new(g).ok());
-            let alive = group.as_ref().is_some_and(|g| {
+            let live = group.as_ref().is_some_and(|g| {
                 backend.exists(g) && backend.procs_recursive(g).is_ok_and(|p| !p.is_empty())
             });
-            if let (true, Some(group)) = (alive, group.clone()) {
-                // Finish an interrupted switch by resuming everyone: the
-                // memory was promised to all of them (admission), so they
-                // fit in pool plus swap together.
-                if let Err(e) = self.env.freezer.thaw(&group) {
-                    tracing::error!("thawing adopted job {id}: {e:#}");
-                }
-                let _ = memgang_linux::freeze::signal_group(backend, &group, libc::SIGCONT);
-                let _ = backend.protect(&group, false);
-                tracing::info!("adopted job {id} from {}", group.as_str());
-                self.shared.update(id, |r| {
-                    r.info.state = JobState::Running;
-                    r.info.started_unix_s.get_or_insert_with(unix_now);
-                    r.info.reason = Some("adopted after a daemon restart: runs to its end".into());
-                });
-                adopted.push(Adopted {
-                    id,
-                    group,
-                    cancelled: false,
-                });
+            if let (true, Some(group)) = (live, group.clone()) {
+                alive.push((r, group));
                 continue;
             }
             if let Some(g) = &group {
@@ -505,8 +793,65 @@ impl Service {
                 }
             });
         }
-        self.remove_stale_pools(&adopted);
-        adopted
+        // The pool holding most of them is taken over with its jobs.
+        let mut count: BTreeMap<GroupPath, usize> = BTreeMap::new();
+        for (_, g) in &alive {
+            if let Some(p) = g.parent() {
+                *count.entry(p).or_default() += 1;
+            }
+        }
+        let pool = count
+            .iter()
+            .max_by_key(|(_, n)| **n)
+            .map(|(p, _)| p.clone());
+        let mut out = Recovered {
+            pool: pool.as_ref().map(|p| p.as_str().to_string()),
+            rejoin: Vec::new(),
+            elsewhere: Vec::new(),
+        };
+        for (r, group) in alive {
+            let id = r.info.id;
+            let _ = backend.protect(&group, false);
+            if group.parent() == pool {
+                tracing::info!("job {id} found alive in {}", group.as_str());
+                self.shared.update(id, |r| {
+                    r.info.state = JobState::Suspended;
+                    r.info.started_unix_s.get_or_insert_with(unix_now);
+                    r.info.reason = Some(
+                        "adopted after a daemon restart: rejoins the policy's rotation".into(),
+                    );
+                });
+                out.rejoin.push((id, r));
+                continue;
+            }
+            out.elsewhere.push(self.run_to_end(id, group));
+        }
+        out
+    }
+
+    /// A job alive in a pool not taken over: thawed and left to run to
+    /// its end there.
+    fn run_to_end(&self, id: u64, group: GroupPath) -> Adopted {
+        // Finish an interrupted switch by resuming everyone: the memory
+        // was promised to all of them (admission), so they fit in pool
+        // plus swap together.
+        if let Err(e) = self.env.freezer.thaw(&group) {
+            tracing::error!("thawing adopted job {id}: {e:#}");
+        }
+        let _ =
+            memgang_linux::freeze::signal_group(self.env.backend.as_ref(), &group, libc::SIGCONT);
+        tracing::info!("adopted job {id} from {}: runs to its end", group.as_str());
+        self.shared.update(id, |r| {
+            r.info.state = JobState::Running;
+            r.info.started_unix_s.get_or_insert_with(unix_now);
+            r.info.reason =
+                Some("adopted after a daemon restart, in an older pool: runs to its end".into());
+        });
+        Adopted {
+            id,
+            group,
+            cancelled: false,
+        }
     }
 
     /// True once the adopted job has ended (and is recorded).
@@ -522,44 +867,54 @@ impl Service {
             return true;
         };
         let st = read_status(&r.info.log_dir);
+        let cancelled = a.cancelled || self.shared.cancel_asked(a.id);
         self.shared.update(a.id, |r| {
             let (code, signal) = st.unwrap_or((None, Some(libc::SIGKILL)));
             finish(
                 r,
                 code,
                 signal,
-                a.cancelled,
-                a.cancelled.then(|| "cancelled".into()),
+                cancelled,
+                cancelled.then(|| "cancelled".into()),
             );
         });
         remove_empty(backend, &a.group);
         if let Some(pool) = a.group.parent() {
             if backend.list_children(&pool).is_ok_and(|c| c.is_empty()) {
                 remove_empty(backend, &pool);
+                self.own_pools(|pools| {
+                    pools.remove(&pool.as_str().to_string());
+                });
             }
         }
         true
     }
 
-    /// Pools of earlier daemons with no job left in them.
-    fn remove_stale_pools(&self, adopted: &[Adopted]) {
+    /// Pools this daemon made earlier (`state_dir/pools`) with no job
+    /// left in them. Pools it did not make, another daemon's among them,
+    /// are never touched.
+    fn remove_stale_pools(&self, adopted: &[Adopted], current: &GroupPath) {
         let backend = self.env.backend.as_ref();
-        let keep: BTreeSet<GroupPath> = adopted.iter().filter_map(|a| a.group.parent()).collect();
-        let listed = match &self.parent {
-            Some(p) => backend.list_children(p),
-            None => backend.list_groups("memgang-pool-"),
-        };
-        for pool in listed.unwrap_or_default() {
-            if !pool.name().starts_with("memgang-pool-") || keep.contains(&pool) {
-                continue;
-            }
-            for child in backend.list_children(&pool).unwrap_or_default() {
-                if backend.procs_recursive(&child).is_ok_and(|p| p.is_empty()) {
-                    remove_empty(backend, &child);
+        let mut keep: BTreeSet<GroupPath> =
+            adopted.iter().filter_map(|a| a.group.parent()).collect();
+        keep.insert(current.clone());
+        self.own_pools(|pools| {
+            pools.retain(|name| {
+                let Ok(pool) = GroupPath::new(name) else {
+                    return false;
+                };
+                if keep.contains(&pool) {
+                    return true;
                 }
-            }
-            remove_empty(backend, &pool);
-        }
+                for child in backend.list_children(&pool).unwrap_or_default() {
+                    if backend.procs_recursive(&child).is_ok_and(|p| p.is_empty()) {
+                        remove_empty(backend, &child);
+                    }
+                }
+                remove_empty(backend, &pool);
+                backend.exists(&pool)
+            });
+        });
     }
 
     fn write_metrics(&self, node: &Node, cap: Capacity, vm_start: Option<VmStat>) {
@@ -632,15 +987,7 @@ pub fn metrics_text(m: &MetricsInput) -> String {
             let _ = writeln!(s, "{name}{labels} {v}");
         }
     };
-    let states = [
-        JobState::Queued,
-        JobState::Running,
-        JobState::Suspended,
-        JobState::Finished,
-        JobState::Failed,
-        JobState::Cancelled,
-    ];
-    let by_state: Vec<(String, String)> = states
+    let by_state: Vec<(String, String)> = JobState::ALL
         .iter()
         .map(|st| {
             let n = m.jobs.iter().filter(|j| j.state == *st).count();
@@ -803,6 +1150,49 @@ mod tests {
         );
         // A name memgang cannot use: at the root instead.
         assert!(own_cgroup("0::/user.slice/user@0.service\n", true).is_none());
+    }
+
+    /// Retention by age and by count; what is forgotten loses its
+    /// output, the rest and the jobs in progress stay.
+    #[test]
+    fn retention_forgets_old_and_surplus_ended_jobs() {
+        let dir = tempfile::tempdir().unwrap();
+        let (journal, _) = Journal::open(dir.path()).unwrap();
+        let mut jobs = BTreeMap::new();
+        let day = 86_400.0;
+        for (id, state, ended_days_ago) in [
+            (1, JobState::Finished, Some(9.0)),
+            (2, JobState::Failed, Some(3.0)),
+            (3, JobState::Running, None),
+            (4, JobState::Cancelled, Some(2.0)),
+            (5, JobState::Finished, Some(1.0)),
+        ] {
+            let mut r = crate::journal::tests::rec(id, state);
+            r.info.finished_unix_s = ended_days_ago.map(|d: f64| 100.0 * day - d * day);
+            r.info.log_dir = dir.path().join("jobs").join(id.to_string());
+            std::fs::create_dir_all(&r.info.log_dir).unwrap();
+            jobs.insert(id, r);
+        }
+        let cap = Capacity {
+            pool_bytes: 1,
+            swap_total_bytes: 0,
+            swap_used_elsewhere_bytes: 0,
+            swap_reserve_bytes: 0,
+        };
+        let shared = Shared::new(journal, jobs, dir.path().to_path_buf(), cap);
+        let ids = |s: &Shared| s.list(|_| true).iter().map(|j| j.id).collect::<Vec<_>>();
+        let week = Duration::from_secs(7 * 86_400);
+        assert!(!shared.forget(week, 10, 1.0));
+        assert!(shared.forget(week, 10, 100.0 * day));
+        assert_eq!(ids(&shared), vec![2, 3, 4, 5]);
+        assert!(!dir.path().join("jobs/1").exists());
+        assert!(shared.forget(week, 2, 100.0 * day));
+        assert_eq!(ids(&shared), vec![3, 4, 5]);
+        assert!(dir.path().join("jobs/4").exists() && !dir.path().join("jobs/2").exists());
+        assert!(shared.forget(week, 0, 100.0 * day));
+        assert_eq!(ids(&shared), vec![3]);
+        // Ids are not given again.
+        assert_eq!(shared.lock().next_id, 6);
     }
 
     #[test]

@@ -108,6 +108,16 @@ pub enum JobState {
 }
 
 impl JobState {
+    /// Every state, in a job's order.
+    pub const ALL: [JobState; 6] = [
+        JobState::Queued,
+        JobState::Running,
+        JobState::Suspended,
+        JobState::Finished,
+        JobState::Failed,
+        JobState::Cancelled,
+    ];
+
     pub fn is_final(self) -> bool {
         matches!(
             self,

@@ -86,6 +86,10 @@ pub(super) struct JobRun {
     pub(super) allowance: Option<(PathBuf, u64)>,
     /// Cancelled: killed if it runs, never started if it has not.
     pub(super) cancelled: bool,
+    /// Started by an earlier process and taken over ([`Node::adopt`]):
+    /// frozen until the policy starts it, thawed instead of launched,
+    /// ended when its group is empty.
+    pub(super) adopted: bool,
     pub(super) last: MemoryStat,
     pub(super) result: JobResult,
 }
@@ -122,6 +126,7 @@ impl JobRun {
             boosted_since: None,
             allowance: None,
             cancelled: false,
+            adopted: false,
             last: MemoryStat::default(),
             result: JobResult {
                 name: spec.name.clone(),
@@ -205,8 +210,39 @@ impl Node {
         if let Some(p) = &j.proc {
             procs::kill(self.env.backend.as_ref(), &j.group, &p.pidfd)
                 .with_context(|| format!("cancelling job {}", j.result.name))?;
+        } else if j.adopted {
+            // Frozen, waiting for its turn: thawed so that it can die.
+            self.env.freezer.thaw(&j.group)?;
+            procs::kill_and_remove(self.env.backend.as_ref(), &j.group, None)
+                .with_context(|| format!("cancelling job {}", j.result.name))?;
         }
         Ok(())
+    }
+
+    /// Take over a job that an earlier process (a service before its
+    /// restart) started and left running in `group`, a child of this
+    /// node's pool: it is frozen now and joins the policy's rotation like
+    /// a job just added; when the policy starts it, it is thawed instead
+    /// of launched. It ends when its group has no process left; its exit
+    /// status is not this process's to read (the result has none).
+    pub fn adopt(&mut self, spec: JobSpec, group: GroupPath) -> Result<JobId> {
+        if group.parent().as_ref() != Some(&self.pool) {
+            anyhow::bail!(
+                "cannot adopt {}: not a group of the pool {}",
+                group.as_str(),
+                self.pool.as_str()
+            );
+        }
+        self.env
+            .freezer
+            .freeze(&group)
+            .with_context(|| format!("freezing adopted job {}", group.as_str()))?;
+        let mut run = JobRun::new(group.clone(), &spec, Launch::default());
+        run.adopted = true;
+        let id = self.sched.submit(spec);
+        self.teardown.jobs.push((group, None));
+        self.jobs.push(run);
+        Ok(id)
     }
 
     /// End the node but leave its jobs alive, for a service that stops
@@ -217,7 +253,7 @@ impl Node {
     pub fn release(mut self) {
         for j in self.jobs.iter_mut() {
             j.stop_paging();
-            if j.proc.is_some() {
+            if j.proc.is_some() || (j.adopted && j.result.finish_s.is_none()) {
                 if let Err(e) = self.env.freezer.thaw(&j.group) {
                     tracing::error!("thawing {} on release: {e:#}", j.group.as_str());
                 }
@@ -230,6 +266,9 @@ impl Node {
         let i = job.index();
         if self.jobs[i].cancelled {
             anyhow::bail!("cancelled before it started");
+        }
+        if self.jobs[i].adopted {
+            return self.resume_adopted(job);
         }
         let group = self.jobs[i].group.clone();
         self.env
@@ -268,17 +307,70 @@ impl Node {
         Ok(())
     }
 
-    /// Collect every job whose first process has exited.
+    /// An adopted job's first turn: thawed, watched through one of its
+    /// processes (the wait for any job's end wakes on it).
+    fn resume_adopted(&mut self, job: JobId) -> Result<()> {
+        let i = job.index();
+        let group = self.jobs[i].group.clone();
+        self.env
+            .freezer
+            .thaw(&group)
+            .with_context(|| format!("resuming adopted job {}", group.as_str()))?;
+        let pids = self.env.backend.procs_recursive(&group).unwrap_or_default();
+        let launched = pids
+            .iter()
+            .find_map(|&pid| Some((pid, memgang_linux::pidfd::PidFd::try_open(pid).ok()??)))
+            .map(|(pid, pidfd)| Launched { pid, pidfd })
+            .with_context(|| format!("adopted job {} has ended", group.as_str()))?;
+        let now = self.now();
+        let j = &mut self.jobs[i];
+        j.proc = Some(launched);
+        j.running_since = Some(now);
+        j.result.start_s = Some(now.as_secs_f64());
+        Ok(())
+    }
+
+    /// Collect every job whose first process has exited (an adopted job:
+    /// whose group is empty).
     pub(super) fn reap(&mut self) -> Result<()> {
         for i in 0..self.jobs.len() {
             let Some(p) = &self.jobs[i].proc else {
                 continue;
             };
-            if p.pidfd.is_alive() {
-                continue;
-            }
-            let Some(exit) = process::try_reap(p.pid) else {
-                continue;
+            let exit = if self.jobs[i].adopted {
+                let watched = p.pidfd.is_alive();
+                let pids = self
+                    .env
+                    .backend
+                    .procs_recursive(&self.jobs[i].group)
+                    .unwrap_or_default();
+                if !pids.is_empty() {
+                    if !watched {
+                        // The process watched ended before the others:
+                        // watch another, or the wait would not wait.
+                        if let Some((pid, pidfd)) = pids.iter().find_map(|&pid| {
+                            Some((pid, memgang_linux::pidfd::PidFd::try_open(pid).ok()??))
+                        }) {
+                            self.jobs[i].proc = Some(Launched { pid, pidfd });
+                        }
+                    }
+                    continue;
+                }
+                Exit {
+                    code: None,
+                    signal: None,
+                    cpu_s: 0.0,
+                    system_s: 0.0,
+                    major_faults: 0,
+                }
+            } else {
+                if p.pidfd.is_alive() {
+                    continue;
+                }
+                let Some(exit) = process::try_reap(p.pid) else {
+                    continue;
+                };
+                exit
             };
             let now = self.now();
             let job = JobId(i as u32);

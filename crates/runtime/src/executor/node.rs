@@ -265,7 +265,9 @@ impl Node {
 
     pub(super) fn say(&self, msg: String) {
         if self.env.progress.is_hidden() {
-            tracing::info!("{msg}");
+            // A service's log: a job's error may quote what a user wrote
+            // (its working directory), which must not forge a line.
+            tracing::info!("{}", memgang_core::text::printable(&msg));
         } else {
             self.env.progress.println(msg);
         }
