@@ -18,6 +18,7 @@ pub mod runs;
 pub mod sockets;
 pub mod swap;
 pub mod sysfs;
+pub mod taskstats;
 pub mod wss;
 
 pub use error::{Error, Result};
