@@ -11,6 +11,7 @@ pub mod error;
 pub mod faults;
 pub mod freeze;
 pub mod paging;
+pub mod perf;
 pub mod pidfd;
 mod proc;
 pub mod process;

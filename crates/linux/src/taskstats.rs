@@ -123,8 +123,10 @@ pub struct TaskStats {
     /// User and system CPU time, in µs.
     pub utime_us: u64,
     pub stime_us: u64,
-    /// Time on a CPU (the scheduler's sum_exec_runtime).
-    pub cpu_run_real_ns: u64,
+    /// Time on a CPU as the scheduler measures it (`sum_exec_runtime`,
+    /// the field named `cpu_run_virtual_total`): exact, where
+    /// `cpu_run_real_total` is utime + stime, sampled at ticks.
+    pub cpu_ns: u64,
     /// Runnable, waiting for a CPU (schedstat's run_delay).
     pub cpu_delay_ns: u64,
     /// Asleep in I/O wait (`in_iowait`): block I/O, swap-in reads included.
@@ -183,7 +185,7 @@ impl TaskStats {
             etime_us: f64_!(ac_etime),
             utime_us: f64_!(ac_utime),
             stime_us: f64_!(ac_stime),
-            cpu_run_real_ns: f64_!(cpu_run_real_total),
+            cpu_ns: f64_!(cpu_run_virtual_total),
             cpu_delay_ns: f64_!(cpu_delay_total),
             blkio_delay_ns: f64_!(blkio_delay_total),
             swapin_delay_ns: f64_!(swapin_delay_total),
@@ -543,6 +545,20 @@ impl DelayAcct {
         )
     }
 
+    /// One holder for the whole process: every node of it shares it, and
+    /// the last one dropped lets go.
+    pub fn shared() -> Result<std::sync::Arc<DelayAcct>> {
+        static SHARED: std::sync::Mutex<std::sync::Weak<DelayAcct>> =
+            std::sync::Mutex::new(std::sync::Weak::new());
+        let mut held = SHARED.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(h) = held.upgrade() {
+            return Ok(h);
+        }
+        let h = std::sync::Arc::new(DelayAcct::enable()?);
+        *held = std::sync::Arc::downgrade(&h);
+        Ok(h)
+    }
+
     fn enable_at(state: PathBuf, sysctl: PathBuf) -> Result<DelayAcct> {
         let me = std::process::id() as i32;
         let was = std::fs::read_to_string(&sysctl)
@@ -716,8 +732,8 @@ mod tests {
             .unwrap()
             .expect("a zombie is still there by pid");
         let by_tgid = query(pid, true).unwrap().expect("and by tgid");
-        assert!(by_pid.cpu_run_real_ns > 0, "{by_pid:?}");
-        assert_eq!(by_tgid.cpu_run_real_ns, 0, "{by_tgid:?}");
+        assert!(by_pid.cpu_ns > 0, "{by_pid:?}");
+        assert_eq!(by_tgid.cpu_ns, 0, "{by_tgid:?}");
         let mut got = Vec::new();
         let deadline = std::time::Instant::now() + Duration::from_secs(2);
         while std::time::Instant::now() < deadline
@@ -737,7 +753,7 @@ mod tests {
         assert!(mine.iter().any(|s| s.pid == pid), "{got:?}");
         assert!(mine.iter().any(|s| s.comm() == "sleep"), "{mine:?}");
         let sh = mine.iter().find(|s| s.pid == pid).unwrap();
-        assert_eq!(sh.cpu_run_real_ns, by_pid.cpu_run_real_ns);
+        assert_eq!(sh.cpu_ns, by_pid.cpu_ns);
         // sh's lifetime: its CPU time and its sleep on the child.
         assert!(sh.etime_us >= 200_000, "{sh:?}");
         child.wait().unwrap();
