@@ -157,6 +157,7 @@ fn the_account_adds_up_and_delay_accounting_is_put_back() {
         .unwrap();
     assert!(report.status.success(), "{}", text(&report));
     let table = String::from_utf8_lossy(&report.stdout);
+    eprintln!("{table}");
     for col in ["cpu", "frozen", "switch", "unacc"] {
         assert!(table.contains(col), "{table}");
     }
