@@ -15,11 +15,14 @@
 //! * `unaccounted`: the rest, i.e. the job's own sleeps and whatever no
 //!   counter saw.
 //!
-//! A job with several tasks lives more task-seconds than wall seconds:
-//! each per-task sum is divided by the mean number of its tasks alive
-//! (`mean_tasks`, the sum of their lifetimes over its wall time), so that
-//! a job of one thread is counted one to one and the parts of any job add
-//! up to its wall time.
+//! A job with several tasks can be on several CPUs at once: each per-task
+//! sum is divided by its `width`, the mean number of its tasks active at
+//! once (on a CPU, queued or in I/O wait) over its running time (at
+//! least one). A job of one thread is counted one to one; a launcher or a shell
+//! that only waits for its children (mpirun, `sh -c`) does not widen it.
+//! For a job wider than 1 the parts are its task-time's shares of its
+//! running time, and `unaccounted` is 0 by construction: its threads' own
+//! sleeps are not shown.
 //!
 //! Why exit records, not queries: a task's counters go when it is reaped,
 //! and a query on a zombie by its TGID counts nothing of a
@@ -35,7 +38,7 @@ use crate::results::{
 use memgang_linux::perf::{Counters, Event};
 use memgang_linux::taskstats::{DelayAcct, Listener, Record, TaskStats};
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -44,15 +47,21 @@ use std::time::{Duration, Instant};
 /// first process and leftovers: the kernel sends them before the parent
 /// can reap, so they are normally there already.
 const RECORD_WAIT: Duration = Duration::from_millis(500);
-/// Records kept at most (about 200 bytes each), for a node that runs for
-/// days with other processes exiting around it.
-const MAX_RECORDS: usize = 1 << 20;
+/// How long before its recorded start a job's process may have exited
+/// (the start is recorded after the launch returns).
+const START_GRACE_S: f64 = 0.5;
+/// Records kept at most (about 200 bytes each: 50 MiB), for a node whose
+/// jobs run for days with other processes exiting around them; beyond it
+/// they count as lost.
+const MAX_RECORDS: usize = 1 << 18;
 
 #[derive(Default)]
 struct Collected {
     /// Each task's exit record and when it came (s since the node's start).
     records: Vec<(f64, TaskStats)>,
+    /// Records the kernel could not deliver, and those over [`MAX_RECORDS`].
     lost: u64,
+    overflow: u64,
 }
 
 struct Started {
@@ -64,6 +73,9 @@ struct Started {
 /// Collects the exit records and hardware counters of a node's jobs.
 pub struct Tracker {
     collected: Arc<Mutex<Collected>>,
+    /// The earliest start of a job still running (f64 bits; infinite with
+    /// none): records from before it are no job's, and are not kept.
+    oldest: Arc<AtomicU64>,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
     _delayacct: Option<Arc<DelayAcct>>,
@@ -82,10 +94,11 @@ impl Tracker {
         let delayacct = DelayAcct::shared();
         let listener = Listener::register();
         let collected = Arc::new(Mutex::new(Collected::default()));
+        let oldest = Arc::new(AtomicU64::new(f64::INFINITY.to_bits()));
         let stop = Arc::new(AtomicBool::new(false));
         let (no_delays, thread, delayacct) = match (delayacct, listener) {
             (Ok(d), Ok(mut l)) => {
-                let (c, s) = (collected.clone(), stop.clone());
+                let (c, s, o) = (collected.clone(), stop.clone(), oldest.clone());
                 let thread = std::thread::Builder::new()
                     .name("memgang-taskstats".into())
                     .spawn(move || {
@@ -93,6 +106,12 @@ impl Tracker {
                             let got = l.recv(Duration::from_millis(100));
                             let t = t0.elapsed().as_secs_f64();
                             let mut c = c.lock().unwrap_or_else(|e| e.into_inner());
+                            let from =
+                                f64::from_bits(o.load(Ordering::Relaxed)) - 2.0 * START_GRACE_S;
+                            c.records.retain(|(at, _)| *at >= from);
+                            if t < from {
+                                continue;
+                            }
                             c.lost = l.lost;
                             match got {
                                 Ok(records) => {
@@ -101,7 +120,7 @@ impl Tracker {
                                             if c.records.len() < MAX_RECORDS {
                                                 c.records.push((t, stats));
                                             } else {
-                                                c.lost += 1;
+                                                c.overflow += 1;
                                             }
                                         }
                                     }
@@ -124,6 +143,7 @@ impl Tracker {
         }
         Tracker {
             collected,
+            oldest,
             stop,
             thread,
             _delayacct: delayacct,
@@ -156,6 +176,16 @@ impl Tracker {
                 counters,
             },
         );
+        self.update_oldest();
+    }
+
+    fn update_oldest(&self) {
+        let oldest = self
+            .jobs
+            .values()
+            .map(|s| s.start_s)
+            .fold(f64::INFINITY, f64::min);
+        self.oldest.store(oldest.to_bits(), Ordering::Relaxed);
     }
 
     /// The account of a job that has ended (its processes gone, its
@@ -216,19 +246,15 @@ impl Tracker {
         a.hw_missing = self.no_hw.clone();
         a.records_lost = lost;
         // Records older than every job still running are of no use.
-        let oldest = self
-            .jobs
-            .values()
-            .map(|s| s.start_s)
-            .fold(f64::MAX, f64::min);
-        let mut c = self.collected.lock().unwrap_or_else(|e| e.into_inner());
-        c.records.retain(|(t, _)| *t >= oldest - 1.0);
+        self.update_oldest();
         Some(a)
     }
 
     /// The exit records of the job whose first process is `pid`: waits
     /// (up to [`RECORD_WAIT`]) for those of `pid` and `leftovers`.
     fn take_tasks(&self, pid: i32, leftovers: &[i32], start_s: f64) -> (Vec<TaskStats>, u64) {
+        // Its first process was started a moment before it was recorded.
+        let start_s = start_s - START_GRACE_S;
         let want: HashSet<u32> = std::iter::once(pid)
             .chain(leftovers.iter().copied())
             .map(|p| p as u32)
@@ -244,7 +270,7 @@ impl Tracker {
                 .collect();
             if want.is_subset(&have) || Instant::now() > deadline {
                 let tasks = job_tasks(&c.records, &want, start_s);
-                return (tasks, c.lost);
+                return (tasks, c.lost + c.overflow);
             }
             drop(c);
             std::thread::sleep(Duration::from_millis(5));
@@ -368,7 +394,6 @@ pub fn job_account(
     let switch_in_s = overlap(&frozen, ins).min(frozen_all - switch_out_s);
     let frozen_s = (frozen_all - switch_out_s - switch_in_s).max(0.0);
     let ns = |f: fn(&TaskStats) -> u64| tasks.iter().map(|t| f(t) as f64 * 1e-9).sum::<f64>();
-    let lives: f64 = tasks.iter().map(|t| t.etime_us as f64 * 1e-6).sum();
     let mut a = JobAccount {
         wall_s,
         frozen_s,
@@ -382,22 +407,24 @@ pub fn job_account(
     match no_delays {
         Some(why) => {
             a.source = why;
-            a.mean_tasks = 1.0;
+            a.width = 1.0;
             a.cpu_s = rusage.0 + rusage.1;
         }
         None if tasks.is_empty() => {
             a.source = "rusage only: no exit record of the job's processes came".into();
-            a.mean_tasks = 1.0;
+            a.width = 1.0;
             a.cpu_s = rusage.0 + rusage.1;
         }
         None => {
-            let w = if wall_s > 0.0 && lives > 0.0 {
-                lives / wall_s
+            let running_s = wall_s - frozen_s - switch_out_s - switch_in_s;
+            let active = ns(|t| t.cpu_ns) + ns(|t| t.cpu_delay_ns) + ns(|t| t.blkio_delay_ns);
+            let w = if running_s > 0.0 {
+                (active / running_s).max(1.0)
             } else {
                 1.0
             };
             a.source = "taskstats".into();
-            a.mean_tasks = w;
+            a.width = w;
             a.cpu_s = ns(|t| t.cpu_ns) / w;
             a.run_queue_s = ns(|t| t.cpu_delay_ns) / w;
             a.io_wait_s = ns(|t| t.blkio_delay_ns) / w;
@@ -588,18 +615,25 @@ mod tests {
         assert!((a.unaccounted_s - 0.2).abs() < 1e-6, "{a:?}");
         let sum: f64 = a.parts().iter().map(|p| p.1).sum();
         assert!((sum - a.wall_s).abs() < 1e-9);
-        // Two threads living the whole time count half each.
-        let two = [task(1, 1, 0, 10.0, 4.0, 0.0), task(2, 1, 0, 10.0, 4.0, 0.0)];
+        // Two threads computing the whole time count half each; a third
+        // that only waits for them (a launcher) does not widen the job.
+        let three = [
+            task(1, 1, 0, 10.0, 9.0, 1.0),
+            task(2, 1, 0, 10.0, 9.0, 1.0),
+            task(3, 3, 0, 10.0, 0.0, 0.0),
+        ];
         let b = job_account(
             (0.0, 10.0),
-            &two,
+            &three,
             &[(0.0, 10.0)],
             &[],
             &[],
-            (8.0, 0.0),
+            (18.0, 0.0),
             None,
         );
-        assert!((b.mean_tasks - 2.0).abs() < 1e-9 && (b.cpu_s - 4.0).abs() < 1e-9);
+        assert!((b.width - 2.0).abs() < 1e-9, "{b:?}");
+        assert!((b.cpu_s - 9.0).abs() < 1e-9, "{b:?}");
+        assert!(b.unaccounted_s.abs() < 1e-9);
         // Without records: rusage's CPU, the rest unaccounted.
         let c = job_account(
             (0.0, 10.0),

@@ -80,7 +80,7 @@ pub struct RunResult {
 /// A job's time account: its wall time from start to end, split into
 /// parts that add up to it (docs/results.md). Times in seconds of the
 /// job's wall time: a part measured per task (thread) is summed over its
-/// tasks and divided by `mean_tasks`.
+/// tasks and divided by `width`.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct JobAccount {
     /// From its start to its end (memgang's clock).
@@ -114,11 +114,12 @@ pub struct JobAccount {
     pub user_cpu_s: f64,
     pub system_cpu_s: f64,
     /// Tasks (threads of all its processes) whose exit records it sums,
-    /// and their mean number alive over its wall time.
+    /// and the mean number of them active at once (on a CPU, queued or in
+    /// I/O wait) over its running time, at least 1.
     pub tasks: u32,
-    pub mean_tasks: f64,
+    pub width: f64,
     /// "taskstats", or why the delays are missing ("rusage only: ...";
-    /// then `cpu_s` is rusage's over `mean_tasks` = 1 and the waits are in
+    /// then `cpu_s` is rusage's, `width` 1, and the waits are in
     /// `unaccounted_s`).
     pub source: String,
     /// Hardware counters of its processes and threads (`perf_event_open`,
