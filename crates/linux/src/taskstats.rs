@@ -574,7 +574,9 @@ impl DelayAcct {
                 .filter_map(|l| l.parse().ok())
                 .filter(|p| alive(*p))
                 .collect();
-            if lines.is_empty() || holders.is_empty() {
+            // A holder killed before it let go left the original value
+            // behind: it stays the one to restore.
+            if lines.is_empty() {
                 lines = vec![was.clone()];
             } else {
                 lines.truncate(1);
@@ -704,6 +706,12 @@ mod tests {
         assert_eq!(std::fs::read_to_string(&sysctl).unwrap(), "0");
         assert!(!state.exists());
         drop(b);
+        assert_eq!(std::fs::read_to_string(&sysctl).unwrap(), "0");
+        // A holder killed with it on: the next one restores the original.
+        std::fs::write(&sysctl, "1").unwrap();
+        std::fs::write(&state, format!("0\n{}\n", i32::MAX)).unwrap();
+        let c = DelayAcct::enable_at(state.clone(), sysctl.clone()).unwrap();
+        drop(c);
         assert_eq!(std::fs::read_to_string(&sysctl).unwrap(), "0");
     }
 
