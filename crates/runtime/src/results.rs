@@ -129,8 +129,9 @@ pub struct JobAccount {
     /// Why there are no hardware counters, where the kernel refused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hw_missing: Option<String>,
-    /// Exit records the kernel could not deliver while the job ran (a full
-    /// socket buffer): its delays may be short of some tasks.
+    /// Exit records lost on the node up to the job's end (the kernel could
+    /// not deliver them, or more were held than memgang keeps): when not
+    /// 0, its delays may be short of some tasks.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub records_lost: u64,
     /// The same job in the batch reference (the baseline).
