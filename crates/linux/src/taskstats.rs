@@ -565,7 +565,7 @@ impl DelayAcct {
             .map_err(|e| Error::io("reading", &sysctl, e))?
             .trim()
             .to_string();
-        with_lock(&state, |text| {
+        let held = with_lock(&state, |text| {
             // Line 1: the value to restore; then one holder pid per line.
             let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
             let holders: Vec<i32> = lines
@@ -586,7 +586,12 @@ impl DelayAcct {
             std::fs::write(&sysctl, "1").map_err(|e| Error::io("writing", &sysctl, e))?;
             *text = lines.join("\n") + "\n";
             Ok(())
-        })?;
+        });
+        if let Err(e) = held {
+            // Not recorded as a holder: nothing would put it back.
+            let _ = std::fs::write(&sysctl, &was);
+            return Err(e);
+        }
         Ok(DelayAcct { state, sysctl, was })
     }
 
