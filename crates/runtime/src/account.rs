@@ -17,12 +17,13 @@
 //!
 //! A job with several tasks can be on several CPUs at once: each per-task
 //! sum is divided by its `width`, the mean number of its tasks active at
-//! once (on a CPU, queued or in I/O wait) over its running time (at
-//! least one). A job of one thread is counted one to one; a launcher or a shell
-//! that only waits for its children (mpirun, `sh -c`) does not widen it.
-//! For a job wider than 1 the parts are its task-time's shares of its
-//! running time, and `unaccounted` is 0 by construction: its threads' own
-//! sleeps are not shown.
+//! once (on a CPU, queued or in I/O wait) over its running time, at least
+//! one. A job with one busy task (on a CPU for more than 5% of its running
+//! time) has width 1: a single thread is counted one to one, and a
+//! launcher or shell that only waits for its children (mpirun, `sh -c`)
+//! does not widen it. For a job wider than 1 the parts are its
+//! task-time's shares of its running time, and `unaccounted` is 0 by
+//! construction: its threads' own sleeps are not shown.
 //!
 //! Why exit records, not queries: a task's counters go when it is reaped,
 //! and a query on a zombie by its TGID counts nothing of a
@@ -50,6 +51,9 @@ const RECORD_WAIT: Duration = Duration::from_millis(500);
 /// How long before its recorded start a job's process may have exited
 /// (the start is recorded after the launch returns).
 const START_GRACE_S: f64 = 0.5;
+/// A task on a CPU for more than this share of its job's running time
+/// counts as busy: a job with more than one busy task is wider than 1.
+const BUSY_SHARE: f64 = 0.05;
 /// Records kept at most (about 200 bytes each: 50 MiB), for a node whose
 /// jobs run for days with other processes exiting around them; beyond it
 /// they count as lost.
@@ -418,7 +422,13 @@ pub fn job_account(
         None => {
             let running_s = wall_s - frozen_s - switch_out_s - switch_in_s;
             let active = ns(|t| t.cpu_ns) + ns(|t| t.cpu_delay_ns) + ns(|t| t.blkio_delay_ns);
-            let w = if running_s > 0.0 {
+            // One busy task: one to one, so that an over-count shows as a
+            // negative `unaccounted` instead of widening the job.
+            let busy = tasks
+                .iter()
+                .filter(|t| t.cpu_ns as f64 * 1e-9 > BUSY_SHARE * running_s)
+                .count();
+            let w = if busy > 1 && running_s > 0.0 {
                 (active / running_s).max(1.0)
             } else {
                 1.0
@@ -634,6 +644,20 @@ mod tests {
         assert!((b.width - 2.0).abs() < 1e-9, "{b:?}");
         assert!((b.cpu_s - 9.0).abs() < 1e-9, "{b:?}");
         assert!(b.unaccounted_s.abs() < 1e-9);
+        // One busy task whose parts exceed its running time: not widened,
+        // the over-count shows.
+        let over = [task(1, 1, 0, 10.0, 6.0, 4.1)];
+        let o = job_account(
+            (0.0, 10.0),
+            &over,
+            &[(0.0, 10.0)],
+            &[],
+            &[],
+            (6.0, 0.0),
+            None,
+        );
+        assert_eq!(o.width, 1.0);
+        assert!((o.unaccounted_s + 0.1).abs() < 1e-6, "{o:?}");
         // Without records: rusage's CPU, the rest unaccounted.
         let c = job_account(
             (0.0, 10.0),
