@@ -15,6 +15,8 @@ the figure to hold against the target. Per app and run:
   seconds (a program with spinning worker threads, such as OpenBLAS's,
   uses CPU in proportion to its running time).
 Each job's check against the same round's batch run: all rounds together.
+A second table: each run's time account (realapps_account.py), the median
+of each part over the rounds.
 """
 import glob
 import json
@@ -22,6 +24,7 @@ import os
 import statistics
 import sys
 
+import realapps_account
 from realapps_table import check
 
 ORDER = {"batch": 0, "lru": 1, "so": 2, "so-ao": 3, "so-ao-ai": 4, "so-ao-ai-share5": 5}
@@ -92,6 +95,15 @@ def main(d):
         checks = f"{ok} of {total}" if total else "-"
         print(f"| {app} | {label(name)} | {' '.join(spans)} | {ov_s} | {med} | {cut} | {took_s} "
               f"| {' '.join(slower) or '-'} | {' '.join(cpu)} | {checks} |")
+
+    print()
+    print(f"Time account, median over the {n} rounds (s, and share of the makespan):")
+    print()
+    print(realapps_account.HEADER)
+    print(realapps_account.RULE)
+    for (app, name) in sorted(runs, key=lambda k: (k[0], ORDER.get(k[1].replace("q10s-", ""), 9))):
+        v = realapps_account.median_values(realapps_account.values(r) for r in runs[(app, name)].values())
+        print(f"| {app} | {label(name)} | " + " | ".join(realapps_account.cells(v)) + " |")
 
 
 if __name__ == "__main__":

@@ -22,11 +22,15 @@ switches took, and the CPU seconds its jobs used beyond their batch run,
 with the system part of those (page faults, and the reclaim the kernel
 does in the job's context when its cgroup is full; the rest is user time:
 cache and TLB refills after a switch, or noise).
+A third gives each run's time account, measured (realapps_account.py):
+CPU against batch, frozen, switch, io wait, run-queue wait, unaccounted.
 """
 import glob
 import json
 import os
 import sys
+
+import realapps_account
 
 PAGE = os.sysconf("SC_PAGE_SIZE")
 
@@ -124,6 +128,21 @@ def main(d):
             system = f"{extra:.1f}"
         print(f"| {app} | {label} | {run['makespan_s'] - batch['makespan_s']:.1f} "
               f"| {sum(s['took_s'] for s in run['switches']):.1f} | {cpu:.1f} | {system} |")
+
+    print()
+    print("Time account (s, and share of the makespan):")
+    print()
+    print(realapps_account.HEADER)
+    print(realapps_account.RULE)
+    apps = sorted({os.path.basename(f).split("-q")[0] for f in files})
+    for app in apps:
+        batch_f = os.path.join(d, f"{app}-batch.json")
+        rows = [(batch_f, "batch")] if os.path.exists(batch_f) else []
+        rows += [(f, os.path.basename(f)[:-5].split("-", 2)[-1])
+                 for f in files if os.path.basename(f).split("-q")[0] == app]
+        for f, label in rows:
+            v = realapps_account.values(json.load(open(f)))
+            print(f"| {app} | {label} | " + " | ".join(realapps_account.cells(v)) + " |")
 
 
 if __name__ == "__main__":

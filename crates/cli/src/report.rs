@@ -125,6 +125,7 @@ pub fn summary(r: &RunResult) -> Value {
         "swap_in_pages": r.swap_in_pages,
         "swap_out_pages": r.swap_out_pages,
         "failed": r.jobs.iter().filter(|j| !j.ok()).count(),
+        "account": r.account,
     })
 }
 
@@ -215,6 +216,146 @@ pub fn single(r: &RunResult) -> String {
             num(m),
             num(sd)
         );
+    }
+    out.push_str(&account(r));
+    out
+}
+
+/// Where the time went (docs/results.md, "Time account"): a row per job
+/// whose parts add up to its wall time, the run's split of the makespan,
+/// and the hardware counters where the kernel gave them.
+pub fn account(r: &RunResult) -> String {
+    let mut out = String::new();
+    let Some(run) = &r.account else {
+        return out;
+    };
+    let _ = writeln!(out, "\ntime account (s; each row adds up to wall_s):");
+    let mut t = table([
+        "job",
+        "wall_s",
+        "cpu",
+        "cpu_vs_batch",
+        "run_queue",
+        "io_wait",
+        "frozen",
+        "switch_out",
+        "switch_in",
+        "unaccounted",
+        "swapin_delay",
+        "thrashing",
+        "reclaim",
+    ]);
+    for j in &r.jobs {
+        let Some(a) = &j.account else { continue };
+        let vs_batch = a
+            .batch
+            .as_ref()
+            .filter(|b| b.cpu_s > 0.0)
+            .map(|b| {
+                format!(
+                    "{:+.1}%",
+                    ((a.user_cpu_s + a.system_cpu_s) / b.cpu_s - 1.0) * 100.0
+                )
+            })
+            .unwrap_or_else(|| "-".into());
+        t.add_row(vec![
+            Cell::new(&j.name),
+            Cell::new(num(a.wall_s)),
+            Cell::new(num(a.cpu_s)),
+            Cell::new(vs_batch),
+            Cell::new(num(a.run_queue_s)),
+            Cell::new(num(a.io_wait_s)),
+            Cell::new(num(a.frozen_s)),
+            Cell::new(num(a.switch_out_s)),
+            Cell::new(num(a.switch_in_s)),
+            Cell::new(num(a.unaccounted_s)),
+            Cell::new(num(a.swapin_delay_s)),
+            Cell::new(num(a.thrashing_delay_s)),
+            Cell::new(num(a.reclaim_delay_s)),
+        ]);
+    }
+    numbers_right(&mut t, 1);
+    let _ = writeln!(out, "{t}");
+    let share = |v: f64| {
+        if run.makespan_s > 0.0 {
+            format!("{} ({:.1}%)", num(v), v / run.makespan_s * 100.0)
+        } else {
+            num(v)
+        }
+    };
+    let _ = writeln!(
+        out,
+        "makespan {}s = cpu {} + run queue {} + io wait {} + switches {} + idle {} + unaccounted {}",
+        num(run.makespan_s),
+        share(run.cpu_s),
+        share(run.run_queue_s),
+        share(run.io_wait_s),
+        share(run.switch_s),
+        share(run.idle_s),
+        share(run.unaccounted_s),
+    );
+    let cpu = run.user_cpu_s + run.system_cpu_s;
+    let _ = writeln!(
+        out,
+        "jobs' CPU {}s (system {}s){} | delay accounting: {}{}",
+        num(cpu),
+        num(run.system_cpu_s),
+        match run.batch_cpu_s {
+            Some(b) if b > 0.0 => format!(", batch {}s ({:+.1}%)", num(b), (cpu / b - 1.0) * 100.0),
+            _ => String::new(),
+        },
+        run.delay_accounting,
+        if run.records_lost > 0 {
+            format!(" ({} records lost)", run.records_lost)
+        } else {
+            String::new()
+        }
+    );
+    let hw: Vec<_> = r
+        .jobs
+        .iter()
+        .filter_map(|j| Some((j, j.account.as_ref()?.hw.as_ref()?)))
+        .collect();
+    if hw.is_empty() {
+        let _ = writeln!(out, "hardware counters: {}", run.hw_counters);
+    } else {
+        let mut t = table([
+            "job",
+            "cycles",
+            "instructions",
+            "IPC",
+            "LLC_misses",
+            "dTLB_misses",
+            "batch_IPC",
+            "batch_LLC_misses",
+            "batch_dTLB_misses",
+        ]);
+        let ipc = |h: &memgang_runtime::results::HwCounts| {
+            if h.cycles > 0 {
+                format!("{:.2}", h.instructions as f64 / h.cycles as f64)
+            } else {
+                "-".into()
+            }
+        };
+        for (j, h) in hw {
+            let b = j
+                .account
+                .as_ref()
+                .and_then(|a| a.batch.as_ref()?.hw.as_ref());
+            t.add_row(vec![
+                Cell::new(&j.name),
+                Cell::new(h.cycles),
+                Cell::new(h.instructions),
+                Cell::new(ipc(h)),
+                Cell::new(h.llc_misses),
+                Cell::new(h.dtlb_misses),
+                Cell::new(b.map_or("-".into(), ipc)),
+                Cell::new(b.map_or("-".into(), |b| b.llc_misses.to_string())),
+                Cell::new(b.map_or("-".into(), |b| b.dtlb_misses.to_string())),
+            ]);
+        }
+        numbers_right(&mut t, 1);
+        let _ = writeln!(out, "hardware counters:\n{t}");
     }
     out
 }

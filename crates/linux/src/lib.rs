@@ -11,6 +11,7 @@ pub mod error;
 pub mod faults;
 pub mod freeze;
 pub mod paging;
+pub mod perf;
 pub mod pidfd;
 mod proc;
 pub mod process;
@@ -18,6 +19,7 @@ pub mod runs;
 pub mod sockets;
 pub mod swap;
 pub mod sysfs;
+pub mod taskstats;
 pub mod wss;
 
 pub use error::{Error, Result};

@@ -14,6 +14,8 @@ const LAYERS: &[(&str, u32)] = &[
     ("criu", 2),
     ("runs", 2),
     ("sockets", 2),
+    ("taskstats", 2),
+    ("perf", 2),
     ("counters", 3),
     ("pidfd", 3),
     ("swap", 3),

@@ -7,6 +7,7 @@
 //! core's [`Scheduler`](memgang_core::Scheduler) returns with the mechanisms
 //! of `memgang-linux`, and reports back what the processes did.
 
+pub mod account;
 pub mod baseline;
 pub mod executor;
 pub mod experiment;
@@ -91,6 +92,8 @@ fn run_with_baseline(
         let mut r = executor::execute(exp, env)?;
         let m = r.makespan_s;
         baseline::apply(&mut r, m, "self".into());
+        let own = r.clone();
+        account::apply_batch(&mut r, &own);
         if opts.baseline != Baseline::None && baseline::usable(&r) {
             if let Err(e) = baseline::store(exp, &r) {
                 tracing::warn!("could not cache the batch reference: {e:#}");
@@ -105,7 +108,7 @@ fn run_with_baseline(
             if !baseline::usable(&b) {
                 bail!("{} is not a complete batch run: use a result of `memgang run --policy batch` in which every job succeeded", path.display());
             }
-            Some((b.makespan_s, format!("file {}", path.display())))
+            Some((b, format!("file {}", path.display())))
         }
         Baseline::Auto | Baseline::Run => {
             let hit = if opts.baseline == Baseline::Auto {
@@ -114,7 +117,7 @@ fn run_with_baseline(
                 None
             };
             match hit {
-                Some((path, b)) => Some((b.makespan_s, format!("cache {}", path.display()))),
+                Some((path, b)) => Some((b, format!("cache {}", path.display()))),
                 None => {
                     env.progress.println("running the batch reference first (cached for the next runs of these jobs)");
                     tracing::info!("running the batch reference of {}", exp.name);
@@ -126,7 +129,7 @@ fn run_with_baseline(
                         if let Err(e) = baseline::store(exp, &b) {
                             tracing::warn!("could not cache the batch reference: {e:#}");
                         }
-                        Some((b.makespan_s, "run".to_string()))
+                        Some((b, "run".to_string()))
                     } else {
                         tracing::warn!(
                             "the batch reference run had failed jobs: no switching overhead"
@@ -138,8 +141,9 @@ fn run_with_baseline(
         }
     };
     let mut r = executor::execute(exp, env)?;
-    if let Some((m, how)) = reference {
-        baseline::apply(&mut r, m, how);
+    if let Some((b, how)) = reference {
+        baseline::apply(&mut r, b.makespan_s, how);
+        account::apply_batch(&mut r, &b);
     }
     Ok(r)
 }

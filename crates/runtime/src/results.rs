@@ -6,6 +6,10 @@ use serde::{Deserialize, Serialize};
 /// Bumped when a field changes meaning or is removed; adding fields keeps it.
 pub const SCHEMA_VERSION: u32 = 1;
 
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
 fn lru() -> String {
     "lru".into()
 }
@@ -67,6 +71,136 @@ pub struct RunResult {
     pub timeline: Vec<Interval>,
     pub switches: Vec<Switch>,
     pub samples: Vec<Sample>,
+    /// Where the makespan went (crate::account); absent in results written
+    /// before it was measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub account: Option<RunAccount>,
+}
+
+/// A job's time account: its wall time from start to end, split into
+/// parts that add up to it (docs/results.md). Times in seconds of the
+/// job's wall time: a part measured per task (thread) is summed over its
+/// tasks and divided by `width`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct JobAccount {
+    /// From its start to its end (memgang's clock).
+    pub wall_s: f64,
+    /// On a CPU (the scheduler's run time of its tasks).
+    pub cpu_s: f64,
+    /// Runnable, waiting for a CPU (run_delay: schedstat's second field).
+    pub run_queue_s: f64,
+    /// Asleep in I/O wait (taskstats blkio_delay): the swap-ins it faulted
+    /// on, the writeback its reclaim waited for, its own file I/O.
+    pub io_wait_s: f64,
+    /// Frozen by the policy, outside the switches that froze and thawed it.
+    pub frozen_s: f64,
+    /// Frozen inside the switch that suspended it (its page-out) and
+    /// inside the one that resumed it (its page-in and thaw).
+    pub switch_out_s: f64,
+    pub switch_in_s: f64,
+    /// The rest: time the job slept by itself (a barrier, a message, a
+    /// pipe) and what nothing measured. Near 0 for a job that only computes.
+    pub unaccounted_s: f64,
+    /// Memory stalls, overlapping the parts above (the kernel counts them
+    /// as wall time around work that is also on a CPU or in I/O wait):
+    /// submitting swap-in reads, waiting on evicted working-set pages
+    /// (thrashing), direct reclaim (freepages), compaction.
+    pub swapin_delay_s: f64,
+    pub thrashing_delay_s: f64,
+    pub reclaim_delay_s: f64,
+    pub compact_delay_s: f64,
+    /// User and system CPU time of all its processes, in CPU seconds
+    /// (rusage), as in `cpu_s` of the job.
+    pub user_cpu_s: f64,
+    pub system_cpu_s: f64,
+    /// Tasks (threads of all its processes) whose exit records it sums,
+    /// and the mean number of them active at once (on a CPU, queued or in
+    /// I/O wait) over its running time, at least 1.
+    pub tasks: u32,
+    pub width: f64,
+    /// "taskstats", or why the delays are missing ("rusage only: ...";
+    /// then `cpu_s` is rusage's, `width` 1, and the waits are in
+    /// `unaccounted_s`).
+    pub source: String,
+    /// Hardware counters of its processes and threads (`perf_event_open`,
+    /// inherited); null where the kernel refused (`RunAccount::hw_counters`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hw: Option<HwCounts>,
+    /// Why there are no hardware counters, where the kernel refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hw_missing: Option<String>,
+    /// Exit records lost on the node up to the job's end (the kernel could
+    /// not deliver them, or more were held than memgang keeps): when not
+    /// 0, its delays may be short of some tasks.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub records_lost: u64,
+    /// The same job in the batch reference (the baseline).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch: Option<BatchJob>,
+}
+
+impl JobAccount {
+    /// The parts, in order, with the names tables use.
+    pub fn parts(&self) -> [(&'static str, f64); 7] {
+        [
+            ("cpu", self.cpu_s),
+            ("run queue", self.run_queue_s),
+            ("io wait", self.io_wait_s),
+            ("frozen", self.frozen_s),
+            ("switch out", self.switch_out_s),
+            ("switch in", self.switch_in_s),
+            ("unaccounted", self.unaccounted_s),
+        ]
+    }
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct HwCounts {
+    pub cycles: u64,
+    pub instructions: u64,
+    pub llc_misses: u64,
+    pub dtlb_misses: u64,
+}
+
+/// A job's numbers in the batch run it is compared with.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct BatchJob {
+    pub wall_s: f64,
+    /// User plus system CPU seconds (rusage), and the system part.
+    pub cpu_s: f64,
+    pub system_cpu_s: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hw: Option<HwCounts>,
+}
+
+/// Where the run's makespan went: the node's time split into switches,
+/// idle (no job running, none switching) and the running jobs' parts,
+/// a stretch run by k jobs at once counting 1/k for each.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RunAccount {
+    pub makespan_s: f64,
+    pub cpu_s: f64,
+    pub run_queue_s: f64,
+    pub io_wait_s: f64,
+    pub switch_s: f64,
+    pub idle_s: f64,
+    pub unaccounted_s: f64,
+    /// Summed over the jobs, beside the split (overlapping it).
+    pub jobs_frozen_s: f64,
+    pub swapin_delay_s: f64,
+    pub thrashing_delay_s: f64,
+    pub reclaim_delay_s: f64,
+    /// The jobs' user and system CPU seconds (rusage), and the same in
+    /// the batch reference (null without one).
+    pub user_cpu_s: f64,
+    pub system_cpu_s: f64,
+    #[serde(default)]
+    pub batch_cpu_s: Option<f64>,
+    /// "on", or why not: delay accounting (taskstats) and hardware counters.
+    pub delay_accounting: String,
+    pub hw_counters: String,
+    /// Exit records the kernel could not deliver (a full socket buffer).
+    pub records_lost: u64,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -129,6 +263,10 @@ pub struct JobResult {
     /// what huge pages mapped at its page-outs and came back whole.
     #[serde(default)]
     pub huge_restored_bytes: u64,
+    /// Where its time went (crate::account); null for a job that never
+    /// ran to its end and in results written before it was measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub account: Option<JobAccount>,
 }
 
 /// What "before its exit" leaves out of a job that ends in a quantum: its

@@ -298,6 +298,7 @@ impl Node {
             entry.1 = Some(launched.pid);
         }
         let now = self.now();
+        self.account.started(i, launched.pid, now.as_secs_f64());
         let j = &mut self.jobs[i];
         j.proc = Some(launched);
         j.running_since = Some(now);
@@ -392,7 +393,9 @@ impl Node {
         if let Ok(stat) = backend.memory_stat(&j.group) {
             j.last = stat;
         }
-        // Daemons or orphans the job left behind go with it.
+        // Daemons or orphans the job left behind go with it (and count in
+        // its account).
+        let leftovers = backend.procs_recursive(&j.group).unwrap_or_default();
         if let Err(e) = procs::kill_and_remove(backend, &j.group, None) {
             tracing::error!("{e:#}");
         } else {
@@ -432,6 +435,10 @@ impl Node {
             "{:>7.1}s  {name} finished: {status}",
             now.as_secs_f64()
         ));
+        let (i, j) = (job.index(), &self.jobs[job.index()]);
+        let account =
+            (self.account).finish(i, &j.result, &leftovers, &self.timeline, &self.switches);
+        self.jobs[i].result.account = account;
     }
 
     /// A job that could not start (or was cancelled before it did) ends

@@ -125,7 +125,9 @@ pub fn execute(exp: &Experiment, env: &Env) -> Result<RunResult> {
         timeline: report.timeline,
         switches: report.switches,
         samples: report.samples,
+        account: None,
     };
     result.count_faults_after_switches();
+    result.account = crate::account::run_account(&result);
     Ok(result)
 }

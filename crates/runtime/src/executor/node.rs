@@ -94,6 +94,8 @@ pub struct Node {
     /// Selective page-out could not be set up once: said once, not per
     /// switch.
     pub(super) protect_failed: bool,
+    /// The jobs' time accounts (crate::account).
+    pub(super) account: crate::account::Tracker,
 }
 
 impl Node {
@@ -119,7 +121,9 @@ impl Node {
             .counters
             .vmstat()
             .context("reading the node's paging counters (/proc/vmstat)")?;
+        let t0 = Instant::now();
         Ok(Node {
+            account: crate::account::Tracker::start(t0),
             sched: Scheduler::new(
                 cluster,
                 Vec::new(),
@@ -137,7 +141,7 @@ impl Node {
             env,
             jobs: Vec::new(),
             teardown,
-            t0: Instant::now(),
+            t0,
             timeline: Vec::new(),
             switches: Vec::new(),
             samples: Vec::new(),

@@ -1,0 +1,676 @@
+//! Where a job's time goes, measured: the time account of each job and of
+//! the run (issue 36; the schema and the definitions are in
+//! docs/results.md).
+//!
+//! A job's wall time, from its start to its end, is split into
+//! * `cpu`, `run_queue`, `io_wait`: what the kernel's scheduler says of
+//!   its tasks (threads of all its processes), from each task's exit
+//!   record (taskstats, [`memgang_linux::taskstats::Listener`]): time on a
+//!   CPU, runnable but waiting for one, asleep in I/O wait. These three
+//!   are disjoint states of a task;
+//! * `frozen`, `switch_out`, `switch_in`: memgang's own clock: the time
+//!   between its freeze and its thaw, the part of it inside the switch
+//!   that froze it (its page-out) and inside the one that thawed it (its
+//!   page-in);
+//! * `unaccounted`: the rest, i.e. the job's own sleeps and whatever no
+//!   counter saw.
+//!
+//! A job with several tasks can be on several CPUs at once: each per-task
+//! sum is divided by its `width`, the mean number of its tasks active at
+//! once (on a CPU, queued or in I/O wait) over its running time, at least
+//! one. A job with one busy task (on a CPU for more than 5% of its running
+//! time) has width 1: a single thread is counted one to one, and a
+//! launcher or shell that only waits for its children (mpirun, `sh -c`)
+//! does not widen it. For a job wider than 1 the parts are its
+//! task-time's shares of its running time, and `unaccounted` is 0 by
+//! construction: its threads' own sleeps are not shown.
+//!
+//! Why exit records, not queries: a task's counters go when it is reaped,
+//! and a query on a zombie by its TGID counts nothing of a
+//! single-threaded process (taskstats.rs's root test). The listener gets
+//! every thread's final counters as it exits, children included; a job's
+//! tasks are those of its first process, of the processes its cgroup still
+//! held at its end, and, transitively, of every process whose parent was
+//! one of them when it exited.
+
+use crate::results::{
+    BatchJob, HwCounts, Interval, JobAccount, JobResult, RunAccount, RunResult, Switch,
+};
+use memgang_linux::perf::{Counters, Event};
+use memgang_linux::taskstats::{DelayAcct, Listener, Record, TaskStats};
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// How long a finished job's account waits for the exit records of its
+/// first process and leftovers: the kernel sends them before the parent
+/// can reap, so they are normally there already.
+const RECORD_WAIT: Duration = Duration::from_millis(500);
+/// How long before its recorded start a job's process may have exited
+/// (the start is recorded after the launch returns).
+const START_GRACE_S: f64 = 0.5;
+/// A task on a CPU for more than this share of its job's running time
+/// counts as busy: a job with more than one busy task is wider than 1.
+const BUSY_SHARE: f64 = 0.05;
+/// Records kept at most (about 200 bytes each: 50 MiB), for a node whose
+/// jobs run for days with other processes exiting around them; beyond it
+/// they count as lost.
+const MAX_RECORDS: usize = 1 << 18;
+
+#[derive(Default)]
+struct Collected {
+    /// Each task's exit record and when it came (s since the node's start).
+    records: Vec<(f64, TaskStats)>,
+    /// Records the kernel could not deliver, and those over [`MAX_RECORDS`].
+    lost: u64,
+    overflow: u64,
+}
+
+struct Started {
+    pid: i32,
+    start_s: f64,
+    counters: Option<Counters>,
+}
+
+/// Collects the exit records and hardware counters of a node's jobs.
+pub struct Tracker {
+    collected: Arc<Mutex<Collected>>,
+    /// The earliest start of a job still running (f64 bits; infinite with
+    /// none): records from before it are no job's, and are not kept.
+    oldest: Arc<AtomicU64>,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+    _delayacct: Option<Arc<DelayAcct>>,
+    /// None: exit records come; Some: why not.
+    no_delays: Option<String>,
+    /// None: counters attach; Some: why not (said once, not tried again).
+    no_hw: Option<String>,
+    jobs: HashMap<usize, Started>,
+}
+
+impl Tracker {
+    /// Turn delay accounting on and listen for exit records from now on;
+    /// without root or taskstats the accounts say why and keep what
+    /// rusage gives.
+    pub fn start(t0: Instant) -> Tracker {
+        let delayacct = DelayAcct::shared();
+        let listener = Listener::register();
+        let collected = Arc::new(Mutex::new(Collected::default()));
+        let oldest = Arc::new(AtomicU64::new(f64::INFINITY.to_bits()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (no_delays, thread, delayacct) = match (delayacct, listener) {
+            (Ok(d), Ok(mut l)) => {
+                let (c, s, o) = (collected.clone(), stop.clone(), oldest.clone());
+                let thread = std::thread::Builder::new()
+                    .name("memgang-taskstats".into())
+                    .spawn(move || {
+                        while !s.load(Ordering::Relaxed) {
+                            let got = l.recv(Duration::from_millis(100));
+                            let t = t0.elapsed().as_secs_f64();
+                            let mut c = c.lock().unwrap_or_else(|e| e.into_inner());
+                            let from =
+                                f64::from_bits(o.load(Ordering::Relaxed)) - 2.0 * START_GRACE_S;
+                            c.records.retain(|(at, _)| *at >= from);
+                            if t < from {
+                                continue;
+                            }
+                            c.lost = l.lost;
+                            match got {
+                                Ok(records) => {
+                                    for r in records {
+                                        if let Record::Pid(stats) = r {
+                                            if c.records.len() < MAX_RECORDS {
+                                                c.records.push((t, stats));
+                                            } else {
+                                                c.overflow += 1;
+                                            }
+                                        }
+                                    }
+                                }
+                                Err(e) => {
+                                    tracing::warn!("taskstats: {e}");
+                                    std::thread::sleep(Duration::from_millis(100));
+                                }
+                            }
+                        }
+                    })
+                    .ok();
+                (None, thread, Some(d))
+            }
+            (Err(e), _) => (Some(format!("rusage only: {e}")), None, None),
+            (_, Err(e)) => (Some(format!("rusage only: {e}")), None, None),
+        };
+        if let Some(why) = &no_delays {
+            tracing::info!("no delay accounting: {why}");
+        }
+        Tracker {
+            collected,
+            oldest,
+            stop,
+            thread,
+            _delayacct: delayacct,
+            no_delays,
+            no_hw: None,
+            jobs: HashMap::new(),
+        }
+    }
+
+    /// A job's first process `pid` started at `start_s`: its hardware
+    /// counters attach now.
+    pub fn started(&mut self, job: usize, pid: i32, start_s: f64) {
+        let counters = if self.no_hw.is_none() {
+            match Counters::attach(pid, &Event::HARDWARE) {
+                Ok(c) => Some(c),
+                Err(why) => {
+                    tracing::info!("no hardware counters: {why}");
+                    self.no_hw = Some(why);
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        self.jobs.insert(
+            job,
+            Started {
+                pid,
+                start_s,
+                counters,
+            },
+        );
+        self.update_oldest();
+    }
+
+    fn update_oldest(&self) {
+        let oldest = self
+            .jobs
+            .values()
+            .map(|s| s.start_s)
+            .fold(f64::INFINITY, f64::min);
+        self.oldest.store(oldest.to_bits(), Ordering::Relaxed);
+    }
+
+    /// The account of a job that has ended (its processes gone, its
+    /// result's times set): `leftovers` are the processes its cgroup held
+    /// at its end; `timeline` and `switches` are the node's so far.
+    pub fn finish(
+        &mut self,
+        job: usize,
+        r: &JobResult,
+        leftovers: &[i32],
+        timeline: &[Interval],
+        switches: &[Switch],
+    ) -> Option<JobAccount> {
+        let started = self.jobs.remove(&job)?;
+        let (start, finish) = (r.start_s?, r.finish_s?);
+        let hw = started.counters.as_ref().map(|c| {
+            let mut h = HwCounts::default();
+            for (e, n) in c.read() {
+                match e {
+                    Event::Cycles => h.cycles = n,
+                    Event::Instructions => h.instructions = n,
+                    Event::LlcMisses => h.llc_misses = n,
+                    Event::DtlbMisses => h.dtlb_misses = n,
+                    Event::TaskClock => {}
+                }
+            }
+            h
+        });
+        let (tasks, lost) = if self.no_delays.is_none() {
+            self.take_tasks(started.pid, leftovers, start)
+        } else {
+            (Vec::new(), 0)
+        };
+        let running: Vec<(f64, f64)> = timeline
+            .iter()
+            .filter(|i| i.job == r.name)
+            .map(|i| (i.start_s, i.end_s))
+            .collect();
+        let around = |mine: fn(&Switch) -> &Vec<String>| -> Vec<(f64, f64)> {
+            switches
+                .iter()
+                .filter(|s| mine(s).contains(&r.name))
+                .map(|s| (s.at_s, s.at_s + s.took_s))
+                .collect()
+        };
+        let (outs, ins) = (around(|s| &s.suspended), around(|s| &s.resumed));
+        let user = r.cpu_s - r.system_cpu_s.unwrap_or(0.0);
+        let mut a = job_account(
+            (start, finish),
+            &tasks,
+            &running,
+            &outs,
+            &ins,
+            (user, r.system_cpu_s.unwrap_or(0.0)),
+            self.no_delays.clone(),
+        );
+        a.hw = hw;
+        a.hw_missing = self.no_hw.clone();
+        a.records_lost = lost;
+        // Records older than every job still running are of no use.
+        self.update_oldest();
+        Some(a)
+    }
+
+    /// The exit records of the job whose first process is `pid`: waits
+    /// (up to [`RECORD_WAIT`]) for those of `pid` and `leftovers`.
+    fn take_tasks(&self, pid: i32, leftovers: &[i32], start_s: f64) -> (Vec<TaskStats>, u64) {
+        // Its first process was started a moment before it was recorded.
+        let start_s = start_s - START_GRACE_S;
+        let want: HashSet<u32> = std::iter::once(pid)
+            .chain(leftovers.iter().copied())
+            .map(|p| p as u32)
+            .collect();
+        let deadline = Instant::now() + RECORD_WAIT;
+        loop {
+            let c = self.collected.lock().unwrap_or_else(|e| e.into_inner());
+            let have: HashSet<u32> = c
+                .records
+                .iter()
+                .filter(|(t, s)| *t >= start_s && s.pid == s.tgid)
+                .map(|(_, s)| s.pid)
+                .collect();
+            if want.is_subset(&have) || Instant::now() > deadline {
+                let tasks = job_tasks(&c.records, &want, start_s);
+                return (tasks, c.lost + c.overflow);
+            }
+            drop(c);
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+}
+
+impl Drop for Tracker {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// The records of a job's tasks: those of the thread groups `seeds`, and
+/// of every process whose parent was one of them when it exited, and so on.
+/// Records from before the job's start are another process's (a pid used
+/// again).
+fn job_tasks(records: &[(f64, TaskStats)], seeds: &HashSet<u32>, start_s: f64) -> Vec<TaskStats> {
+    let mine: Vec<&TaskStats> = records
+        .iter()
+        .filter(|(t, _)| *t >= start_s)
+        .map(|(_, s)| s)
+        .collect();
+    let mut groups = seeds.clone();
+    loop {
+        let more: Vec<u32> = mine
+            .iter()
+            .filter(|s| !groups.contains(&s.tgid) && groups.contains(&s.ppid))
+            .map(|s| s.tgid)
+            .collect();
+        if more.is_empty() {
+            break;
+        }
+        groups.extend(more);
+    }
+    mine.into_iter()
+        .filter(|s| groups.contains(&s.tgid))
+        .map(sane)
+        .collect()
+}
+
+/// A delay longer than the task's life is the kernel's artifact of a task
+/// that went to sleep before delay accounting was switched on and woke
+/// after (its start stamp 0: the delay is the time since boot): dropped.
+fn sane(s: &TaskStats) -> TaskStats {
+    let life = s.etime_us.saturating_mul(1000);
+    let mut t = *s;
+    for d in [
+        &mut t.cpu_delay_ns,
+        &mut t.blkio_delay_ns,
+        &mut t.swapin_delay_ns,
+        &mut t.freepages_delay_ns,
+        &mut t.thrashing_delay_ns,
+        &mut t.compact_delay_ns,
+        &mut t.wpcopy_delay_ns,
+        &mut t.irq_delay_ns,
+    ] {
+        if *d > life {
+            tracing::warn!(
+                "taskstats: task {} ({}) has a delay of {} s in a life of {} s: left out",
+                s.pid,
+                s.comm(),
+                *d as f64 * 1e-9,
+                life as f64 * 1e-9
+            );
+            *d = 0;
+        }
+    }
+    t
+}
+
+/// Total length of `a` ∩ `b`, each a list of disjoint intervals.
+fn overlap(a: &[(f64, f64)], b: &[(f64, f64)]) -> f64 {
+    let mut t = 0.0;
+    for &(s0, e0) in a {
+        for &(s1, e1) in b {
+            t += (e0.min(e1) - s0.max(s1)).max(0.0);
+        }
+    }
+    t
+}
+
+/// The stretches of `[start, end]` outside `inside` (sorted, disjoint).
+fn complement(start: f64, end: f64, inside: &[(f64, f64)]) -> Vec<(f64, f64)> {
+    let mut sorted = inside.to_vec();
+    sorted.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let (mut out, mut at) = (Vec::new(), start);
+    for (s, e) in sorted {
+        if s > at {
+            out.push((at, s.min(end)));
+        }
+        at = at.max(e);
+    }
+    if at < end {
+        out.push((at, end));
+    }
+    out
+}
+
+/// A job's account from what was measured (see the module's doc):
+/// `wall` its start and end, `tasks` its tasks' exit records, `running`
+/// its stretches thawed, `outs` and `ins` the switches that froze and
+/// thawed it, `rusage` its user and system CPU seconds, `no_delays` why
+/// there are no records.
+pub fn job_account(
+    wall: (f64, f64),
+    tasks: &[TaskStats],
+    running: &[(f64, f64)],
+    outs: &[(f64, f64)],
+    ins: &[(f64, f64)],
+    rusage: (f64, f64),
+    no_delays: Option<String>,
+) -> JobAccount {
+    let wall_s = (wall.1 - wall.0).max(0.0);
+    let frozen = complement(wall.0, wall.1, running);
+    let frozen_all: f64 = frozen.iter().map(|(s, e)| e - s).sum();
+    let switch_out_s = overlap(&frozen, outs);
+    let switch_in_s = overlap(&frozen, ins).min(frozen_all - switch_out_s);
+    let frozen_s = (frozen_all - switch_out_s - switch_in_s).max(0.0);
+    let ns = |f: fn(&TaskStats) -> u64| tasks.iter().map(|t| f(t) as f64 * 1e-9).sum::<f64>();
+    let mut a = JobAccount {
+        wall_s,
+        frozen_s,
+        switch_out_s,
+        switch_in_s,
+        user_cpu_s: rusage.0,
+        system_cpu_s: rusage.1,
+        tasks: tasks.len() as u32,
+        ..JobAccount::default()
+    };
+    match no_delays {
+        Some(why) => {
+            a.source = why;
+            a.width = 1.0;
+            a.cpu_s = rusage.0 + rusage.1;
+        }
+        None if tasks.is_empty() => {
+            a.source = "rusage only: no exit record of the job's processes came".into();
+            a.width = 1.0;
+            a.cpu_s = rusage.0 + rusage.1;
+        }
+        None => {
+            let running_s = wall_s - frozen_s - switch_out_s - switch_in_s;
+            let active = ns(|t| t.cpu_ns) + ns(|t| t.cpu_delay_ns) + ns(|t| t.blkio_delay_ns);
+            // One busy task: one to one, so that an over-count shows as a
+            // negative `unaccounted` instead of widening the job.
+            let busy = tasks
+                .iter()
+                .filter(|t| t.cpu_ns as f64 * 1e-9 > BUSY_SHARE * running_s)
+                .count();
+            let w = if busy > 1 && running_s > 0.0 {
+                (active / running_s).max(1.0)
+            } else {
+                1.0
+            };
+            a.source = "taskstats".into();
+            a.width = w;
+            a.cpu_s = ns(|t| t.cpu_ns) / w;
+            a.run_queue_s = ns(|t| t.cpu_delay_ns) / w;
+            a.io_wait_s = ns(|t| t.blkio_delay_ns) / w;
+            a.swapin_delay_s = ns(|t| t.swapin_delay_ns) / w;
+            a.thrashing_delay_s = ns(|t| t.thrashing_delay_ns) / w;
+            a.reclaim_delay_s = ns(|t| t.freepages_delay_ns) / w;
+            a.compact_delay_s = ns(|t| t.compact_delay_ns) / w;
+        }
+    }
+    a.unaccounted_s =
+        wall_s - a.cpu_s - a.run_queue_s - a.io_wait_s - frozen_s - switch_out_s - switch_in_s;
+    a
+}
+
+/// The run's account from its jobs' accounts, timeline and switches: each
+/// stretch of the makespan is a switch's, idle (no job running), or the
+/// running jobs' (1/k each of k), split by each job's running parts in
+/// proportion. None when no job has an account.
+pub fn run_account(r: &RunResult) -> Option<RunAccount> {
+    if r.jobs.iter().all(|j| j.account.is_none()) {
+        return None;
+    }
+    let t0 = r
+        .jobs
+        .iter()
+        .map(|j| j.arrival_s)
+        .fold(f64::INFINITY, f64::min);
+    let t1 = t0 + r.makespan_s;
+    let switches: Vec<(f64, f64)> = r
+        .switches
+        .iter()
+        .map(|s| (s.at_s, s.at_s + s.took_s))
+        .collect();
+    let mut cuts: Vec<f64> = vec![t0, t1];
+    cuts.extend(switches.iter().flat_map(|&(a, b)| [a, b]));
+    cuts.extend(r.timeline.iter().flat_map(|i| [i.start_s, i.end_s]));
+    cuts.retain(|t| (t0..=t1).contains(t));
+    cuts.sort_by(f64::total_cmp);
+    cuts.dedup();
+    let mut a = RunAccount {
+        makespan_s: r.makespan_s,
+        ..RunAccount::default()
+    };
+    let mut share: HashMap<&str, f64> = HashMap::new();
+    for w in cuts.windows(2) {
+        let (s, e) = (w[0], w[1]);
+        let (len, mid) = (e - s, (s + e) / 2.0);
+        if switches.iter().any(|&(a, b)| a <= mid && mid < b) {
+            a.switch_s += len;
+            continue;
+        }
+        let running: Vec<&str> = r
+            .timeline
+            .iter()
+            .filter(|i| i.start_s <= mid && mid < i.end_s)
+            .map(|i| i.job.as_str())
+            .collect();
+        if running.is_empty() {
+            a.idle_s += len;
+        }
+        for job in &running {
+            *share.entry(job).or_default() += len / running.len() as f64;
+        }
+    }
+    let mut delays = Vec::new();
+    let mut hw = Vec::new();
+    for j in &r.jobs {
+        let here = share.get(j.name.as_str()).copied().unwrap_or(0.0);
+        let Some(acc) = &j.account else {
+            a.unaccounted_s += here;
+            continue;
+        };
+        let running_s = acc.wall_s - acc.frozen_s - acc.switch_out_s - acc.switch_in_s;
+        let k = if running_s > 0.0 {
+            here / running_s
+        } else {
+            0.0
+        };
+        a.cpu_s += acc.cpu_s * k;
+        a.run_queue_s += acc.run_queue_s * k;
+        a.io_wait_s += acc.io_wait_s * k;
+        a.unaccounted_s += here - (acc.cpu_s + acc.run_queue_s + acc.io_wait_s) * k;
+        a.jobs_frozen_s += acc.frozen_s;
+        a.swapin_delay_s += acc.swapin_delay_s;
+        a.thrashing_delay_s += acc.thrashing_delay_s;
+        a.reclaim_delay_s += acc.reclaim_delay_s;
+        a.user_cpu_s += acc.user_cpu_s;
+        a.system_cpu_s += acc.system_cpu_s;
+        a.records_lost = a.records_lost.max(acc.records_lost);
+        delays.push(acc.source.clone());
+        hw.push(acc.hw_missing.clone());
+    }
+    // What the stretches left (none: they tile the makespan).
+    a.unaccounted_s += r.makespan_s - a.switch_s - a.idle_s - share.values().sum::<f64>();
+    a.delay_accounting = match delays.iter().find(|s| *s != "taskstats") {
+        None => "on".into(),
+        Some(why) => format!("not available here: {why}"),
+    };
+    a.hw_counters = match hw.iter().flatten().next() {
+        None => "on".into(),
+        Some(why) => format!("not available here: {why}"),
+    };
+    Some(a)
+}
+
+/// Fill each job's `batch` and the run's `batch_cpu_s` from the batch
+/// reference `b` (jobs matched by name).
+pub fn apply_batch(r: &mut RunResult, b: &RunResult) {
+    let mut total = 0.0;
+    for j in r.jobs.iter_mut() {
+        let Some(bj) = b.jobs.iter().find(|x| x.name == j.name) else {
+            continue;
+        };
+        total += bj.cpu_s;
+        if let Some(acc) = j.account.as_mut() {
+            acc.batch = Some(BatchJob {
+                wall_s: match (bj.start_s, bj.finish_s) {
+                    (Some(s), Some(f)) => f - s,
+                    _ => 0.0,
+                },
+                cpu_s: bj.cpu_s,
+                system_cpu_s: bj.system_cpu_s,
+                hw: bj.account.as_ref().and_then(|a| a.hw.clone()),
+            });
+        }
+    }
+    if let Some(acc) = r.account.as_mut() {
+        acc.batch_cpu_s = Some(total);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn task(pid: u32, tgid: u32, ppid: u32, life_s: f64, cpu_s: f64, runq_s: f64) -> TaskStats {
+        TaskStats {
+            pid,
+            tgid,
+            ppid,
+            etime_us: (life_s * 1e6) as u64,
+            cpu_ns: (cpu_s * 1e9) as u64,
+            cpu_delay_ns: (runq_s * 1e9) as u64,
+            ..TaskStats::default()
+        }
+    }
+
+    #[test]
+    fn a_jobs_tasks_are_its_threads_and_its_childrens() {
+        let records = vec![
+            (0.5, task(9, 9, 1, 1.0, 1.0, 0.0)), // before the job: a reused pid
+            (2.0, task(11, 10, 5, 1.0, 1.0, 0.0)), // a thread of the job's 10
+            (2.0, task(20, 20, 10, 1.0, 1.0, 0.0)), // its child
+            (2.0, task(30, 30, 20, 1.0, 1.0, 0.0)), // its grandchild
+            (2.0, task(40, 40, 7, 1.0, 1.0, 0.0)), // someone else's
+            (3.0, task(10, 10, 5, 1.0, 1.0, 0.0)),
+        ];
+        let seeds = HashSet::from([10, 9]);
+        let mut pids: Vec<u32> = job_tasks(&records, &seeds, 1.0)
+            .iter()
+            .map(|t| t.pid)
+            .collect();
+        pids.sort();
+        assert_eq!(pids, [10, 11, 20, 30]);
+    }
+
+    #[test]
+    fn the_parts_add_up_to_the_wall_time() {
+        // One thread from 0 to 10 s: running 0-4 and 6-10, frozen 4-6, of
+        // which 4-4.5 in the switch that froze it and 5.5-6 in the one that
+        // thawed it. The kernel: 7 s on a CPU, 0.5 s queued, 0.3 s I/O.
+        let t = [task(1, 1, 0, 10.0, 7.0, 0.5)];
+        let mut t0 = t[0];
+        t0.blkio_delay_ns = 300_000_000;
+        let a = job_account(
+            (0.0, 10.0),
+            &[t0],
+            &[(0.0, 4.0), (6.0, 10.0)],
+            &[(3.9, 4.5)],
+            &[(5.5, 6.1)],
+            (6.5, 0.5),
+            None,
+        );
+        assert_eq!(a.source, "taskstats");
+        assert!((a.switch_out_s - 0.5).abs() < 1e-9, "{a:?}");
+        assert!((a.switch_in_s - 0.5).abs() < 1e-9, "{a:?}");
+        assert!((a.frozen_s - 1.0).abs() < 1e-9, "{a:?}");
+        assert!((a.unaccounted_s - 0.2).abs() < 1e-6, "{a:?}");
+        let sum: f64 = a.parts().iter().map(|p| p.1).sum();
+        assert!((sum - a.wall_s).abs() < 1e-9);
+        // Two threads computing the whole time count half each; a third
+        // that only waits for them (a launcher) does not widen the job.
+        let three = [
+            task(1, 1, 0, 10.0, 9.0, 1.0),
+            task(2, 1, 0, 10.0, 9.0, 1.0),
+            task(3, 3, 0, 10.0, 0.0, 0.0),
+        ];
+        let b = job_account(
+            (0.0, 10.0),
+            &three,
+            &[(0.0, 10.0)],
+            &[],
+            &[],
+            (18.0, 0.0),
+            None,
+        );
+        assert!((b.width - 2.0).abs() < 1e-9, "{b:?}");
+        assert!((b.cpu_s - 9.0).abs() < 1e-9, "{b:?}");
+        assert!(b.unaccounted_s.abs() < 1e-9);
+        // One busy task whose parts exceed its running time: not widened,
+        // the over-count shows.
+        let over = [task(1, 1, 0, 10.0, 6.0, 4.1)];
+        let o = job_account(
+            (0.0, 10.0),
+            &over,
+            &[(0.0, 10.0)],
+            &[],
+            &[],
+            (6.0, 0.0),
+            None,
+        );
+        assert_eq!(o.width, 1.0);
+        assert!((o.unaccounted_s + 0.1).abs() < 1e-6, "{o:?}");
+        // Without records: rusage's CPU, the rest unaccounted.
+        let c = job_account(
+            (0.0, 10.0),
+            &[],
+            &[(0.0, 10.0)],
+            &[],
+            &[],
+            (8.0, 1.0),
+            Some("x".into()),
+        );
+        assert_eq!(
+            (c.cpu_s, c.unaccounted_s, c.source.as_str()),
+            (9.0, 1.0, "x")
+        );
+    }
+}
