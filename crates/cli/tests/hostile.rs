@@ -463,6 +463,16 @@ fn a_job_that_scribbles_on_its_files_neither_forges_its_end_nor_bloats_the_daemo
         (&json!(null), &json!(9)),
         "{j:#}"
     );
+    // The record is root's alone.
+    let status = PathBuf::from(d.job(big)["log_dir"].as_str().unwrap()).join("status");
+    let m = std::fs::metadata(&status).unwrap();
+    use std::os::unix::fs::MetadataExt;
+    assert_eq!(
+        (m.uid(), m.mode() & 0o777),
+        (0, 0o600),
+        "{}",
+        status.display()
+    );
     let peak = peak_rss(d.pid());
     assert!(
         peak < 100 << 20,

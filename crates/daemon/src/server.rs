@@ -473,7 +473,16 @@ fn worker(
                 q = work.ready.wait(q).unwrap_or_else(|p| p.into_inner());
             }
         };
-        let answer = respond(&task.line, &task.caller, shared);
+        // A bug met by one request answers that request, and leaves the
+        // worker (and the connection's place) to the next ones.
+        let answer = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            respond(&task.line, &task.caller, shared)
+        }))
+        .unwrap_or_else(|_| {
+            answer_line(&Response::Error {
+                message: "memgangd failed on this request (a bug: see its log)".into(),
+            })
+        });
         if answers.send((task.token, answer)).is_err() {
             return;
         }

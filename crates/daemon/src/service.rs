@@ -378,17 +378,29 @@ impl Service {
     }
 
     fn start(&self, node: &mut Node, r: &Record) -> Result<JobId> {
-        use std::os::unix::fs::PermissionsExt;
+        use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
         let dir = &r.info.log_dir;
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         // The job may pass through to its allowance file (0644) but not
         // list the directory or read its other files (0600: the daemon
         // runs with umask 077).
         std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o711))?;
-        // Root's, 0600: the shim gets it open on its stdin (see `shim`);
-        // the job cannot open it.
+        // Root's, 0600, made afresh (a file left by an older version
+        // was the user's): the shim gets it open on its stdin (see
+        // `shim`); the job cannot open it.
         let status = dir.join("status");
-        std::fs::write(&status, "")?;
+        match std::fs::remove_file(&status) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(e).with_context(|| format!("removing {}", status.display()))
+            }
+            _ => {}
+        }
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&status)
+            .with_context(|| format!("creating {}", status.display()))?;
         let shim = std::env::current_exe().context("finding memgangd's own binary for the shim")?;
         let mut command = vec![shim.display().to_string(), "shim".into(), "--".into()];
         command.extend(r.info.command.iter().cloned());
