@@ -449,7 +449,17 @@ fn a_job_that_scribbles_on_its_files_neither_forges_its_end_nor_bloats_the_daemo
     // Writes "exit 0" as its status, then kills the process that records it.
     let forge = format!("{dir}; printf 'exit 0\\n' > \"$d/status\"; kill -9 $PPID; exit 5");
     let forged = d.submit(users.a, &cwd, &["sh", "-c", &forge]).unwrap();
+    // A command killed by a signal: the shim ends by the same signal.
+    let term = d
+        .submit(users.a, &cwd, &["sh", "-c", "kill -TERM $$"])
+        .unwrap();
     let jobs = d.wait_all(Duration::from_secs(120));
+    let j = d.job(term);
+    assert_eq!(
+        (&j["state"], &j["exit_code"], &j["signal"]),
+        (&json!("failed"), &json!(null), &json!(15)),
+        "{j:#}"
+    );
     let j = d.job(big);
     assert_eq!(
         (&j["state"], &j["exit_code"]),
@@ -479,7 +489,7 @@ fn a_job_that_scribbles_on_its_files_neither_forges_its_end_nor_bloats_the_daemo
         "memgangd peaked at {} MiB reading what jobs wrote",
         peak >> 20
     );
-    assert_eq!(jobs.len(), 2);
+    assert_eq!(jobs.len(), 3);
 
     // After a restart the daemon is not the parent: what it reads of the
     // job's status is what the job's shim recorded, not what the job wrote.
