@@ -10,6 +10,7 @@
 
 mod common;
 
+use common::daemon::{output_within, Daemon};
 use common::*;
 use memgang_linux::swap::TestSwap;
 use serde_json::{json, Value};
@@ -18,7 +19,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 const USER_A: &str = "memgang-t-a";
@@ -63,104 +64,7 @@ fn add_user(name: &str) -> (u32, u32) {
     (id("-u"), id("-g"))
 }
 
-fn memgangd_exe() -> PathBuf {
-    let exe = PathBuf::from(env!("CARGO_BIN_EXE_memgang")).with_file_name("memgangd");
-    assert!(
-        exe.exists(),
-        "{} is missing: cargo build --workspace",
-        exe.display()
-    );
-    exe
-}
-
-/// A daemon with its own state directory and socket; `nofile` is its
-/// descriptor limit (systemd's default is 1,024).
-struct Daemon {
-    dir: tempfile::TempDir,
-    child: Option<Child>,
-}
-
 impl Daemon {
-    fn new(config: &str, nofile: Option<u64>) -> Daemon {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-        let text = format!(
-            "state_dir = \"{0}/state\"\nsocket = \"{0}/run/memgang.sock\"\n{config}",
-            dir.path().display()
-        );
-        std::fs::write(dir.path().join("memgang.toml"), text).unwrap();
-        let mut d = Daemon { dir, child: None };
-        d.start(nofile);
-        d
-    }
-
-    fn socket(&self) -> PathBuf {
-        self.dir.path().join("run/memgang.sock")
-    }
-
-    fn start(&mut self, nofile: Option<u64>) {
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(self.dir.path().join("daemon.log"))
-            .unwrap();
-        let mut cmd = Command::new(memgangd_exe());
-        cmd.arg("--config")
-            .arg(self.dir.path().join("memgang.toml"))
-            .stderr(log);
-        if let Some(n) = nofile {
-            // SAFETY: setrlimit is async-signal-safe; no allocation.
-            unsafe {
-                cmd.pre_exec(move || {
-                    let lim = libc::rlimit {
-                        rlim_cur: n,
-                        rlim_max: n,
-                    };
-                    if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
-                        return Err(std::io::Error::last_os_error());
-                    }
-                    Ok(())
-                });
-            }
-        }
-        self.child = Some(cmd.spawn().unwrap());
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while UnixStream::connect(self.socket()).is_err() {
-            assert!(
-                Instant::now() < deadline,
-                "memgangd did not start: {}",
-                self.log()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    fn pid(&self) -> i32 {
-        self.child.as_ref().unwrap().id() as i32
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.path().join("daemon.log")).unwrap_or_default()
-    }
-
-    fn kill9(&mut self) {
-        let mut c = self.child.take().unwrap();
-        c.kill().unwrap();
-        c.wait().unwrap();
-    }
-
-    /// `memgang VERB...` as `user` (None: root), killed after `timeout`.
-    fn cli(&self, user: Option<(u32, u32)>, args: &[&str], timeout: Duration) -> Output {
-        let mut c = memgang();
-        c.args(args)
-            .env("MEMGANG_SOCKET", self.socket())
-            .current_dir(self.dir.path());
-        if let Some((uid, gid)) = user {
-            c.uid(uid).gid(gid).env("HOME", "/");
-        }
-        output_within(c, timeout)
-    }
-
     /// One raw request line as `user` (None: root); the answer.
     fn raw(&self, user: Option<(u32, u32)>, req: &Value) -> Value {
         let mut c = Command::new("perl");
@@ -195,33 +99,6 @@ impl Daemon {
         }
     }
 
-    fn jobs(&self) -> Vec<Value> {
-        let out = self.cli(None, &["status", "--json"], Duration::from_secs(30));
-        assert!(out.status.success(), "{}", text(&out));
-        serde_json::from_slice(&out.stdout).unwrap()
-    }
-
-    fn job(&self, id: u64) -> Value {
-        self.jobs().into_iter().find(|j| j["id"] == id).unwrap()
-    }
-
-    /// Every job ended; all of them.
-    fn wait_all(&self, timeout: Duration) -> Vec<Value> {
-        let deadline = Instant::now() + timeout;
-        loop {
-            let jobs = self.jobs();
-            if jobs.iter().all(is_final) {
-                return jobs;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "jobs did not end: {jobs:#?}\n{}",
-                self.log()
-            );
-            std::thread::sleep(Duration::from_millis(200));
-        }
-    }
-
     fn output(&self, id: u64) -> String {
         let a = self.raw(
             None,
@@ -231,88 +108,6 @@ impl Daemon {
             .as_str()
             .map(str::to_string)
             .unwrap_or_else(|| a.to_string())
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        if self.child.is_none() {
-            return;
-        }
-        // Nothing left running: cancel what did not end, then stop.
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while Instant::now() < deadline {
-            let out = self.cli(None, &["status", "--json"], Duration::from_secs(10));
-            let Ok(jobs) = serde_json::from_slice::<Vec<Value>>(&out.stdout) else {
-                break;
-            };
-            let open: Vec<String> = jobs
-                .iter()
-                .filter(|j| !is_final(j))
-                .map(|j| j["id"].to_string())
-                .collect();
-            if open.is_empty() {
-                break;
-            }
-            for id in open {
-                self.cli(None, &["cancel", &id], Duration::from_secs(10));
-            }
-            std::thread::sleep(Duration::from_millis(200));
-        }
-        let mut c = self.child.take().unwrap();
-        // SAFETY: kill on our own child.
-        unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
-        c.wait().unwrap();
-    }
-}
-
-fn is_final(j: &Value) -> bool {
-    ["finished", "failed", "cancelled"].contains(&j["state"].as_str().unwrap_or(""))
-}
-
-/// Run `c` to its end, or kill it after `timeout` (its output so far, and
-/// a status that is not success).
-fn output_within(mut c: Command, timeout: Duration) -> Output {
-    let mut child = c
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut out = child.stdout.take().unwrap();
-    let mut err = child.stderr.take().unwrap();
-    let reader = std::thread::spawn(move || {
-        let mut b = Vec::new();
-        let _ = out.read_to_end(&mut b);
-        b
-    });
-    let err_reader = std::thread::spawn(move || {
-        let mut b = Vec::new();
-        let _ = err.read_to_end(&mut b);
-        b
-    });
-    let deadline = Instant::now() + timeout;
-    let status = loop {
-        if let Some(st) = child.try_wait().unwrap() {
-            break st;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let st = child.wait().unwrap();
-            let mut stderr = err_reader.join().unwrap();
-            stderr.extend_from_slice(format!("\n(killed after {timeout:?})").as_bytes());
-            return Output {
-                status: st,
-                stdout: reader.join().unwrap(),
-                stderr,
-            };
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    Output {
-        status,
-        stdout: reader.join().unwrap(),
-        stderr: err_reader.join().unwrap(),
     }
 }
 
@@ -354,7 +149,7 @@ fn a_job_reaches_only_what_its_user_can() {
     require_root("a_job_reaches_only_what_its_user_can");
     let users = Users::new();
     let _swap = TestSwap::new(256 << 20).unwrap();
-    let d = Daemon::new("pool_memory = \"256M\"\nswap_reserve = \"0\"\n", None);
+    let d = Daemon::new("pool_memory = \"256M\"\nswap_reserve = \"0\"\n");
     let public = private_home(d.dir.path(), users.a);
     let home = public.parent().unwrap();
 
@@ -436,7 +231,7 @@ fn a_job_that_scribbles_on_its_files_neither_forges_its_end_nor_bloats_the_daemo
     require_root("a_job_that_scribbles_on_its_files_neither_forges_its_end_nor_bloats_the_daemon");
     let users = Users::new();
     let _swap = TestSwap::new(256 << 20).unwrap();
-    let mut d = Daemon::new("pool_memory = \"256M\"\nswap_reserve = \"0\"\n", None);
+    let mut d = Daemon::new("pool_memory = \"256M\"\nswap_reserve = \"0\"\n");
     let cwd = d.dir.path().to_path_buf();
     // The job's files are next to its allowance file.
     let dir = "d=$(dirname \"$MEMGANG_ALLOWANCE\")";
@@ -496,8 +291,8 @@ fn a_job_that_scribbles_on_its_files_neither_forges_its_end_nor_bloats_the_daemo
     let late = format!("sleep 3; {dir}; printf 'exit 0\\n' > \"$d/status\"; exit 4");
     let adopted = d.submit(users.a, &cwd, &["sh", "-c", &late]).unwrap();
     wait_state(&d, adopted, "running");
-    d.kill9();
-    d.start(None);
+    d.signal(libc::SIGKILL);
+    d.start();
     d.wait_all(Duration::from_secs(60));
     let j = d.job(adopted);
     assert_eq!(
@@ -545,7 +340,7 @@ fn a_flood_of_connections_leaves_root_served_and_the_daemon_idle() {
     let users = Users::new();
     let _swap = TestSwap::new(256 << 20).unwrap();
     // systemd's default descriptor limit.
-    let mut d = Daemon::new("pool_memory = \"256M\"\nswap_reserve = \"0\"\n", Some(1024));
+    let mut d = Daemon::with_nofile("pool_memory = \"256M\"\nswap_reserve = \"0\"\n", Some(1024));
     // Each user opens 600 connections, sends nothing and holds them 20 s.
     let flood = r#"my @s; for (1..600) { my $s = IO::Socket::UNIX->new(Peer => $ARGV[0]) or next; push @s, $s }
                    print scalar(@s), "\n"; STDOUT->flush; sleep 20;"#;
@@ -574,7 +369,7 @@ fn a_flood_of_connections_leaves_root_served_and_the_daemon_idle() {
     let (_, cpu1) = threads_and_cpu(pid);
     // Root is served: a job submitted, run and listed within seconds.
     let t = Instant::now();
-    let out = d.cli(
+    let out = d.cli_within(
         None,
         &["submit", "--memory", "10M", "--", "true"],
         Duration::from_secs(15),
@@ -668,21 +463,13 @@ impl Drop for Reap {
     }
 }
 
-impl Daemon {
-    fn alive(&mut self) -> bool {
-        self.child
-            .as_mut()
-            .is_some_and(|c| c.try_wait().unwrap().is_none())
-    }
-}
-
 #[test]
 #[ignore = "needs root: cgroups, swap, users (scripts/test runs it as root)"]
 fn follow_passes_a_jobs_bytes_exactly() {
     require_root("follow_passes_a_jobs_bytes_exactly");
     let users = Users::new();
     let _swap = TestSwap::new(256 << 20).unwrap();
-    let d = Daemon::new("pool_memory = \"256M\"\nswap_reserve = \"0\"\n", None);
+    let d = Daemon::new("pool_memory = \"256M\"\nswap_reserve = \"0\"\n");
     // 400,001 bytes of `é` and an `x` (a two-byte character across each
     // 256 KiB chunk boundary), then bytes that are no text at all.
     let mut bytes = "é".repeat(200_000).into_bytes();
@@ -705,7 +492,7 @@ fn follow_passes_a_jobs_bytes_exactly() {
             &["sh", "-c", &format!("cat {f}; cat {f} >&2")],
         )
         .unwrap();
-    let out = d.cli(
+    let out = d.cli_within(
         Some(users.a),
         &["follow", &id.to_string()],
         Duration::from_secs(60),

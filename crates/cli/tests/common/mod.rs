@@ -7,6 +7,8 @@ use memgang_linux::swap::TestSwap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+pub mod daemon;
+
 pub fn memgang() -> Command {
     let exe = PathBuf::from(env!("CARGO_BIN_EXE_memgang"));
     let workload = exe.with_file_name("memgang-workload");
