@@ -279,6 +279,7 @@ fn a_job_that_scribbles_on_its_files_neither_forges_its_end_nor_bloats_the_daemo
         status.display()
     );
     let peak = peak_rss(d.pid());
+    eprintln!("memgangd's peak resident memory: {} MiB", peak >> 20);
     assert!(
         peak < 100 << 20,
         "memgangd peaked at {} MiB reading what jobs wrote",
