@@ -193,11 +193,13 @@ pub fn run(verb: Verb) -> Result<ExitCode> {
                     got |= next > offsets[i];
                     offsets[i] = next;
                     finished = f;
+                    // The job's bytes as they are: not text to decode.
                     if stream == Stream::Stdout {
-                        print!("{data}");
-                        std::io::stdout().flush()?;
+                        let mut out = std::io::stdout().lock();
+                        out.write_all(&data)?;
+                        out.flush()?;
                     } else {
-                        eprint!("{data}");
+                        std::io::stderr().lock().write_all(&data)?;
                     }
                 }
                 if finished && !got {

@@ -5,6 +5,7 @@
 
 mod common;
 
+use common::daemon::{memgangd_exe, Daemon};
 use common::*;
 use memgang_linux::swap::TestSwap;
 use serde_json::Value;
@@ -13,121 +14,16 @@ use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-/// A daemon with its own state directory, socket and configuration.
-struct Daemon {
-    dir: tempfile::TempDir,
-    child: Option<Child>,
-}
-
 impl Daemon {
-    fn new(config: &str) -> Daemon {
-        let dir = tempfile::tempdir().unwrap();
-        // Other users' jobs run from here and their clients reach the socket.
-        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-        let text = format!(
-            "state_dir = \"{0}/state\"\nsocket = \"{0}/run/memgang.sock\"\n{config}",
-            dir.path().display()
-        );
-        std::fs::write(dir.path().join("memgang.toml"), text).unwrap();
-        let mut d = Daemon { dir, child: None };
-        d.start();
-        d
-    }
-
-    fn socket(&self) -> PathBuf {
-        self.dir.path().join("run/memgang.sock")
-    }
-
-    fn start(&mut self) {
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(self.dir.path().join("daemon.log"))
-            .unwrap();
-        let child = Command::new(memgangd_exe())
-            .arg("--config")
-            .arg(self.dir.path().join("memgang.toml"))
-            .stderr(log)
-            .spawn()
-            .unwrap();
-        self.child = Some(child);
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while UnixStream::connect(self.socket()).is_err() {
-            assert!(
-                Instant::now() < deadline,
-                "memgangd did not start: {}",
-                self.log()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.path().join("daemon.log")).unwrap_or_default()
-    }
-
-    fn signal(&mut self, sig: i32) {
-        let mut c = self.child.take().expect("daemon running");
-        // SAFETY: kill on our own child.
-        unsafe { libc::kill(c.id() as i32, sig) };
-        c.wait().unwrap();
-    }
-
-    fn alive(&mut self) -> bool {
-        self.child
-            .as_mut()
-            .is_some_and(|c| c.try_wait().unwrap().is_none())
-    }
-
-    /// `memgang VERB...` against this daemon, as `user` (None: root).
-    fn cli(&self, user: Option<(u32, u32)>, args: &[&str]) -> Output {
-        let mut c = memgang();
-        c.args(args)
-            .env("MEMGANG_SOCKET", self.socket())
-            .current_dir(self.dir.path());
-        if let Some((uid, gid)) = user {
-            c.uid(uid).gid(gid).env("HOME", "/");
-        }
-        c.output().unwrap()
-    }
-
     fn submit(&self, user: Option<(u32, u32)>, memory: &str, cmd: &[&str]) -> u64 {
         let mut args = vec!["submit", "--memory", memory, "--"];
         args.extend_from_slice(cmd);
         let out = self.cli(user, &args);
         assert!(out.status.success(), "submit failed: {}", text(&out));
         String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
-    }
-
-    fn jobs(&self) -> Vec<Value> {
-        let out = self.cli(None, &["status", "--json"]);
-        assert!(out.status.success(), "{}", text(&out));
-        serde_json::from_slice::<Vec<Value>>(&out.stdout).unwrap()
-    }
-
-    fn job(&self, id: u64) -> Value {
-        self.jobs().into_iter().find(|j| j["id"] == id).unwrap()
-    }
-
-    fn wait_all(&self, timeout: Duration) -> Vec<Value> {
-        let deadline = Instant::now() + timeout;
-        loop {
-            let jobs = self.jobs();
-            if jobs.iter().all(|j| {
-                ["finished", "failed", "cancelled"].contains(&j["state"].as_str().unwrap())
-            }) {
-                return jobs;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "jobs did not end: {jobs:#?}\n{}",
-                self.log()
-            );
-            std::thread::sleep(Duration::from_millis(200));
-        }
     }
 
     /// Raw request line, raw answer.
@@ -137,35 +33,6 @@ impl Daemon {
         let mut answer = String::new();
         BufReader::new(s).read_line(&mut answer).unwrap();
         serde_json::from_str(&answer).unwrap()
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        if self.child.is_none() {
-            return;
-        }
-        for j in self.jobs() {
-            if !["finished", "failed", "cancelled"].contains(&j["state"].as_str().unwrap()) {
-                self.cli(None, &["cancel", &j["id"].to_string()]);
-            }
-        }
-        let _ = self.wait_all_quiet();
-        self.signal(libc::SIGTERM);
-    }
-}
-
-impl Daemon {
-    fn wait_all_quiet(&self) -> Option<()> {
-        for _ in 0..100 {
-            if self.jobs().iter().all(|j| {
-                ["finished", "failed", "cancelled"].contains(&j["state"].as_str().unwrap())
-            }) {
-                return Some(());
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        None
     }
 }
 

@@ -6,6 +6,7 @@
 
 mod common;
 
+use common::daemon::memgangd_exe;
 use common::*;
 use serde_json::Value;
 use std::os::unix::fs::PermissionsExt;

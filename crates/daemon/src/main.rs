@@ -33,12 +33,12 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Cmd {
-    /// (internal) Run a job's command and record how it ended in STATUS,
-    /// so that a restarted daemon learns the exit status of a job it did
-    /// not start.
+    /// (internal) Run a job's command and record how it ended in the
+    /// file on standard input (opened by the daemon, as root), so that a
+    /// restarted daemon learns the exit status of a job it did not start;
+    /// end the same way the command did.
     #[command(hide = true)]
     Shim {
-        status: PathBuf,
         #[arg(last = true, required = true)]
         command: Vec<String>,
     },
@@ -46,8 +46,8 @@ enum Cmd {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    if let Some(Cmd::Shim { status, command }) = cli.command {
-        return shim(&status, &command);
+    if let Some(Cmd::Shim { command }) = cli.command {
+        return shim(&command);
     }
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -65,38 +65,84 @@ fn main() -> ExitCode {
     }
 }
 
-fn shim(status: &Path, command: &[String]) -> ExitCode {
+/// The shim runs as the job's user, between the daemon and the command.
+/// Its status file comes as its standard input, opened read-write by the
+/// daemon as root in root's job directory: the job (the same user) cannot
+/// open that file, and, the shim being made non-dumpable first, can
+/// neither trace the shim nor reach its descriptors through /proc. The
+/// command gets /dev/null instead. The shim ends as the command did
+/// (the same signal, raised again, or the same exit code), so the daemon,
+/// its parent, reads the job's end from the kernel; the file is for a
+/// daemon that restarted meanwhile. It writes to stderr without
+/// panicking: a full disk must not change how the job is recorded.
+fn shim(command: &[String]) -> ExitCode {
+    use std::io::Write;
+    use std::os::fd::{FromRawFd, OwnedFd};
     use std::os::unix::process::ExitStatusExt;
-    let (line, code) = match std::process::Command::new(&command[0])
+    let say = |msg: String| {
+        let _ = writeln!(std::io::stderr(), "memgangd shim: {msg}");
+    };
+    // SAFETY: prctl(PR_SET_DUMPABLE) takes plain integers.
+    unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) };
+    // The status file, out of fd 0 and close-on-exec, so that nothing the
+    // command runs inherits it.
+    let status = nix::fcntl::fcntl(0, nix::fcntl::FcntlArg::F_DUPFD_CLOEXEC(3))
+        .ok()
+        // SAFETY: a descriptor just made by F_DUPFD_CLOEXEC, ours alone.
+        .map(|fd| std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) }))
+        .filter(|f| f.metadata().is_ok_and(|m| m.is_file()));
+    if status.is_none() {
+        say("no status file on standard input: how the command ends is not recorded".into());
+    }
+    let (line, end) = match std::process::Command::new(&command[0])
         .args(&command[1..])
+        .stdin(std::process::Stdio::null())
         .status()
     {
         Ok(st) => match (st.code(), st.signal()) {
-            (Some(c), _) => (format!("exit {c}\n"), c as u8),
-            (_, Some(s)) => (format!("signal {s}\n"), 128u8.wrapping_add(s as u8)),
-            _ => ("exit 1\n".into(), 1),
+            (Some(c), _) => (format!("exit {c}\n"), Ok(c as u8)),
+            (_, Some(s)) => (format!("signal {s}\n"), Err(s)),
+            _ => ("exit 1\n".into(), Ok(1)),
         },
         Err(e) => {
-            eprintln!("memgangd: cannot start {:?}: {e}", command[0]);
+            say(format!("cannot start {:?}: {e}", command[0]));
             // 127: the shell's "command not found".
-            ("exit 127\n".into(), 127)
+            ("exit 127\n".into(), Ok(127))
         }
     };
-    let write = || -> std::io::Result<()> {
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .truncate(true)
-            .open(status)?;
-        std::io::Write::write_all(&mut f, line.as_bytes())?;
-        f.sync_all()
-    };
-    if let Err(e) = write() {
-        eprintln!(
-            "memgangd: recording the exit status in {}: {e}",
-            status.display()
-        );
+    if let Some(f) = &status {
+        let write = || -> std::io::Result<()> {
+            f.set_len(0)?;
+            std::os::unix::fs::FileExt::write_all_at(f, line.as_bytes(), 0)?;
+            f.sync_all()
+        };
+        if let Err(e) = write() {
+            say(format!("recording the exit status: {e}"));
+        }
     }
-    ExitCode::from(code)
+    drop(status);
+    match end {
+        Ok(code) => ExitCode::from(code),
+        Err(sig) => die_of(sig),
+    }
+}
+
+/// End by signal `sig`, as the command did: default action, no core file
+/// (the command's own core, if any, is written already). A signal that
+/// does not end a process by default ends with 128 + its number, the
+/// shell's convention.
+fn die_of(sig: i32) -> ExitCode {
+    use nix::sys::signal::{self, SigHandler, SigSet, Signal};
+    if let Ok(s) = Signal::try_from(sig) {
+        let _ = nix::sys::resource::setrlimit(nix::sys::resource::Resource::RLIMIT_CORE, 0, 0);
+        // SAFETY: restoring the default action installs no handler.
+        let _ = unsafe { signal::signal(s, SigHandler::SigDfl) };
+        let mut set = SigSet::empty();
+        set.add(s);
+        let _ = set.thread_unblock();
+        let _ = signal::raise(s);
+    }
+    ExitCode::from(128u8.wrapping_add(sig as u8))
 }
 
 fn daemon(config_path: &Path, explicit: bool) -> Result<()> {
@@ -111,7 +157,7 @@ fn daemon(config_path: &Path, explicit: bool) -> Result<()> {
     let jobs_dir = cfg.state_dir.join("jobs");
     std::fs::create_dir_all(&jobs_dir)
         .with_context(|| format!("creating the state directory {}", jobs_dir.display()))?;
-    // Jobs (as their users) pass through to their status files.
+    // Jobs (as their users) pass through to their allowance files.
     for d in [&cfg.state_dir, &jobs_dir] {
         std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o711))?;
     }

@@ -1,20 +1,70 @@
-//! The socket: one thread per connection, one request per connection. The
-//! caller is who the kernel says (SO_PEERCRED), never what it claims.
+//! The socket. One thread does all of its I/O without blocking (poll):
+//! it accepts, reads each request line, and writes each answer, with a
+//! deadline on both; a few workers answer the requests, root's first, and
+//! one of them only root's. So a client that connects and sends nothing,
+//! or sends a byte at a time, or does not read its answer, costs a
+//! descriptor and a buffer until its deadline, never a thread; the
+//! connections of each user and of all users are capped; and root is
+//! answered whatever the users do. One request per connection. The caller
+//! is who the kernel says (SO_PEERCRED), never what it claims.
 
 use crate::journal::Record;
 use crate::service::Shared;
 use anyhow::{Context, Result};
+use memgang_linux::cgroup::Credentials;
+use memgang_linux::process::Lookup;
 use memgang_proto::{JobInfo, JobState, Request, Response, MAX_REQUEST_BYTES, OUTPUT_CHUNK};
-use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
+use nix::poll::{PollFd, PollFlags, PollTimeout};
+use std::collections::{HashMap, VecDeque};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::os::fd::AsFd;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::{mpsc, Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
 
-/// A client that connects and sends nothing must not hold a thread
-/// forever; a person's request arrives in milliseconds.
-const READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// What the socket holds at most, and how long a client has.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    /// Open connections of one user (root: no such cap).
+    pub per_user: usize,
+    /// Open connections of all users but root together.
+    pub total: usize,
+    /// Root's connections beyond `total`: root is served when users have
+    /// taken every place.
+    pub root_extra: usize,
+    /// From connect to the whole request line, and from the answer being
+    /// ready to its last byte written: a person's client takes
+    /// milliseconds.
+    pub timeout: Duration,
+    /// Threads answering requests; one of them answers root only.
+    pub workers: usize,
+}
+
+/// 16 per user, 256 in all: a user's scripts may submit in parallel, and
+/// 256 descriptors leave most of systemd's default limit (1,024) to the
+/// jobs' cgroup files and pidfds. Each connection buffers at most one
+/// request line (1 MiB).
+pub const LIMITS: Limits = Limits {
+    per_user: 16,
+    total: 256,
+    root_extra: 16,
+    timeout: Duration::from_secs(10),
+    workers: 4,
+};
+
+/// How long a submission's checks, made as the user in a child process,
+/// may take: a working directory on a hung mount must not hold a worker.
+const LOOKUP_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Pause between accepts that fail for want of descriptors or memory:
+/// doubled up to the maximum while they keep failing, instead of a loop
+/// that spins on the same error.
+const MIN_BACKOFF: Duration = Duration::from_millis(10);
+const MAX_BACKOFF: Duration = Duration::from_secs(1);
+/// Refusals and accept errors are logged at most this often.
+const LOG_EVERY: Duration = Duration::from_secs(10);
 
 /// Bind the socket: anyone may connect (0666), since every request is
 /// checked against the caller's uid; its directory is 0755.
@@ -31,19 +81,442 @@ pub fn bind(path: &Path) -> Result<UnixListener> {
     Ok(l)
 }
 
+/// Serve the socket until the process ends.
 pub fn serve(listener: UnixListener, shared: Arc<Shared>) {
-    for conn in listener.incoming() {
-        let Ok(conn) = conn else { continue };
-        let shared = shared.clone();
-        std::thread::spawn(move || {
-            if let Err(e) = connection(conn, &shared) {
-                tracing::debug!("connection: {e:#}");
-            }
-        });
+    let limits = LIMITS;
+    if let Err(e) = Server::new(listener, shared, limits).and_then(Server::run) {
+        tracing::error!("the socket stopped serving: {e:#}");
     }
 }
 
+enum State {
+    /// The request line so far.
+    Reading(Vec<u8>),
+    /// With a worker.
+    Working,
+    /// The answer and how much of it is written.
+    Writing(Vec<u8>, usize),
+}
+
+struct Conn {
+    stream: UnixStream,
+    caller: Caller,
+    /// None while a worker has it (a worker's time is bounded by the
+    /// request, not by the client).
+    deadline: Option<Instant>,
+    state: State,
+}
+
+struct Task {
+    token: u64,
+    caller: Caller,
+    line: Vec<u8>,
+}
+
+#[derive(Default)]
+struct Queue {
+    root: VecDeque<Task>,
+    users: VecDeque<Task>,
+}
+
+struct Work {
+    queue: Mutex<Queue>,
+    ready: Condvar,
+}
+
+struct Server {
+    listener: UnixListener,
+    limits: Limits,
+    conns: HashMap<u64, Conn>,
+    next_token: u64,
+    work: Arc<Work>,
+    answers: mpsc::Receiver<(u64, Vec<u8>)>,
+    /// Workers write a byte here when an answer is ready (self-pipe).
+    wake: UnixStream,
+    backoff: Duration,
+    paused_until: Option<Instant>,
+    logged: Option<Instant>,
+    unlogged: u64,
+}
+
+impl Server {
+    fn new(listener: UnixListener, shared: Arc<Shared>, limits: Limits) -> Result<Server> {
+        listener.set_nonblocking(true)?;
+        let (wake, wake_tx) = UnixStream::pair().context("making the workers' wake-up pipe")?;
+        wake.set_nonblocking(true)?;
+        wake_tx.set_nonblocking(true)?;
+        let work = Arc::new(Work {
+            queue: Mutex::new(Queue::default()),
+            ready: Condvar::new(),
+        });
+        let (tx, answers) = mpsc::channel();
+        for n in 0..limits.workers.max(2) {
+            let (work, shared, tx) = (work.clone(), shared.clone(), tx.clone());
+            let wake_tx = wake_tx.try_clone()?;
+            std::thread::Builder::new()
+                .name(format!("memgangd-worker-{n}"))
+                .spawn(move || worker(&work, &shared, &tx, &wake_tx, n == 0))
+                .context("starting the socket's workers")?;
+        }
+        Ok(Server {
+            listener,
+            limits,
+            conns: HashMap::new(),
+            next_token: 0,
+            work,
+            answers,
+            wake,
+            backoff: Duration::ZERO,
+            paused_until: None,
+            logged: None,
+            unlogged: 0,
+        })
+    }
+
+    fn run(mut self) -> Result<()> {
+        let mut buf = vec![0u8; 64 << 10];
+        loop {
+            let now = Instant::now();
+            // Past its deadline: closed, answered or not.
+            self.conns.retain(|_, c| c.deadline.is_none_or(|d| now < d));
+            let listening = self.paused_until.is_none_or(|t| now >= t);
+            let (woken, incoming, ready) = self.poll(now, listening)?;
+            if woken {
+                let mut sink = [0u8; 256];
+                while matches!((&self.wake).read(&mut sink), Ok(n) if n > 0) {}
+            }
+            let now = Instant::now();
+            while let Ok((token, answer)) = self.answers.try_recv() {
+                if let Some(c) = self.conns.get_mut(&token) {
+                    c.state = State::Writing(answer, 0);
+                    c.deadline = Some(now + self.limits.timeout);
+                    if write_some(c) {
+                        self.conns.remove(&token);
+                    }
+                }
+            }
+            for token in ready {
+                self.ready(token, &mut buf);
+            }
+            if incoming {
+                self.accept();
+            }
+        }
+    }
+
+    /// Wait for something to do: the wake pipe, the listener (unless
+    /// accepts are paused), each connection that reads or writes.
+    fn poll(&self, now: Instant, listening: bool) -> Result<(bool, bool, Vec<u64>)> {
+        let mut fds = Vec::with_capacity(self.conns.len() + 2);
+        fds.push(PollFd::new(self.wake.as_fd(), PollFlags::POLLIN));
+        if listening {
+            fds.push(PollFd::new(self.listener.as_fd(), PollFlags::POLLIN));
+        }
+        let mut tokens = Vec::with_capacity(self.conns.len());
+        let mut until = now + Duration::from_secs(1);
+        if let Some(t) = self.paused_until.filter(|_| !listening) {
+            until = until.min(t);
+        }
+        for (&token, c) in &self.conns {
+            let events = match c.state {
+                State::Reading(_) => PollFlags::POLLIN,
+                State::Writing(..) => PollFlags::POLLOUT,
+                State::Working => continue,
+            };
+            if let Some(d) = c.deadline {
+                until = until.min(d);
+            }
+            fds.push(PollFd::new(c.stream.as_fd(), events));
+            tokens.push(token);
+        }
+        // Rounded up: a deadline a fraction of a millisecond away must
+        // not make a busy loop of zero timeouts.
+        let ms = until.saturating_duration_since(now).as_millis() + 1;
+        match nix::poll::poll(
+            &mut fds,
+            PollTimeout::from(u16::try_from(ms).unwrap_or(u16::MAX)),
+        ) {
+            Ok(_) | Err(nix::errno::Errno::EINTR) => {}
+            Err(e) => return Err(e).context("poll on the socket's connections"),
+        }
+        let fired = |f: &PollFd| f.revents().is_some_and(|r| !r.is_empty());
+        let woken = fired(&fds[0]);
+        let first = if listening { 2 } else { 1 };
+        let incoming = listening && fired(&fds[1]);
+        let ready = tokens
+            .into_iter()
+            .zip(&fds[first..])
+            .filter(|(_, f)| fired(f))
+            .map(|(t, _)| t)
+            .collect();
+        Ok((woken, incoming, ready))
+    }
+
+    fn ready(&mut self, token: u64, buf: &mut [u8]) {
+        let Some(c) = self.conns.get_mut(&token) else {
+            return;
+        };
+        let close = match c.state {
+            State::Reading(_) => match read_some(c, buf) {
+                Step::Wait => false,
+                Step::Close => true,
+                Step::Request(line) => {
+                    c.state = State::Working;
+                    c.deadline = None;
+                    let task = Task {
+                        token,
+                        caller: c.caller,
+                        line,
+                    };
+                    let mut q = self.work.queue.lock().unwrap_or_else(|p| p.into_inner());
+                    if task.caller.uid == 0 {
+                        q.root.push_back(task);
+                    } else {
+                        q.users.push_back(task);
+                    }
+                    self.work.ready.notify_all();
+                    false
+                }
+            },
+            State::Writing(..) => write_some(c),
+            State::Working => false,
+        };
+        if close {
+            self.conns.remove(&token);
+        }
+    }
+
+    /// Accept what is waiting (a bounded batch, so that reading and
+    /// writing go on during a flood).
+    fn accept(&mut self) {
+        for _ in 0..64 {
+            match self.listener.accept() {
+                Ok((s, _)) => {
+                    self.backoff = Duration::ZERO;
+                    self.paused_until = None;
+                    self.admit(s);
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return,
+                Err(e)
+                    if matches!(
+                        e.raw_os_error(),
+                        Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM)
+                    ) =>
+                {
+                    self.backoff = (self.backoff * 2).clamp(MIN_BACKOFF, MAX_BACKOFF);
+                    self.paused_until = Some(Instant::now() + self.backoff);
+                    let open = self.conns.len();
+                    self.log(|| {
+                        format!("accepting a connection: {e} ({open} open); accepts paused")
+                    });
+                    return;
+                }
+                // The client left before it was accepted, or a signal.
+                Err(_) => continue,
+            }
+        }
+    }
+
+    /// Keep a new connection, or refuse it with a one-line answer when
+    /// its user (or all users) hold the most they may.
+    fn admit(&mut self, s: UnixStream) {
+        let Ok(caller) = peer(&s) else {
+            return;
+        };
+        if s.set_nonblocking(true).is_err() {
+            return;
+        }
+        let l = self.limits;
+        let users = self.conns.values().filter(|c| c.caller.uid != 0).count();
+        let mine = self
+            .conns
+            .values()
+            .filter(|c| c.caller.uid == caller.uid)
+            .count();
+        let refuse = if caller.uid == 0 {
+            (self.conns.len() >= l.total + l.root_extra).then(|| {
+                format!(
+                    "memgangd is busy: {} connections are open; try again",
+                    self.conns.len()
+                )
+            })
+        } else if mine >= l.per_user {
+            Some(format!(
+                "memgangd is busy: you have {mine} connections open, the most a user may; close some or try again"
+            ))
+        } else if users >= l.total {
+            Some(format!(
+                "memgangd is busy: users have {users} connections open, the most it takes; try again"
+            ))
+        } else {
+            None
+        };
+        if let Some(message) = refuse {
+            // The socket's buffer is empty: a line this short fits.
+            let _ = (&s).write_all(&answer_line(&Response::Error { message }));
+            let uid = caller.uid;
+            self.log(|| format!("refused a connection of uid {uid}: at its limit"));
+            return;
+        }
+        let token = self.next_token;
+        self.next_token += 1;
+        self.conns.insert(
+            token,
+            Conn {
+                stream: s,
+                caller,
+                deadline: Some(Instant::now() + l.timeout),
+                state: State::Reading(Vec::new()),
+            },
+        );
+    }
+
+    /// A warning at most every LOG_EVERY, with how many were not logged:
+    /// a flood must not flood the log.
+    fn log(&mut self, msg: impl FnOnce() -> String) {
+        let now = Instant::now();
+        if self
+            .logged
+            .is_some_and(|t| now.saturating_duration_since(t) < LOG_EVERY)
+        {
+            self.unlogged += 1;
+            return;
+        }
+        let more = std::mem::take(&mut self.unlogged);
+        let more = if more > 0 {
+            format!(" (and {more} more like it since the last)")
+        } else {
+            String::new()
+        };
+        tracing::warn!("{}{more}", msg());
+        self.logged = Some(now);
+    }
+}
+
+enum Step {
+    Wait,
+    Close,
+    Request(Vec<u8>),
+}
+
+/// Read what the client has sent: a whole line (without its newline) is
+/// a request; so is what came before the client closed its end, or the
+/// first MAX_REQUEST_BYTES of a line that does not end (it reads as
+/// malformed and is answered so).
+fn read_some(c: &mut Conn, buf: &mut [u8]) -> Step {
+    let State::Reading(data) = &mut c.state else {
+        return Step::Wait;
+    };
+    let max = MAX_REQUEST_BYTES as usize;
+    // At most four reads: the other connections get their turn.
+    for _ in 0..4 {
+        match (&c.stream).read(buf) {
+            Ok(0) if data.is_empty() => return Step::Close,
+            Ok(0) => return Step::Request(std::mem::take(data)),
+            Ok(n) => {
+                let start = data.len();
+                data.extend_from_slice(&buf[..n]);
+                if let Some(i) = data[start..].iter().position(|&b| b == b'\n') {
+                    data.truncate(start + i);
+                    return Step::Request(std::mem::take(data));
+                }
+                if data.len() >= max {
+                    data.truncate(max);
+                    return Step::Request(std::mem::take(data));
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Step::Wait,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return Step::Close,
+        }
+    }
+    Step::Wait
+}
+
+/// Write what the socket takes; true once the answer is out (or the
+/// client is gone): the connection is done.
+fn write_some(c: &mut Conn) -> bool {
+    let State::Writing(out, done) = &mut c.state else {
+        return false;
+    };
+    while *done < out.len() {
+        match (&c.stream).write(&out[*done..]) {
+            Ok(0) => return true,
+            Ok(n) => *done += n,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return false,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return true,
+        }
+    }
+    true
+}
+
+fn worker(
+    work: &Work,
+    shared: &Shared,
+    answers: &mpsc::Sender<(u64, Vec<u8>)>,
+    wake: &UnixStream,
+    root_only: bool,
+) {
+    loop {
+        let task = {
+            let mut q = work.queue.lock().unwrap_or_else(|p| p.into_inner());
+            loop {
+                if let Some(t) = q.root.pop_front() {
+                    break t;
+                }
+                if !root_only {
+                    if let Some(t) = q.users.pop_front() {
+                        break t;
+                    }
+                }
+                q = work.ready.wait(q).unwrap_or_else(|p| p.into_inner());
+            }
+        };
+        // A bug met by one request answers that request, and leaves the
+        // worker (and the connection's place) to the next ones.
+        let answer = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            respond(&task.line, &task.caller, shared)
+        }))
+        .unwrap_or_else(|_| {
+            answer_line(&Response::Error {
+                message: "memgangd failed on this request (a bug: see its log)".into(),
+            })
+        });
+        if answers.send((task.token, answer)).is_err() {
+            return;
+        }
+        // Full: the server is awake already.
+        let _ = (&*wake).write(&[1]);
+    }
+}
+
+fn answer_line(resp: &Response) -> Vec<u8> {
+    let mut out = serde_json::to_vec(resp).unwrap_or_else(|e| {
+        format!("{{\"kind\":\"error\",\"message\":\"answer not encodable: {e}\"}}").into_bytes()
+    });
+    out.push(b'\n');
+    out
+}
+
+/// The answer line to one request line.
+fn respond(line: &[u8], caller: &Caller, shared: &Shared) -> Vec<u8> {
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    let resp = match serde_json::from_slice::<Request>(line) {
+        Ok(req) => handle(req, caller, shared).unwrap_or_else(|e| Response::Error {
+            message: format!("{e:#}"),
+        }),
+        Err(e) => Response::Error {
+            message: format!(
+                "malformed request ({e}); expected one JSON object per line, e.g. {{\"op\":\"list\"}}"
+            ),
+        },
+    };
+    answer_line(&resp)
+}
+
 /// The caller: uid and gid as the kernel recorded them at connect.
+#[derive(Clone, Copy, Debug)]
 pub struct Caller {
     pub uid: u32,
     pub gid: u32,
@@ -58,27 +531,6 @@ fn peer(conn: &UnixStream) -> Result<Caller> {
     })
 }
 
-fn connection(conn: UnixStream, shared: &Shared) -> Result<()> {
-    let caller = peer(&conn)?;
-    conn.set_read_timeout(Some(READ_TIMEOUT))?;
-    let mut line = String::new();
-    BufReader::new((&conn).take(MAX_REQUEST_BYTES)).read_line(&mut line)?;
-    let resp = match serde_json::from_str::<Request>(&line) {
-        Ok(req) => handle(req, &caller, shared).unwrap_or_else(|e| Response::Error {
-            message: format!("{e:#}"),
-        }),
-        Err(e) => Response::Error {
-            message: format!(
-                "malformed request ({e}); expected one JSON object per line, e.g. {{\"op\":\"list\"}}"
-            ),
-        },
-    };
-    let mut out = serde_json::to_vec(&resp)?;
-    out.push(b'\n');
-    (&conn).write_all(&out)?;
-    Ok(())
-}
-
 fn handle(req: Request, caller: &Caller, shared: &Shared) -> Result<Response> {
     match req {
         Request::Submit {
@@ -89,8 +541,14 @@ fn handle(req: Request, caller: &Caller, shared: &Shared) -> Result<Response> {
             env,
             name,
         } => {
-            let info = validate(caller, &command, memory_bytes, ranks, &cwd, &env)?;
             let (gid, groups) = user_groups(caller.uid)?;
+            let gid = if caller.uid == 0 { caller.gid } else { gid };
+            let creds = Credentials {
+                uid: caller.uid,
+                gid,
+                groups: groups.clone(),
+            };
+            let info = validate(&creds, &command, memory_bytes, ranks, &cwd, &env)?;
             let id = shared.submit(|id, log_dir| Record {
                 info: JobInfo {
                     id,
@@ -110,7 +568,7 @@ fn handle(req: Request, caller: &Caller, shared: &Shared) -> Result<Response> {
                     cwd,
                 },
                 env,
-                gid: if caller.uid == 0 { caller.gid } else { gid },
+                gid,
                 groups,
                 admitted: false,
                 group: None,
@@ -140,8 +598,8 @@ fn handle(req: Request, caller: &Caller, shared: &Shared) -> Result<Response> {
                 f.take(OUTPUT_CHUNK).read_to_end(&mut data)?;
             }
             Ok(Response::Output {
-                next: offset + data.len() as u64,
-                data: String::from_utf8_lossy(&data).into_owned(),
+                next: offset.saturating_add(data.len() as u64),
+                data,
                 finished: r.info.state.is_final(),
             })
         }
@@ -157,9 +615,13 @@ fn own(shared: &Shared, caller: &Caller, id: u64) -> Result<Record> {
         .with_context(|| format!("no job {id} of yours (see `memgang status`)"))
 }
 
-/// Check a submission; returns the job's default name.
+/// Check a submission; returns the job's default name. The working
+/// directory and the command are checked as the user who will run them
+/// ([`memgang_linux::process::lookup_as`]): what the error says is what
+/// the user's own shell would say, and nothing about files they cannot
+/// reach.
 fn validate(
-    caller: &Caller,
+    user: &Credentials,
     command: &[String],
     memory: u64,
     ranks: u32,
@@ -175,39 +637,44 @@ fn validate(
     if ranks == 0 {
         anyhow::bail!("ranks must be at least 1");
     }
-    if !cwd.is_absolute() || !cwd.is_dir() {
+    if !cwd.is_absolute() {
         anyhow::bail!(
-            "working directory {} does not exist on this node",
+            "the working directory {} is not an absolute path",
             cwd.display()
         );
     }
-    let found = resolve(program, cwd, env.get("PATH").map(String::as_str));
-    match found {
-        Some(p) if is_executable(&p) => {}
-        Some(p) => anyhow::bail!("command {} is not executable", p.display()),
-        None => anyhow::bail!(
+    let candidates = candidates(program, env.get("PATH").map(String::as_str));
+    match memgang_linux::process::lookup_as(Some(user), cwd, &candidates, LOOKUP_TIMEOUT)? {
+        Lookup::Found(_) => {}
+        Lookup::NoDir(errno) => anyhow::bail!(
+            "cannot enter the working directory {} as uid {}: {} (a job runs as you, where you submit it)",
+            cwd.display(),
+            user.uid,
+            std::io::Error::from_raw_os_error(errno)
+        ),
+        Lookup::NotExecutable(i) => {
+            anyhow::bail!("command {} is not executable", candidates[i].display())
+        }
+        Lookup::NotFound => anyhow::bail!(
             "command not found: {program:?} (not on the PATH you submitted with, nor relative to {})",
             cwd.display()
         ),
     }
-    let _ = caller;
     Ok(Path::new(program)
         .file_name()
         .map_or_else(|| program.clone(), |n| n.to_string_lossy().into_owned()))
 }
 
-fn resolve(program: &str, cwd: &Path, path: Option<&str>) -> Option<PathBuf> {
+/// Where exec looks for `program`, in order: itself if it has a slash,
+/// else each PATH directory (relative ones, and an empty one, are
+/// relative to the working directory).
+fn candidates(program: &str, path: Option<&str>) -> Vec<PathBuf> {
     if program.contains('/') {
-        let p = cwd.join(program);
-        return p.is_file().then_some(p);
+        return vec![PathBuf::from(program)];
     }
     std::env::split_paths(path.unwrap_or("/usr/local/bin:/usr/bin:/bin"))
-        .map(|d| cwd.join(d).join(program))
-        .find(|p| p.is_file())
-}
-
-fn is_executable(p: &Path) -> bool {
-    std::fs::metadata(p).is_ok_and(|m| m.permissions().mode() & 0o111 != 0)
+        .map(|d| d.join(program))
+        .collect()
 }
 
 /// The user's primary group and supplementary groups, from the user
@@ -226,4 +693,118 @@ fn user_groups(uid: u32) -> Result<(u32, Vec<u32>)> {
         user.gid.as_raw(),
         groups.into_iter().map(|g| g.as_raw()).collect(),
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::BufRead;
+
+    fn server(limits: Limits) -> (tempfile::TempDir, PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let (journal, jobs) = crate::journal::Journal::open(dir.path()).unwrap();
+        let shared = Arc::new(Shared::new(
+            journal,
+            jobs,
+            dir.path().to_path_buf(),
+            memgang_core::admission::Capacity {
+                pool_bytes: 1 << 30,
+                swap_total_bytes: 0,
+                swap_used_elsewhere_bytes: 0,
+                swap_reserve_bytes: 0,
+            },
+        ));
+        let path = dir.path().join("s.sock");
+        let listener = bind(&path).unwrap();
+        let server = Server::new(listener, shared, limits).unwrap();
+        std::thread::spawn(move || server.run());
+        (dir, path)
+    }
+
+    fn limits() -> Limits {
+        Limits {
+            per_user: 2,
+            total: 2,
+            root_extra: 1,
+            timeout: Duration::from_millis(500),
+            workers: 2,
+        }
+    }
+
+    fn answer(s: &UnixStream) -> String {
+        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        let mut line = String::new();
+        std::io::BufReader::new(s).read_line(&mut line).unwrap();
+        line
+    }
+
+    /// A request is answered; a client that sends nothing, or a byte at a
+    /// time, is closed at its deadline instead of holding its place.
+    #[test]
+    fn requests_are_answered_and_idle_or_slow_clients_closed() {
+        let (_dir, path) = server(limits());
+        let s = UnixStream::connect(&path).unwrap();
+        (&s).write_all(b"{\"op\":\"list\"}\n").unwrap();
+        assert_eq!(answer(&s), "{\"kind\":\"jobs\",\"jobs\":[]}\n");
+        // Without a newline, the end of what the client sends ends it.
+        let s = UnixStream::connect(&path).unwrap();
+        (&s).write_all(b"{\"op\":\"show\",\"id\":7}").unwrap();
+        s.shutdown(std::net::Shutdown::Write).unwrap();
+        assert!(answer(&s).contains("no job 7 of yours"));
+        let idle = UnixStream::connect(&path).unwrap();
+        assert_eq!(answer(&idle), "", "an idle client was answered");
+        let slow = UnixStream::connect(&path).unwrap();
+        let closed = (0..100).any(|_| {
+            std::thread::sleep(Duration::from_millis(100));
+            (&slow).write_all(b" ").is_err()
+        });
+        assert!(
+            closed,
+            "a client sending a byte every 100 ms was never closed"
+        );
+        // Bytes that are no UTF-8 are a malformed request, answered.
+        let s = UnixStream::connect(&path).unwrap();
+        (&s).write_all(b"\xff\xfe\n").unwrap();
+        assert!(answer(&s).contains("malformed request"));
+    }
+
+    /// Beyond the caps a connection is answered "busy" and closed; root
+    /// has places of its own beyond the users' total.
+    #[test]
+    fn connections_beyond_the_caps_are_refused_with_an_answer() {
+        let l = Limits {
+            timeout: Duration::from_secs(30),
+            ..limits()
+        };
+        let (_dir, path) = server(l);
+        // SAFETY: geteuid has no preconditions.
+        let root = unsafe { libc::geteuid() } == 0;
+        let places = if root {
+            l.total + l.root_extra
+        } else {
+            l.per_user
+        };
+        let mut held = Vec::new();
+        for n in 0..places + 3 {
+            let s = UnixStream::connect(&path).unwrap();
+            s.set_read_timeout(Some(Duration::from_millis(300)))
+                .unwrap();
+            let mut b = [0u8; 512];
+            match (&s).read(&mut b) {
+                Ok(k) if k > 0 => {
+                    let text = String::from_utf8_lossy(&b[..k]);
+                    assert!(n >= places, "connection {n} refused: {text}");
+                    assert!(text.contains("memgangd is busy"), "{text}");
+                }
+                _ => assert!(n < places, "connection {n} of at most {places} kept"),
+            }
+            held.push(s);
+        }
+        // Closing one frees its place.
+        held.truncate(places - 1);
+        std::thread::sleep(Duration::from_millis(200));
+        let s = UnixStream::connect(&path).unwrap();
+        (&s).write_all(b"{\"op\":\"list\"}\n").unwrap();
+        assert!(answer(&s).contains("\"jobs\""));
+    }
 }

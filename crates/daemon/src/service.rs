@@ -665,22 +665,31 @@ impl Service {
     }
 
     fn start(&self, node: &mut Node, r: &Record) -> Result<JobId> {
-        use std::os::unix::fs::PermissionsExt;
+        use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
         let dir = &r.info.log_dir;
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-        // Others may pass through to the status file but not list or read
-        // the job's output (0600 files: the daemon runs with umask 077).
+        // The job may pass through to its allowance file (0644) but not
+        // list the directory or read its other files (0600: the daemon
+        // runs with umask 077).
         std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o711))?;
+        // Root's, 0600, made afresh (a file left by an older version
+        // was the user's): the shim gets it open on its stdin (see
+        // `shim`); the job cannot open it.
         let status = dir.join("status");
-        std::fs::write(&status, "")?;
-        std::os::unix::fs::chown(&status, Some(r.info.uid), Some(r.gid))?;
+        match std::fs::remove_file(&status) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(e).with_context(|| format!("removing {}", status.display()))
+            }
+            _ => {}
+        }
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&status)
+            .with_context(|| format!("creating {}", status.display()))?;
         let shim = std::env::current_exe().context("finding memgangd's own binary for the shim")?;
-        let mut command = vec![
-            shim.display().to_string(),
-            "shim".into(),
-            status.display().to_string(),
-            "--".into(),
-        ];
+        let mut command = vec![shim.display().to_string(), "shim".into(), "--".into()];
         command.extend(r.info.command.iter().cloned());
         let launch = Launch {
             command,
@@ -690,6 +699,7 @@ impl Service {
             gid: Some(r.gid),
             groups: r.groups.clone(),
             log_dir: Some(dir.clone()),
+            status: Some(status),
         };
         let spec = JobSpec {
             name: format!("j{}", r.info.id),
@@ -727,8 +737,15 @@ impl Service {
             self.shared.update(id, |r| {
                 if res.finish_s.is_some() {
                     let cancelled = asked || res.error.as_deref() == Some("cancelled");
-                    let st = read_status(&r.info.log_dir);
-                    let (code, signal) = st.unwrap_or((res.exit_code, res.signal));
+                    // The daemon is the shim's parent: the kernel's word on
+                    // how it ended (the shim ends as the command did), not a
+                    // file. Only a job adopted from an earlier daemon has no
+                    // parent here; its end is in the root-owned status file.
+                    let (code, signal) = if res.exit_code.is_some() || res.signal.is_some() {
+                        (res.exit_code, res.signal)
+                    } else {
+                        read_status(&r.info.log_dir).unwrap_or((None, None))
+                    };
                     finish(r, code, signal, cancelled, res.error.clone());
                 } else if res.start_s.is_some() {
                     r.info.started_unix_s.get_or_insert_with(unix_now);
@@ -1102,14 +1119,38 @@ fn finish(
     };
 }
 
-/// The shim's record of how the command ended: `exit N` or `signal N`.
+/// The shim's record of how the command ended, for a job the daemon did
+/// not start (after a restart): `exit N` or `signal N` and a newline,
+/// nothing else. At most 32 bytes are read (the file is root's, written
+/// by the shim only, but a status file of an older version was the
+/// user's), and anything else reads as no record.
 pub fn read_status(log_dir: &Path) -> Option<(Option<i32>, Option<i32>)> {
-    let text = std::fs::read_to_string(log_dir.join("status")).ok()?;
-    let (kind, n) = text.trim().split_once(' ')?;
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    const MAX: u64 = 32;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(log_dir.join("status"))
+        .ok()?;
+    if !f.metadata().ok()?.is_file() {
+        return None;
+    }
+    let mut bytes = Vec::new();
+    f.take(MAX).read_to_end(&mut bytes).ok()?;
+    parse_status(&bytes)
+}
+
+fn parse_status(bytes: &[u8]) -> Option<(Option<i32>, Option<i32>)> {
+    let line = std::str::from_utf8(bytes).ok()?.strip_suffix('\n')?;
+    let (kind, n) = line.split_once(' ')?;
+    if n.is_empty() || n.len() > 3 || !n.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
     let n: i32 = n.parse().ok()?;
     match kind {
-        "exit" => Some((Some(n), None)),
-        "signal" => Some((None, Some(n))),
+        "exit" if n <= 255 => Some((Some(n), None)),
+        "signal" if (1..=64).contains(&n) => Some((None, Some(n))),
         _ => None,
     }
 }
@@ -1203,8 +1244,35 @@ mod tests {
         assert_eq!(read_status(d.path()), None);
         std::fs::write(d.path().join("status"), "exit 3\n").unwrap();
         assert_eq!(read_status(d.path()), Some((Some(3), None)));
-        std::fs::write(d.path().join("status"), "signal 9").unwrap();
+        std::fs::write(d.path().join("status"), "signal 9\n").unwrap();
         assert_eq!(read_status(d.path()), Some((None, Some(9))));
+        // Only a whole line of the two kinds, in range; nothing else.
+        for bad in [
+            "signal 9",
+            "exit 0\n\n",
+            "exit  0\n",
+            "exit -1\n",
+            "exit +1\n",
+            "exit 256\n",
+            "signal 0\n",
+            "signal 65\n",
+            "exit 0 \n",
+            "EXIT 0\n",
+            "exit 0\nexit 1\n",
+            "exit 0000000000000000000000000000000000000000000000\n",
+        ] {
+            std::fs::write(d.path().join("status"), bad).unwrap();
+            assert_eq!(read_status(d.path()), None, "{bad:?}");
+        }
+        // A big file is not read whole: its first bytes are no record.
+        let mut big = b"exit 0\n".to_vec();
+        big.resize(1 << 20, b'x');
+        std::fs::write(d.path().join("status"), &big).unwrap();
+        assert_eq!(read_status(d.path()), None);
+        // Not a file, or a link: no record.
+        std::fs::remove_file(d.path().join("status")).unwrap();
+        std::os::unix::fs::symlink("/etc/passwd", d.path().join("status")).unwrap();
+        assert_eq!(read_status(d.path()), None);
     }
 
     #[test]

@@ -174,6 +174,132 @@ pub unsafe fn fork_piped(body: impl FnOnce(i32, i32)) -> Result<Forked> {
     })
 }
 
+/// Where a command would be found, as seen by the user who will run it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Lookup {
+    /// The first candidate that is a file the user may execute.
+    Found(usize),
+    /// The user cannot enter the working directory (its errno).
+    NoDir(i32),
+    /// No candidate is a file the user can see.
+    NotFound,
+    /// A file the user can see, but not execute (the first such).
+    NotExecutable(usize),
+}
+
+/// Look a command up as `user` would, with `user`'s credentials (None:
+/// the caller's own): in a forked child that drops to the user, enters
+/// `cwd` (which also resolves relative candidates) and checks each of
+/// `candidates` in order, as exec would. So a service (root) tells a user
+/// only what the user could find out in their own shell, never whether a
+/// file they cannot reach exists. A child that does not answer within
+/// `timeout` (a hung mount) is killed, and its lookup is an error.
+pub fn lookup_as(
+    user: Option<&crate::cgroup::Credentials>,
+    cwd: &std::path::Path,
+    candidates: &[std::path::PathBuf],
+    timeout: std::time::Duration,
+) -> Result<Lookup> {
+    use std::ffi::CString;
+    use std::io::Read;
+    use std::os::fd::AsFd;
+    use std::os::unix::ffi::OsStrExt;
+    let c = |p: &std::path::Path| {
+        CString::new(p.as_os_str().as_bytes()).map_err(|_| {
+            Error::io(
+                "looking up",
+                p.to_path_buf(),
+                std::io::Error::new(std::io::ErrorKind::InvalidInput, "a NUL byte in the path"),
+            )
+        })
+    };
+    let dir = c(cwd)?;
+    let paths = candidates
+        .iter()
+        .map(|p| c(p))
+        .collect::<Result<Vec<_>>>()?;
+    let user = user.cloned();
+    // The answer: a tag byte and a little-endian u32 (errno or index).
+    // SAFETY: the body makes raw system calls only (setgroups, setgid,
+    // setuid, chdir, stat, access, write, _exit) on memory allocated
+    // before the fork.
+    let child = unsafe {
+        fork_piped(move |_cmd, res| {
+            let answer = |tag: u8, n: u32| {
+                let mut b = [tag, 0, 0, 0, 0];
+                b[1..].copy_from_slice(&n.to_le_bytes());
+                libc::write(res, b.as_ptr().cast(), b.len());
+                libc::_exit(0);
+            };
+            let errno = || *libc::__errno_location() as u32;
+            if let Some(u) = &user {
+                if libc::setgroups(u.groups.len(), u.groups.as_ptr()) != 0
+                    || libc::setgid(u.gid) != 0
+                    || libc::setuid(u.uid) != 0
+                {
+                    answer(4, errno());
+                }
+            }
+            if libc::chdir(dir.as_ptr()) != 0 {
+                answer(1, errno());
+            }
+            let mut not_exec = None;
+            for (i, p) in paths.iter().enumerate() {
+                let mut st: libc::stat = std::mem::zeroed();
+                if libc::stat(p.as_ptr(), &mut st) != 0
+                    || st.st_mode & libc::S_IFMT != libc::S_IFREG
+                {
+                    continue;
+                }
+                if libc::access(p.as_ptr(), libc::X_OK) == 0 {
+                    answer(0, i as u32);
+                }
+                not_exec.get_or_insert(i as u32);
+            }
+            match not_exec {
+                Some(i) => answer(3, i),
+                None => answer(2, 0),
+            }
+        })
+    }?;
+    let Forked { pid, cmd, mut res } = child;
+    drop(cmd);
+    let fd = res.as_fd();
+    let mut pfd = [nix::poll::PollFd::new(fd, nix::poll::PollFlags::POLLIN)];
+    let ms = u16::try_from(timeout.as_millis()).unwrap_or(u16::MAX);
+    let ready = nix::poll::poll(&mut pfd, nix::poll::PollTimeout::from(ms)).unwrap_or(0);
+    let mut b = [0u8; 5];
+    if ready == 0 || res.read_exact(&mut b).is_err() {
+        // SAFETY: kill and reap our own child; a child stuck in the
+        // kernel is reaped by a thread of its own, not by the caller.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+        std::thread::spawn(move || reap(pid));
+        return Err(Error::io(
+            "looking up a command in",
+            cwd.to_path_buf(),
+            std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!("no answer within {timeout:?} (a hung file system?)"),
+            ),
+        ));
+    }
+    reap(pid);
+    let n = u32::from_le_bytes([b[1], b[2], b[3], b[4]]);
+    Ok(match b[0] {
+        0 => Lookup::Found(n as usize),
+        1 => Lookup::NoDir(n as i32),
+        2 => Lookup::NotFound,
+        3 => Lookup::NotExecutable(n as usize),
+        _ => {
+            return Err(Error::io(
+                "becoming the user to look a command up in",
+                cwd.to_path_buf(),
+                std::io::Error::from_raw_os_error(n as i32),
+            ))
+        }
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -299,6 +425,33 @@ mod tests {
             "system {} s of {} s",
             exit.system_s,
             exit.cpu_s
+        );
+    }
+
+    #[test]
+    fn lookup_finds_what_exec_would_and_tells_what_it_cannot() {
+        use std::path::PathBuf;
+        use std::time::Duration;
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join("plain"), "").unwrap();
+        let t = Duration::from_secs(10);
+        let cands = |names: &[&str]| names.iter().map(PathBuf::from).collect::<Vec<_>>();
+        // Relative candidates resolve in the working directory.
+        assert_eq!(
+            lookup_as(None, d.path(), &cands(&["missing", "plain", "/bin/sh"]), t).unwrap(),
+            Lookup::Found(2)
+        );
+        assert_eq!(
+            lookup_as(None, d.path(), &cands(&["missing", "plain"]), t).unwrap(),
+            Lookup::NotExecutable(1)
+        );
+        assert_eq!(
+            lookup_as(None, d.path(), &cands(&["missing", "."]), t).unwrap(),
+            Lookup::NotFound
+        );
+        assert_eq!(
+            lookup_as(None, &d.path().join("nodir"), &cands(&["/bin/sh"]), t).unwrap(),
+            Lookup::NoDir(libc::ENOENT)
         );
     }
 

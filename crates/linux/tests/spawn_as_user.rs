@@ -31,7 +31,7 @@ fn a_job_joins_its_cgroup_then_runs_as_the_user() {
     let mut cmd = Command::new("sh");
     cmd.args(["-c", "id -u; id -g; id -G; sleep 5"])
         .stdout(out.reopen().unwrap());
-    let child = spawn_into_as(backend.as_ref(), &job, &mut cmd, Some(&user))
+    let child = spawn_into_as(backend.as_ref(), &job, &mut cmd, Some(&user), None)
         .unwrap()
         .unwrap();
     let pid = child.id() as i32;
@@ -54,4 +54,34 @@ fn a_job_joins_its_cgroup_then_runs_as_the_user() {
     // As nobody the job cannot move itself out of its cgroup.
     let status = std::fs::metadata(format!("/proc/{pid}/status")).unwrap();
     assert!(std::os::unix::fs::MetadataExt::uid(&status) == 65534);
+
+    // The working directory is entered as the user: root's private
+    // directory is out of the job's reach (std's current_dir would enter
+    // it as root, before the switch).
+    let private = tempfile::tempdir().unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(private.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+    let mut cmd = Command::new("true");
+    let e = spawn_into_as(
+        backend.as_ref(),
+        &job,
+        &mut cmd,
+        Some(&user),
+        Some(private.path()),
+    )
+    .unwrap()
+    .unwrap_err();
+    assert_eq!(e.kind(), std::io::ErrorKind::PermissionDenied, "{e}");
+    // Root's own spawn enters it.
+    let mut cmd = Command::new("pwd");
+    let out = tempfile::NamedTempFile::new().unwrap();
+    cmd.stdout(out.reopen().unwrap());
+    let mut child = spawn_into_as(backend.as_ref(), &job, &mut cmd, None, Some(private.path()))
+        .unwrap()
+        .unwrap();
+    child.wait().unwrap();
+    assert_eq!(
+        std::fs::read_to_string(out.path()).unwrap().trim(),
+        private.path().to_str().unwrap()
+    );
 }

@@ -22,7 +22,16 @@ pub enum Error {
         "memgangd closed the connection without answering (see its log: `journalctl -u memgangd`)"
     )]
     NoAnswer,
+    #[error(
+        "memgangd did not answer within {ANSWER_TIMEOUT:?} (see its log: `journalctl -u memgangd`)"
+    )]
+    Timeout,
 }
+
+/// How long a client waits for an answer: the daemon answers in
+/// milliseconds (a submission waits for one fsync); a daemon that does
+/// not answer in this time is stuck, and the user is told so.
+pub const ANSWER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// Send `req` to the daemon at `socket` and return its answer (an
 /// [`Response::Error`] is an answer, not an `Err`).
@@ -31,13 +40,29 @@ pub fn call(socket: &Path, req: &Request) -> Result<Response, Error> {
         path: socket.display().to_string(),
         source,
     })?;
+    stream.set_read_timeout(Some(ANSWER_TIMEOUT))?;
+    stream.set_write_timeout(Some(ANSWER_TIMEOUT))?;
     let mut line = serde_json::to_string(req).expect("requests serialize");
     line.push('\n');
-    stream.write_all(line.as_bytes())?;
+    // A busy daemon answers and closes before it reads: its answer is
+    // still there to read when the write fails.
+    let sent = stream.write_all(line.as_bytes());
     let mut answer = String::new();
-    BufReader::new(stream).read_line(&mut answer)?;
+    let read = BufReader::new(stream).read_line(&mut answer);
     if answer.is_empty() {
-        return Err(Error::NoAnswer);
+        sent?;
+        return Err(match read {
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                Error::Timeout
+            }
+            Err(e) => Error::Io(e),
+            Ok(_) => Error::NoAnswer,
+        });
     }
     serde_json::from_str(&answer).map_err(Error::Decode)
 }

@@ -79,11 +79,13 @@ pub enum Response {
         job: JobInfo,
     },
     Done,
-    /// `data` is lossily decoded UTF-8; `next` is the offset to ask for
-    /// next; `finished`: the job has ended, nothing more will come after
-    /// `next` reaches the end.
+    /// `data`: the job's bytes exactly, one character per byte (U+0000
+    /// to U+00FF, so plain ASCII reads as itself; see [`bytes`]); `next`
+    /// is the offset to ask for next; `finished`: the job has ended,
+    /// nothing more will come after `next` reaches the end.
     Output {
-        data: String,
+        #[serde(with = "bytes")]
+        data: Vec<u8>,
         next: u64,
         finished: bool,
     },
@@ -157,6 +159,29 @@ pub struct JobInfo {
     pub cwd: PathBuf,
 }
 
+/// Bytes in a JSON string, one character per byte (Latin-1): exact
+/// whatever the bytes are (a job's output need not be UTF-8, and a chunk
+/// may end inside a character), and text that is ASCII stays readable on
+/// the socket. A character above U+00FF is malformed.
+pub mod bytes {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(b: &[u8], s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&b.iter().map(|&c| char::from(c)).collect::<String>())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
+        let s = String::deserialize(d)?;
+        s.chars()
+            .map(|c| {
+                u8::try_from(c).map_err(|_| {
+                    serde::de::Error::custom(format!("{c:?} is not a byte (above U+00FF)"))
+                })
+            })
+            .collect()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -175,6 +200,32 @@ mod tests {
             r#"{"op":"output","id":3,"stream":"stderr","offset":10}"#
         );
         assert_eq!(serde_json::from_str::<Request>(&line).unwrap(), r);
+    }
+
+    #[test]
+    fn output_carries_any_bytes_exactly() {
+        // A two-byte character cut by a chunk boundary, bytes that are no
+        // UTF-8, control bytes: all come back as they were.
+        let data: Vec<u8> = [b"ok \xc3".as_slice(), &[0, 0x1b, 0xff, 0x80, b'\n']].concat();
+        let r = Response::Output {
+            data: data.clone(),
+            next: 9,
+            finished: false,
+        };
+        let line = serde_json::to_string(&r).unwrap();
+        assert!(!line.contains('\n'));
+        assert_eq!(serde_json::from_str::<Response>(&line).unwrap(), r);
+        // ASCII reads as itself.
+        let r = Response::Output {
+            data: b"hello\n".to_vec(),
+            next: 6,
+            finished: true,
+        };
+        assert!(serde_json::to_string(&r)
+            .unwrap()
+            .contains(r#""data":"hello\n""#));
+        let bad = r#"{"kind":"output","data":"\u0100","next":1,"finished":true}"#;
+        assert!(serde_json::from_str::<Response>(bad).is_err());
     }
 
     #[test]

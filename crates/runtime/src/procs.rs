@@ -59,34 +59,54 @@ pub fn launch(
     } else {
         cmd.envs(&launch.env).env("PATH", search_path());
     }
-    cmd.stdin(Stdio::null())
+    let stdin = match &launch.status {
+        Some(p) => Stdio::from(
+            std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open(p)
+                .with_context(|| format!("opening the job's status file {}", p.display()))?,
+        ),
+        None => Stdio::null(),
+    };
+    cmd.stdin(stdin)
         .stdout(stdout)
         .stderr(stderr)
         // Its own process group: a Ctrl-C at the terminal reaches memgang,
         // which then stops the jobs in order, not the jobs behind its back.
         .process_group(0);
-    if let Some(dir) = &launch.cwd {
-        cmd.current_dir(dir);
-    }
-    let child =
-        spawn_into_as(backend, group, &mut cmd, user.as_ref())?.map_err(|e| match e.kind() {
-            std::io::ErrorKind::NotFound if launch.cwd.as_ref().is_some_and(|d| !d.is_dir()) => {
-                anyhow::anyhow!(
-                    "working directory {} does not exist",
-                    launch
-                        .cwd
-                        .as_ref()
-                        .map_or_else(String::new, |d| d.display().to_string())
-                )
-            }
-            std::io::ErrorKind::NotFound => {
-                anyhow::anyhow!("command not found: {program:?} (not on PATH, nor next to memgang)")
-            }
-            std::io::ErrorKind::PermissionDenied => {
-                anyhow::anyhow!("command {program:?} is not executable: {e}")
-            }
-            _ => anyhow::anyhow!("cannot start {program:?}: {e}"),
-        })?;
+    let cwd = launch.cwd.as_deref();
+    let child = spawn_into_as(backend, group, &mut cmd, user.as_ref(), cwd)?;
+    let child = match (child, &user) {
+        (Ok(c), _) => c,
+        // As another user: the error as the user met it (entering the
+        // directory or exec, as them), with no look by root at paths the
+        // user may not see.
+        (Err(e), Some(u)) => anyhow::bail!(
+            "cannot start {program:?} as uid {} in {}: {e}",
+            u.uid,
+            cwd.map_or_else(|| "/".into(), |d| d.display().to_string())
+        ),
+        (Err(e), None) => {
+            return Err(match e.kind() {
+                std::io::ErrorKind::NotFound if cwd.is_some_and(|d| !d.is_dir()) => {
+                    anyhow::anyhow!(
+                        "working directory {} does not exist",
+                        cwd.map_or_else(String::new, |d| d.display().to_string())
+                    )
+                }
+                std::io::ErrorKind::NotFound => {
+                    anyhow::anyhow!(
+                        "command not found: {program:?} (not on PATH, nor next to memgang)"
+                    )
+                }
+                std::io::ErrorKind::PermissionDenied => {
+                    anyhow::anyhow!("command {program:?} is not executable: {e}")
+                }
+                _ => anyhow::anyhow!("cannot start {program:?}: {e}"),
+            })
+        }
+    };
     let pid = child.id() as i32;
     // Our unreaped child: its pid cannot be reused until we wait for it.
     let pidfd = PidFd::open(pid).context("pidfd_open on the job's first process")?;

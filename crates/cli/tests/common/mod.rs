@@ -7,6 +7,8 @@ use memgang_linux::swap::TestSwap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+pub mod daemon;
+
 pub fn memgang() -> Command {
     let exe = PathBuf::from(env!("CARGO_BIN_EXE_memgang"));
     let workload = exe.with_file_name("memgang-workload");
@@ -18,16 +20,6 @@ pub fn memgang() -> Command {
     Command::new(exe)
 }
 
-/// memgangd, built beside memgang.
-pub fn memgangd_exe() -> PathBuf {
-    let exe = PathBuf::from(env!("CARGO_BIN_EXE_memgang")).with_file_name("memgangd");
-    assert!(
-        exe.exists(),
-        "{} is missing: build the whole workspace first (cargo build --workspace)",
-        exe.display()
-    );
-    exe
-}
 
 /// Fails the test unless it runs as root. Root tests are `#[ignore]`d so
 /// that a run without root lists them as ignored, never as passed;

@@ -16,7 +16,7 @@ pub fn spawn_into(
     group: &GroupPath,
     cmd: &mut std::process::Command,
 ) -> Result<std::io::Result<std::process::Child>> {
-    spawn_into_as(backend, group, cmd, None)
+    spawn_into_as(backend, group, cmd, None, None)
 }
 
 /// Who a job runs as: a service (root) starting another user's job.
@@ -33,20 +33,41 @@ pub struct Credentials {
 /// privilege the next one gives up), after joining the group, whose files
 /// were opened as root, and before exec. A failure to drop aborts the
 /// spawn: the job never runs as root by mistake.
+///
+/// `cwd` is entered after the drop, as the user (std's `current_dir`
+/// would enter it before, as root: a user could then run a job in a
+/// directory they cannot reach themselves). Give the working directory
+/// here, never with `cmd.current_dir` when `user` is given. The command
+/// is looked up (PATH) by exec, as the user, too.
 pub fn spawn_into_as(
     backend: &dyn CgroupBackend,
     group: &GroupPath,
     cmd: &mut std::process::Command,
     user: Option<&Credentials>,
+    cwd: Option<&std::path::Path>,
 ) -> Result<std::io::Result<std::process::Child>> {
     use std::os::fd::AsRawFd;
+    use std::os::unix::ffi::OsStrExt;
     use std::os::unix::process::CommandExt;
+    let cwd = match cwd {
+        Some(d) => Some(
+            std::ffi::CString::new(d.as_os_str().as_bytes()).map_err(|_| {
+                io_error(
+                    "entering",
+                    d,
+                    std::io::Error::new(std::io::ErrorKind::InvalidInput, "a NUL byte in the path"),
+                )
+            })?,
+        ),
+        None => None,
+    };
     let files = open_procs(backend, group)?;
     let fds: Vec<i32> = files.iter().map(|f| f.as_raw_fd()).collect();
     let user = user.cloned();
-    // SAFETY: the closure only calls write(2), setgroups(2), setgid(2) and
-    // setuid(2), async-signal-safe, on descriptors that stay open until
-    // spawn() returns (`files`) and memory allocated before the fork.
+    // SAFETY: the closure only calls write(2), setgroups(2), setgid(2),
+    // setuid(2) and chdir(2), async-signal-safe, on descriptors that stay
+    // open until spawn() returns (`files`) and memory allocated before the
+    // fork.
     unsafe {
         cmd.pre_exec(move || {
             for fd in &fds {
@@ -59,6 +80,11 @@ pub fn spawn_into_as(
                     || libc::setgid(c.gid) != 0
                     || libc::setuid(c.uid) != 0
                 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            if let Some(d) = &cwd {
+                if libc::chdir(d.as_ptr()) != 0 {
                     return Err(std::io::Error::last_os_error());
                 }
             }

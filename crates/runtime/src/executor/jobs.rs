@@ -40,6 +40,11 @@ pub struct Launch {
     pub groups: Vec<u32>,
     /// Where its stdout and stderr go; None: `<Env::logs>/<job name>`.
     pub log_dir: Option<PathBuf>,
+    /// A file opened read-write as the first process's standard input
+    /// (None: /dev/null), by memgang, before the switch to `uid`: how a
+    /// service's shim records how the command ended in a file that the
+    /// job, as its user, can neither open nor replace.
+    pub status: Option<PathBuf>,
 }
 
 impl Launch {
@@ -486,8 +491,19 @@ impl Node {
     }
 }
 
+/// The last lines of a job's stderr, read from its last 64 KiB only: the
+/// file is the job's to fill, and a service reading all of it would hold
+/// whatever the job wrote.
 fn tail(path: &std::path::Path) -> Option<String> {
-    let text = std::fs::read_to_string(path).ok()?;
+    use std::io::{Read, Seek, SeekFrom};
+    const TAIL_BYTES: u64 = 64 << 10;
+    let mut f = std::fs::File::open(path).ok()?;
+    let len = f.metadata().ok()?.len();
+    f.seek(SeekFrom::Start(len.saturating_sub(TAIL_BYTES)))
+        .ok()?;
+    let mut bytes = Vec::new();
+    f.take(TAIL_BYTES).read_to_end(&mut bytes).ok()?;
+    let text = String::from_utf8_lossy(&bytes);
     let lines: Vec<&str> = text.lines().collect();
     let tail = lines[lines.len().saturating_sub(STDERR_TAIL_LINES)..].join("\n");
     (!tail.is_empty()).then_some(tail)

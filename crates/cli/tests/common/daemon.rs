@@ -1,0 +1,239 @@
+//! A memgangd for a test: its own state directory, socket and
+//! configuration, stopped (its jobs cancelled first) when the test ends,
+//! passed or not. The verbs go through `memgang`, as root or as a user.
+
+use super::{memgang, text};
+use serde_json::Value;
+use std::io::Read;
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::UnixStream;
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+pub fn memgangd_exe() -> PathBuf {
+    let exe = PathBuf::from(env!("CARGO_BIN_EXE_memgang")).with_file_name("memgangd");
+    assert!(
+        exe.exists(),
+        "{} is missing: build the whole workspace first (cargo build --workspace)",
+        exe.display()
+    );
+    exe
+}
+
+pub struct Daemon {
+    pub dir: tempfile::TempDir,
+    pub child: Option<Child>,
+    /// Its descriptor limit (None: the test's own).
+    nofile: Option<u64>,
+}
+
+/// How long a verb may take before the test calls the daemon stuck.
+const VERB_TIMEOUT: Duration = Duration::from_secs(300);
+
+impl Daemon {
+    pub fn new(config: &str) -> Daemon {
+        Daemon::with_nofile(config, None)
+    }
+
+    /// A daemon whose descriptor limit is `nofile` (systemd's default is
+    /// 1,024).
+    pub fn with_nofile(config: &str, nofile: Option<u64>) -> Daemon {
+        let dir = tempfile::tempdir().unwrap();
+        // Other users' jobs run from here and their clients reach the socket.
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let text = format!(
+            "state_dir = \"{0}/state\"\nsocket = \"{0}/run/memgang.sock\"\n{config}",
+            dir.path().display()
+        );
+        std::fs::write(dir.path().join("memgang.toml"), text).unwrap();
+        let mut d = Daemon {
+            dir,
+            child: None,
+            nofile,
+        };
+        d.start();
+        d
+    }
+
+    pub fn socket(&self) -> PathBuf {
+        self.dir.path().join("run/memgang.sock")
+    }
+
+    pub fn start(&mut self) {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.path().join("daemon.log"))
+            .unwrap();
+        let mut cmd = Command::new(memgangd_exe());
+        cmd.arg("--config")
+            .arg(self.dir.path().join("memgang.toml"))
+            .stderr(log);
+        if let Some(n) = self.nofile {
+            // SAFETY: setrlimit is async-signal-safe; nothing allocated.
+            unsafe {
+                cmd.pre_exec(move || {
+                    let lim = libc::rlimit {
+                        rlim_cur: n,
+                        rlim_max: n,
+                    };
+                    if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
+        }
+        self.child = Some(cmd.spawn().unwrap());
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while UnixStream::connect(self.socket()).is_err() {
+            assert!(
+                Instant::now() < deadline,
+                "memgangd did not start: {}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    pub fn pid(&self) -> i32 {
+        self.child.as_ref().expect("daemon running").id() as i32
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("daemon.log")).unwrap_or_default()
+    }
+
+    pub fn signal(&mut self, sig: i32) {
+        let mut c = self.child.take().expect("daemon running");
+        // SAFETY: kill on our own child.
+        unsafe { libc::kill(c.id() as i32, sig) };
+        c.wait().unwrap();
+    }
+
+    pub fn alive(&mut self) -> bool {
+        self.child
+            .as_mut()
+            .is_some_and(|c| c.try_wait().unwrap().is_none())
+    }
+
+    /// `memgang VERB...` against this daemon, as `user` (None: root).
+    pub fn cli(&self, user: Option<(u32, u32)>, args: &[&str]) -> Output {
+        self.cli_within(user, args, VERB_TIMEOUT)
+    }
+
+    /// [`Daemon::cli`], killed after `timeout`.
+    pub fn cli_within(&self, user: Option<(u32, u32)>, args: &[&str], timeout: Duration) -> Output {
+        let mut c = memgang();
+        c.args(args)
+            .env("MEMGANG_SOCKET", self.socket())
+            .current_dir(self.dir.path());
+        if let Some((uid, gid)) = user {
+            c.uid(uid).gid(gid).env("HOME", "/");
+        }
+        output_within(c, timeout)
+    }
+
+    pub fn jobs(&self) -> Vec<Value> {
+        let out = self.cli(None, &["status", "--json"]);
+        assert!(out.status.success(), "{}", text(&out));
+        serde_json::from_slice::<Vec<Value>>(&out.stdout).unwrap()
+    }
+
+    pub fn job(&self, id: u64) -> Value {
+        self.jobs().into_iter().find(|j| j["id"] == id).unwrap()
+    }
+
+    /// Wait until every job has ended; all of them.
+    pub fn wait_all(&self, timeout: Duration) -> Vec<Value> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let jobs = self.jobs();
+            if jobs.iter().all(is_final) {
+                return jobs;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "jobs did not end: {jobs:#?}\n{}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if self.child.is_none() {
+            return;
+        }
+        // Nothing left running: cancel what did not end, then stop. No
+        // assertion here: a test that failed is unwinding already.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            let out = self.cli_within(None, &["status", "--json"], Duration::from_secs(10));
+            let Ok(jobs) = serde_json::from_slice::<Vec<Value>>(&out.stdout) else {
+                break;
+            };
+            let open: Vec<String> = jobs
+                .iter()
+                .filter(|j| !is_final(j))
+                .map(|j| j["id"].to_string())
+                .collect();
+            if open.is_empty() {
+                break;
+            }
+            for id in open {
+                self.cli_within(None, &["cancel", &id], Duration::from_secs(10));
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        self.signal(libc::SIGTERM);
+    }
+}
+
+pub fn is_final(j: &Value) -> bool {
+    ["finished", "failed", "cancelled"].contains(&j["state"].as_str().unwrap_or(""))
+}
+
+/// Run `c` to its end, or kill it after `timeout` (its output so far, and
+/// a status that is not success).
+pub fn output_within(mut c: Command, timeout: Duration) -> Output {
+    let mut child = c
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let drain = |mut r: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut b = Vec::new();
+            let _ = r.read_to_end(&mut b);
+            b
+        })
+    };
+    let out = drain(Box::new(child.stdout.take().unwrap()));
+    let err = drain(Box::new(child.stderr.take().unwrap()));
+    let deadline = Instant::now() + timeout;
+    let (status, killed) = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break (st, false);
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            break (child.wait().unwrap(), true);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut stderr = err.join().unwrap();
+    if killed {
+        stderr.extend_from_slice(format!("\n(killed after {timeout:?})").as_bytes());
+    }
+    Output {
+        status,
+        stdout: out.join().unwrap(),
+        stderr,
+    }
+}
