@@ -20,7 +20,6 @@ pub fn memgang() -> Command {
     Command::new(exe)
 }
 
-
 /// Fails the test unless it runs as root. Root tests are `#[ignore]`d so
 /// that a run without root lists them as ignored, never as passed;
 /// `scripts/test` runs them as root with `--include-ignored`.
