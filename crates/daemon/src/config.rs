@@ -23,6 +23,7 @@ struct File {
     dynamic_coscheduling: Option<bool>,
     state_dir: Option<PathBuf>,
     socket: Option<PathBuf>,
+    metrics_file: Option<PathBuf>,
 }
 
 #[derive(Clone, Debug)]
@@ -49,6 +50,10 @@ pub struct Config {
     pub dynamic_coscheduling: bool,
     pub state_dir: PathBuf,
     pub socket: PathBuf,
+    /// Prometheus text file, rewritten every 5 s and world-readable, for
+    /// node_exporter's textfile collector. Default: memgang.prom beside
+    /// the socket; None (`metrics_file = ""`) writes none.
+    pub metrics_file: Option<PathBuf>,
 }
 
 impl Config {
@@ -80,6 +85,10 @@ impl Config {
             bail!("quantum must be greater than zero");
         }
         let pool_memory = bytes("pool_memory", &f.pool_memory, ram / 4 * 3)?;
+        let socket = f
+            .socket
+            .clone()
+            .unwrap_or_else(|| PathBuf::from(memgang_proto::DEFAULT_SOCKET));
         if pool_memory == 0 {
             bail!("pool_memory must be greater than zero");
         }
@@ -112,9 +121,15 @@ impl Config {
             state_dir: f
                 .state_dir
                 .unwrap_or_else(|| PathBuf::from("/var/lib/memgang")),
-            socket: f
-                .socket
-                .unwrap_or_else(|| PathBuf::from(memgang_proto::DEFAULT_SOCKET)),
+            metrics_file: match f.metrics_file {
+                Some(p) if p.as_os_str().is_empty() => None,
+                Some(p) if p.is_relative() => {
+                    bail!("metrics_file = {p:?}: write an absolute path (or \"\" for none)")
+                }
+                Some(p) => Some(p),
+                None => Some(crate::service::metrics_path(&socket)),
+            },
+            socket,
         })
     }
 
@@ -146,6 +161,29 @@ mod tests {
         assert_eq!(c.pool_memory, 6 << 30);
         assert_eq!(c.policy, PolicyKind::Auto);
         assert_eq!(c.socket, PathBuf::from("/run/memgang/memgang.sock"));
+        assert_eq!(
+            c.metrics_file,
+            Some(PathBuf::from("/run/memgang/memgang.prom"))
+        );
+    }
+
+    #[test]
+    fn metrics_file_is_an_absolute_path_or_none() {
+        let c = parse("metrics_file = \"/var/lib/prometheus/node-exporter/memgang.prom\"").unwrap();
+        assert_eq!(
+            c.metrics_file,
+            Some(PathBuf::from(
+                "/var/lib/prometheus/node-exporter/memgang.prom"
+            ))
+        );
+        assert_eq!(parse("metrics_file = \"\"").unwrap().metrics_file, None);
+        let e = parse("metrics_file = \"memgang.prom\"")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("metrics_file") && e.contains("absolute"), "{e}");
+        // Beside a socket moved elsewhere by default.
+        let c = parse("socket = \"/tmp/m/s.sock\"").unwrap();
+        assert_eq!(c.metrics_file, Some(PathBuf::from("/tmp/m/memgang.prom")));
     }
 
     #[test]

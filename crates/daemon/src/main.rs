@@ -50,12 +50,21 @@ enum Cmd {
         #[arg(last = true, required = true)]
         command: Vec<String>,
     },
+    /// Write the man page memgangd.8 into a directory (the package's
+    /// build does).
+    #[command(hide = true)]
+    Man {
+        #[arg(short, long, default_value = ".")]
+        out: PathBuf,
+    },
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    if let Some(Cmd::Shim { status, command }) = cli.command {
-        return shim(&status, &command);
+    match cli.command {
+        Some(Cmd::Shim { status, command }) => return shim(&status, &command),
+        Some(Cmd::Man { out }) => return man(&out),
+        None => {}
     }
     init_logging();
     let explicit = cli.config != Path::new(config::DEFAULT_CONFIG);
@@ -92,6 +101,23 @@ fn init_logging() {
 fn notify(state: &[sd_notify::NotifyState]) {
     if let Err(e) = sd_notify::notify(false, state) {
         tracing::warn!("telling systemd (sd_notify): {e}");
+    }
+}
+
+fn man(out: &Path) -> ExitCode {
+    let cmd = <Cli as clap::CommandFactory>::command();
+    let path = out.join("memgangd.8");
+    let write = || -> std::io::Result<()> {
+        std::fs::create_dir_all(out)?;
+        let mut f = std::fs::File::create(&path)?;
+        clap_mangen::Man::new(cmd).section("8").render(&mut f)
+    };
+    match write() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("memgangd: writing {}: {e}", path.display());
+            ExitCode::FAILURE
+        }
     }
 }
 
@@ -214,6 +240,10 @@ fn daemon(config_path: &Path, explicit: bool, jobs_cgroup: Option<&str>) -> Resu
     let result = svc.run(&stop);
     notify(&[sd_notify::NotifyState::Stopping]);
     let _ = std::fs::remove_file(&cfg.socket);
+    // A stale file would show the last numbers as current to Prometheus.
+    if let Some(m) = &cfg.metrics_file {
+        let _ = std::fs::remove_file(m);
+    }
     result
 }
 
