@@ -50,6 +50,11 @@ enum Cmd {
         #[arg(last = true, required = true)]
         command: Vec<String>,
     },
+    /// (internal) Hold the delegated group of memgang-jobs.service: move
+    /// into a `holder` leaf of it (cgroup v2 allows no processes beside
+    /// the pools), tell systemd it is ready, and sleep until stopped.
+    #[command(hide = true)]
+    Hold,
     /// Write the man page memgangd.8 into a directory (the package's
     /// build does).
     #[command(hide = true)]
@@ -64,6 +69,16 @@ fn main() -> ExitCode {
     match cli.command {
         Some(Cmd::Shim { status, command }) => return shim(&status, &command),
         Some(Cmd::Man { out }) => return man(&out),
+        Some(Cmd::Hold) => {
+            init_logging();
+            return match hold() {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("memgangd hold: {e:#}");
+                    ExitCode::FAILURE
+                }
+            };
+        }
         None => {}
     }
     init_logging();
@@ -101,6 +116,31 @@ fn init_logging() {
 fn notify(state: &[sd_notify::NotifyState]) {
     if let Err(e) = sd_notify::notify(false, state) {
         tracing::warn!("telling systemd (sd_notify): {e}");
+    }
+}
+
+/// memgang-jobs.service's main process. systemd removes an empty unit
+/// group, so the group that holds the pools needs a process of its own,
+/// and v2 wants that process in a leaf before memgangd enables memory
+/// beside it. It never exits on its own (SIGTERM ends it).
+fn hold() -> Result<()> {
+    let backend = memgang_linux::cgroup::detect()
+        .context("finding a cgroup hierarchy with a memory controller")?;
+    let v2 = backend.version() == memgang_linux::cgroup::CgroupVersion::V2;
+    if v2 {
+        let own = std::fs::read_to_string("/proc/self/cgroup")
+            .ok()
+            .and_then(|t| service::own_cgroup(&t, true))
+            .context("reading this process's cgroup from /proc/self/cgroup")?;
+        let leaf = own.join("holder")?;
+        backend.create_leaf(&leaf)?;
+        memgang_linux::cgroup::join(backend.as_ref(), &leaf, std::process::id() as i32)
+            .with_context(|| format!("moving into cgroup {leaf}"))?;
+        tracing::info!("holding cgroup {own} for memgangd's pools (this process: {leaf})");
+    }
+    notify(&[sd_notify::NotifyState::Ready]);
+    loop {
+        std::thread::sleep(std::time::Duration::from_secs(3600));
     }
 }
 

@@ -17,7 +17,7 @@ const BYTES: u64 = 64 * MIB;
 /// The v1 backend and a test swap file of `swap` bytes, or None (skipped,
 /// loudly) without root.
 fn setup(test: &str, swap: u64) -> Option<(Arc<dyn CgroupBackend>, TestSwap)> {
-    let backend = v1_backend(test, "needs root (swapon, cgroups, process_madvise)")?;
+    let backend = memory_backend(test, "needs root (swapon, cgroups, process_madvise)")?;
     Some((backend, TestSwap::new(swap).expect("a test swap file")))
 }
 

@@ -37,7 +37,7 @@ fn page() -> u64 {
 }
 
 fn backend(test: &str) -> Option<Arc<dyn CgroupBackend>> {
-    v1_backend(
+    memory_backend(
         test,
         "needs root (cgroups, swapon, process_madvise on another process)",
     )
