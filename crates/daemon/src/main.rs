@@ -30,9 +30,9 @@ struct Cli {
     /// cgroup v2: make the pools in this group (a path below the cgroup2
     /// root, e.g. system.slice/memgang-jobs.service) instead of beside the
     /// daemon in its own group. dist/memgangd.service points it at the
-    /// delegated group of dist/memgang-jobs.service, which no process
-    /// lives in, so that systemd can restart memgangd while jobs run
-    /// (docs/install.md says why).
+    /// delegated group of dist/memgang-jobs.service, whose only process
+    /// (`memgangd hold`) sits in a leaf, so that systemd can restart
+    /// memgangd while jobs run (docs/install.md says why).
     #[arg(long, value_name = "GROUP")]
     jobs_cgroup: Option<String>,
     #[command(subcommand)]
@@ -288,7 +288,7 @@ fn daemon(config_path: &Path, explicit: bool, jobs_cgroup: Option<&str>) -> Resu
 }
 
 /// The group named by --jobs-cgroup: it must exist (systemd made it for
-/// memgang-jobs.service) and be a v2 group.
+/// memgang-jobs.service).
 fn jobs_parent(
     backend: &dyn memgang_linux::cgroup::CgroupBackend,
     group: &str,
