@@ -175,3 +175,10 @@ test_memadapt_wheel() {
   esac
   (cd / && env -u MEMADAPT_LIB -u PYTHONPATH "$venv/bin/python" -m pytest -q -p no:cacheprovider "$OLDPWD/crates/memadapt/python/tests")
 }
+
+# cargo-deb (crates.io), which builds the Debian package (scripts/deb).
+ensure_cargo_deb() {
+  command -v cargo-deb >/dev/null 2>&1 && return
+  step "installing cargo-deb (crates.io) for the Debian package"
+  cargo install --locked --quiet cargo-deb
+}

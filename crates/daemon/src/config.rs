@@ -25,6 +25,7 @@ struct File {
     socket: Option<PathBuf>,
     keep_finished_for: Option<String>,
     keep_finished_jobs: Option<usize>,
+    metrics_file: Option<PathBuf>,
 }
 
 #[derive(Clone, Debug)]
@@ -58,6 +59,10 @@ pub struct Config {
     /// history for questions about a job, a bounded journal and disk.
     pub keep_finished_for: Duration,
     pub keep_finished_jobs: usize,
+    /// Prometheus text file, rewritten every 5 s and world-readable, for
+    /// node_exporter's textfile collector. Default: memgang.prom beside
+    /// the socket; None (`metrics_file = ""`) writes none.
+    pub metrics_file: Option<PathBuf>,
 }
 
 impl Config {
@@ -94,6 +99,10 @@ impl Config {
                 .map_err(|e| anyhow::anyhow!("keep_finished_for = {s:?}: {e}; write e.g. 7days"))?,
         };
         let pool_memory = bytes("pool_memory", &f.pool_memory, ram / 4 * 3)?;
+        let socket = f
+            .socket
+            .clone()
+            .unwrap_or_else(|| PathBuf::from(memgang_proto::DEFAULT_SOCKET));
         if pool_memory == 0 {
             bail!("pool_memory must be greater than zero");
         }
@@ -126,11 +135,17 @@ impl Config {
             state_dir: f
                 .state_dir
                 .unwrap_or_else(|| PathBuf::from("/var/lib/memgang")),
-            socket: f
-                .socket
-                .unwrap_or_else(|| PathBuf::from(memgang_proto::DEFAULT_SOCKET)),
             keep_finished_for,
             keep_finished_jobs: f.keep_finished_jobs.unwrap_or(10_000),
+            metrics_file: match f.metrics_file {
+                Some(p) if p.as_os_str().is_empty() => None,
+                Some(p) if p.is_relative() => {
+                    bail!("metrics_file = {p:?}: write an absolute path (or \"\" for none)")
+                }
+                Some(p) => Some(p),
+                None => Some(crate::service::metrics_path(&socket)),
+            },
+            socket,
         })
     }
 
@@ -164,6 +179,29 @@ mod tests {
         assert_eq!(c.socket, PathBuf::from("/run/memgang/memgang.sock"));
         assert_eq!(c.keep_finished_for, Duration::from_secs(7 * 24 * 3600));
         assert_eq!(c.keep_finished_jobs, 10_000);
+        assert_eq!(
+            c.metrics_file,
+            Some(PathBuf::from("/run/memgang/memgang.prom"))
+        );
+    }
+
+    #[test]
+    fn metrics_file_is_an_absolute_path_or_none() {
+        let c = parse("metrics_file = \"/var/lib/prometheus/node-exporter/memgang.prom\"").unwrap();
+        assert_eq!(
+            c.metrics_file,
+            Some(PathBuf::from(
+                "/var/lib/prometheus/node-exporter/memgang.prom"
+            ))
+        );
+        assert_eq!(parse("metrics_file = \"\"").unwrap().metrics_file, None);
+        let e = parse("metrics_file = \"memgang.prom\"")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("metrics_file") && e.contains("absolute"), "{e}");
+        // Beside a socket moved elsewhere by default.
+        let c = parse("socket = \"/tmp/m/s.sock\"").unwrap();
+        assert_eq!(c.metrics_file, Some(PathBuf::from("/tmp/m/memgang.prom")));
     }
 
     #[test]

@@ -27,6 +27,14 @@ struct Cli {
     /// the default path means the documented defaults.
     #[arg(long, default_value = config::DEFAULT_CONFIG)]
     config: PathBuf,
+    /// cgroup v2: make the pools in this group (a path below the cgroup2
+    /// root, e.g. system.slice/memgang-jobs.service) instead of beside the
+    /// daemon in its own group. dist/memgangd.service points it at the
+    /// delegated group of dist/memgang-jobs.service, whose only process
+    /// (`memgangd hold`) sits in a leaf, so that systemd can restart
+    /// memgangd while jobs run (docs/install.md says why).
+    #[arg(long, value_name = "GROUP")]
+    jobs_cgroup: Option<String>,
     #[command(subcommand)]
     command: Option<Cmd>,
 }
@@ -42,24 +50,112 @@ enum Cmd {
         #[arg(last = true, required = true)]
         command: Vec<String>,
     },
+    /// (internal) Hold the delegated group of memgang-jobs.service: move
+    /// into a `holder` leaf of it (cgroup v2 allows no processes beside
+    /// the pools), tell systemd it is ready, and sleep until stopped.
+    #[command(hide = true)]
+    Hold,
+    /// Write the man page memgangd.8 into a directory (the package's
+    /// build does).
+    #[command(hide = true)]
+    Man {
+        #[arg(short, long, default_value = ".")]
+        out: PathBuf,
+    },
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    if let Some(Cmd::Shim { command }) = cli.command {
-        return shim(&command);
+    match cli.command {
+        Some(Cmd::Shim { command }) => return shim(&command),
+        Some(Cmd::Man { out }) => return man(&out),
+        Some(Cmd::Hold) => {
+            init_logging();
+            return match hold() {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("memgangd hold: {e:#}");
+                    ExitCode::FAILURE
+                }
+            };
+        }
+        None => {}
     }
-    tracing_subscriber::fmt()
+    init_logging();
+    let explicit = cli.config != Path::new(config::DEFAULT_CONFIG);
+    match daemon(&cli.config, explicit, cli.jobs_cgroup.as_deref()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("memgangd: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Colour and timestamps only on a terminal: under systemd (or into a
+/// file) stderr gets plain lines, and journald adds the time itself.
+fn init_logging() {
+    use std::io::IsTerminal;
+    let tty = std::io::stderr().is_terminal();
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
         )
         .with_writer(std::io::stderr)
-        .init();
-    match daemon(&cli.config, cli.config != Path::new(config::DEFAULT_CONFIG)) {
+        .with_ansi(tty);
+    if tty {
+        builder.init();
+    } else {
+        builder.without_time().init();
+    }
+}
+
+/// Tell systemd (Type=notify) how the daemon is doing; a no-op when not
+/// started by systemd (no $NOTIFY_SOCKET).
+fn notify(state: &[sd_notify::NotifyState]) {
+    if let Err(e) = sd_notify::notify(false, state) {
+        tracing::warn!("telling systemd (sd_notify): {e}");
+    }
+}
+
+/// memgang-jobs.service's main process. systemd removes an empty unit
+/// group, so the group that holds the pools needs a process of its own,
+/// and v2 wants that process in a leaf before memgangd enables memory
+/// beside it. It never exits on its own (SIGTERM ends it).
+fn hold() -> Result<()> {
+    let backend = memgang_linux::cgroup::detect()
+        .context("finding a cgroup hierarchy with a memory controller")?;
+    let v2 = backend.version() == memgang_linux::cgroup::CgroupVersion::V2;
+    if v2 {
+        let own = std::fs::read_to_string("/proc/self/cgroup")
+            .ok()
+            .and_then(|t| service::own_cgroup(&t, true))
+            .context("reading this process's cgroup from /proc/self/cgroup")?;
+        let leaf = own.join("holder")?;
+        backend.create_leaf(&leaf)?;
+        memgang_linux::cgroup::join(backend.as_ref(), &leaf, std::process::id() as i32)
+            .with_context(|| format!("moving into cgroup {leaf}"))?;
+        tracing::info!("holding cgroup {own} for memgangd's pools (this process: {leaf})");
+    }
+    notify(&[sd_notify::NotifyState::Ready]);
+    loop {
+        std::thread::sleep(std::time::Duration::from_secs(3600));
+    }
+}
+
+fn man(out: &Path) -> ExitCode {
+    let cmd = <Cli as clap::CommandFactory>::command();
+    let path = out.join("memgangd.8");
+    let write = || -> std::io::Result<()> {
+        std::fs::create_dir_all(out)?;
+        let mut f = std::fs::File::create(&path)?;
+        clap_mangen::Man::new(cmd).section("8").render(&mut f)
+    };
+    match write() {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("memgangd: {e:#}");
+            eprintln!("memgangd: writing {}: {e}", path.display());
             ExitCode::FAILURE
         }
     }
@@ -145,7 +241,7 @@ fn die_of(sig: i32) -> ExitCode {
     ExitCode::from(128u8.wrapping_add(sig as u8))
 }
 
-fn daemon(config_path: &Path, explicit: bool) -> Result<()> {
+fn daemon(config_path: &Path, explicit: bool, jobs_cgroup: Option<&str>) -> Result<()> {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
         bail!("memgangd runs as root (it creates cgroups and runs jobs as their users); start it with sudo or systemd (dist/memgangd.service)");
@@ -169,12 +265,21 @@ fn daemon(config_path: &Path, explicit: bool) -> Result<()> {
             .context("finding a cgroup hierarchy with a memory controller")?,
     );
     let v2 = backend.version() == memgang_linux::cgroup::CgroupVersion::V2;
-    let parent = std::fs::read_to_string("/proc/self/cgroup")
-        .ok()
-        .and_then(|t| service::own_cgroup(&t, v2));
-    let parent = parent
-        .map(|p| leaf_for_v2(backend.as_ref(), p, v2))
-        .transpose()?;
+    if let (Some(g), false) = (jobs_cgroup, v2) {
+        // One unit file serves both: v1 has no "no internal processes" rule.
+        tracing::info!("--jobs-cgroup {g} is for cgroup v2; on this v1 node the pools go below the daemon's own group");
+    }
+    let parent = match jobs_cgroup.filter(|_| v2) {
+        Some(g) => Some(jobs_parent(backend.as_ref(), g)?),
+        None => std::fs::read_to_string("/proc/self/cgroup")
+            .ok()
+            .and_then(|t| service::own_cgroup(&t, v2))
+            .map(|p| leaf_for_v2(backend.as_ref(), p, v2))
+            .transpose()?,
+    };
+    if let Some(p) = &parent {
+        tracing::info!("pools go in cgroup {p} ({})", backend.describe());
+    }
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
         signal_hook::flag::register(sig, stop.clone()).context("installing signal handlers")?;
@@ -214,14 +319,42 @@ fn daemon(config_path: &Path, explicit: bool) -> Result<()> {
         let shared = shared.clone();
         std::thread::spawn(move || server::serve(listener, shared));
     }
+    notify(&[
+        sd_notify::NotifyState::Ready,
+        sd_notify::NotifyState::Status("accepting jobs"),
+    ]);
     let result = svc.run(&stop);
+    notify(&[sd_notify::NotifyState::Stopping]);
     let _ = std::fs::remove_file(&cfg.socket);
+    // A stale file would show the last numbers as current to Prometheus.
+    if let Some(m) = &cfg.metrics_file {
+        let _ = std::fs::remove_file(m);
+    }
     result
+}
+
+/// The group named by --jobs-cgroup: it must exist (systemd made it for
+/// memgang-jobs.service).
+fn jobs_parent(
+    backend: &dyn memgang_linux::cgroup::CgroupBackend,
+    group: &str,
+) -> Result<memgang_linux::cgroup::GroupPath> {
+    let g = memgang_linux::cgroup::GroupPath::new(group.trim_matches('/'))
+        .with_context(|| format!("--jobs-cgroup {group}"))?;
+    if !backend.exists(&g) {
+        bail!(
+            "--jobs-cgroup {group}: no such cgroup in {}; start memgang-jobs.service first (dist/memgang-jobs.service makes it)",
+            backend.describe()
+        );
+    }
+    Ok(g)
 }
 
 /// Under cgroup v2 a group with processes cannot hand controllers to
 /// children (no internal processes): the daemon moves itself into a
-/// `daemon` leaf of its group and makes its pools beside it.
+/// `daemon` leaf of its group and makes its pools beside it. The leaf is
+/// made without controllers, so nothing is enabled in the group until the
+/// daemon has left it (the pools' `create` enables memory then).
 fn leaf_for_v2(
     backend: &dyn memgang_linux::cgroup::CgroupBackend,
     own: memgang_linux::cgroup::GroupPath,
@@ -231,7 +364,7 @@ fn leaf_for_v2(
         return Ok(own);
     }
     let leaf = own.join("daemon")?;
-    backend.create(&leaf)?;
+    backend.create_leaf(&leaf)?;
     memgang_linux::cgroup::join(backend, &leaf, std::process::id() as i32)
         .context("moving memgangd into its own leaf group")?;
     Ok(own)
@@ -287,6 +420,10 @@ mod tests {
             std::fs::write(dir.join("cgroup.subtree_control"), "memory\n").unwrap();
             std::fs::write(dir.join("cgroup.procs"), "").unwrap();
         }
+        // systemd enables nothing below a delegated unit: the kernel
+        // refuses +memory there while the daemon is in it (EBUSY), so
+        // making the leaf must not write it.
+        std::fs::write(unit.join("cgroup.subtree_control"), "").unwrap();
         let v2 = V2::new(root.path());
         let own = service::own_cgroup("0::/system.slice/memgangd.service\n", true).unwrap();
         let parent = leaf_for_v2(&v2, own.clone(), true).unwrap();
@@ -297,6 +434,11 @@ mod tests {
             std::process::id().to_string(),
             "the daemon's pid goes to {}",
             procs.display()
+        );
+        assert_eq!(
+            std::fs::read_to_string(unit.join("cgroup.subtree_control")).unwrap(),
+            "",
+            "nothing enabled in the unit's group before the daemon left it"
         );
         // v1: no leaf, the group is the parent as it is.
         let v1_own = GroupPath::new("system.slice/memgangd.service").unwrap();

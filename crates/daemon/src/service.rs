@@ -14,6 +14,7 @@ use memgang_linux::counters::{Psi, SwapStatus, VmStat};
 use memgang_proto::{JobInfo, JobState};
 use memgang_runtime::executor::{Env, Launch, Node, NodeSettings};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -935,7 +936,9 @@ impl Service {
     }
 
     fn write_metrics(&self, node: &Node, cap: Capacity, vm_start: Option<VmStat>) {
-        let path = metrics_path(&self.cfg.socket);
+        let Some(path) = &self.cfg.metrics_file else {
+            return;
+        };
         let jobs = self.shared.list(|_| true);
         let pool = self.env.backend.memory_stat(node.pool()).ok();
         let vm = VmStat::read().ok();
@@ -957,8 +960,17 @@ impl Service {
             swap_used: SwapStatus::read().ok().map(|s| s.used_bytes),
             psi: Psi::node_memory(),
         });
+        // World-readable (node_exporter runs as its own user; the daemon's
+        // umask is 077), and renamed into place so a reader never sees
+        // half a file. The temporary name does not end in .prom, which
+        // the textfile collector would read.
         let tmp = path.with_extension("prom.tmp");
-        if let Err(e) = std::fs::write(&tmp, text).and_then(|()| std::fs::rename(&tmp, &path)) {
+        let write = || -> std::io::Result<()> {
+            std::fs::write(&tmp, text)?;
+            std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o644))?;
+            std::fs::rename(&tmp, path)
+        };
+        if let Err(e) = write() {
             tracing::warn!("writing metrics {}: {e}", path.display());
         }
     }

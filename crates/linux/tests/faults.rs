@@ -14,10 +14,10 @@ use std::sync::Arc;
 /// Enough pages that the counts are not noise, little enough for CI.
 const BYTES: u64 = 64 * MIB;
 
-/// The v1 backend and a test swap file of `swap` bytes, or None (skipped,
+/// The machine's memory backend (v1 or v2) and a test swap file of `swap` bytes, or None (skipped,
 /// loudly) without root.
 fn setup(test: &str, swap: u64) -> Option<(Arc<dyn CgroupBackend>, TestSwap)> {
-    let backend = v1_backend(test, "needs root (swapon, cgroups, process_madvise)")?;
+    let backend = memory_backend(test, "needs root (swapon, cgroups, process_madvise)")?;
     Some((backend, TestSwap::new(swap).expect("a test swap file")))
 }
 

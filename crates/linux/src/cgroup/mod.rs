@@ -163,6 +163,15 @@ pub trait CgroupBackend: Send + Sync + std::fmt::Debug {
     /// Idempotent. v2: enables the memory controller for the new group in
     /// its parent's `cgroup.subtree_control` where needed.
     fn create(&self, group: &GroupPath) -> Result<()>;
+    /// Make a group that only holds processes (a leaf), and its missing
+    /// ancestors, without handing controllers down to it. v2: nothing is
+    /// written to any `cgroup.subtree_control`, so this works while the
+    /// parent still holds processes (a daemon moving itself into a leaf
+    /// of its delegated group before it enables controllers there). v1:
+    /// the same as [`create`](Self::create).
+    fn create_leaf(&self, group: &GroupPath) -> Result<()> {
+        self.create(group)
+    }
     /// Remove the group and any groups below it, in every hierarchy. Ok if
     /// already gone; fails (naming the group) while processes remain.
     fn remove(&self, group: &GroupPath) -> Result<()>;

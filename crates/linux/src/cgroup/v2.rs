@@ -229,6 +229,11 @@ impl CgroupBackend for V2 {
         Ok(())
     }
 
+    fn create_leaf(&self, group: &GroupPath) -> Result<()> {
+        let dir = group.under(&self.root);
+        std::fs::create_dir_all(&dir).map_err(|e| io_error("creating cgroup directory", dir, e))
+    }
+
     fn remove(&self, group: &GroupPath) -> Result<()> {
         rmdir_group(&self.root, group)
     }

@@ -79,6 +79,23 @@ pub fn v1_backend(test: &str, needs: &str) -> Option<std::sync::Arc<dyn CgroupBa
     Some(std::sync::Arc::new(cgroup::v1::V1::new(memory, freezer)))
 }
 
+/// The machine's memory backend as memgang picks it ([`cgroup::detect`]):
+/// v1 where a v1 memory hierarchy is mounted (this project's host), else
+/// cgroup v2 with its memory controller (the VM lane, scripts/vm). `None`
+/// after saying loudly why the test is skipped.
+pub fn memory_backend(test: &str, needs: &str) -> Option<std::sync::Arc<dyn CgroupBackend>> {
+    require_root(test, needs);
+    let backend = cgroup::detect();
+    if skip_unless(
+        backend.is_ok(),
+        test,
+        "no cgroup hierarchy with a memory controller",
+    ) {
+        return None;
+    }
+    backend.ok().map(std::sync::Arc::from)
+}
+
 pub fn v2_mount() -> Option<PathBuf> {
     mounts()
         .into_iter()
