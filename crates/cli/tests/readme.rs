@@ -584,7 +584,14 @@ fn docs_memgang_commands_name_existing_flags() {
         for l in command_lines(&name) {
             for w in commands(&l.cmd) {
                 if w[0] == "memgang" || w[0] == "target/release/memgang" {
-                    c.memgang(&l, &w[1..]);
+                    let path = c.memgang(&l, &w[1..]);
+                    println!(
+                        "{}:{:<5} memgang {:<12} {}",
+                        l.file,
+                        l.line,
+                        path.join(" "),
+                        l.cmd
+                    );
                     n += 1;
                 }
             }
