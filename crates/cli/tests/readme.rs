@@ -17,6 +17,7 @@ use common::daemon::{memgangd_exe, output_within, Daemon};
 use common::{memgang, require_root, text};
 use std::collections::HashMap;
 use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
@@ -602,7 +603,7 @@ fn docs_memgang_commands_name_existing_flags() {
 }
 
 /// The README's service example as written, in its order, against a
-/// memgangd of the test's own: the job id its comment shows (1) is the
+/// memgangd of the test's own, as user nobody: the job id its comment shows (1) is the
 /// one `submit` printed; `cancel` (after `wait`, the job has ended) is
 /// given a job still running, submitted for it.
 #[test]
@@ -615,11 +616,18 @@ fn readme_client_verbs_run_against_memgangd() {
         bin_dir().display(),
         std::env::var("PATH").unwrap_or_default()
     );
+    // "Then, as any user": nobody, whom Debian always has.
+    let nobody = nix::unistd::User::from_name("nobody")
+        .unwrap()
+        .expect("user nobody");
     let run = |args: &[String]| -> Output {
         let mut c = memgang();
         c.args(args)
             .env("MEMGANG_SOCKET", d.socket())
             .env("PATH", &path)
+            .env("HOME", "/")
+            .uid(nobody.uid.as_raw())
+            .gid(nobody.gid.as_raw())
             .current_dir(d.dir.path());
         output_within(c, Duration::from_secs(120))
     };
