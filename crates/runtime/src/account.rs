@@ -450,9 +450,8 @@ pub fn job_account(
 }
 
 /// The run's account from its jobs' accounts, timeline and switches: each
-/// stretch of the makespan is a switch's, idle (no job running), or the
-/// running jobs' (1/k each of k), split by each job's running parts in
-/// proportion. None when no job has an account.
+/// stretch of the makespan is the running jobs' (1/k each of k, split by
+/// each job's running parts in proportion), else a switch's, else idle. None when no job has an account.
 pub fn run_account(r: &RunResult) -> Option<RunAccount> {
     if r.jobs.iter().all(|j| j.account.is_none()) {
         return None;
@@ -482,18 +481,23 @@ pub fn run_account(r: &RunResult) -> Option<RunAccount> {
     for w in cuts.windows(2) {
         let (s, e) = (w[0], w[1]);
         let (len, mid) = (e - s, (s + e) / 2.0);
-        if switches.iter().any(|&(a, b)| a <= mid && mid < b) {
-            a.switch_s += len;
-            continue;
-        }
         let running: Vec<&str> = r
             .timeline
             .iter()
             .filter(|i| i.start_s <= mid && mid < i.end_s)
             .map(|i| i.job.as_str())
             .collect();
+        // A job thawed while its switch still streams its page-in runs
+        // (and waits for its faults) inside the switch: that stretch is
+        // the job's, measured by its own counters; the switch's is only
+        // what no job ran in.
         if running.is_empty() {
-            a.idle_s += len;
+            if switches.iter().any(|&(a, b)| a <= mid && mid < b) {
+                a.switch_s += len;
+            } else {
+                a.idle_s += len;
+            }
+            continue;
         }
         for job in &running {
             *share.entry(job).or_default() += len / running.len() as f64;
