@@ -174,13 +174,105 @@ fn verbs_bad_input_and_socket_permissions() {
         .unwrap();
     assert!(!out.status.success());
     assert!(text(&out).contains("another memgangd"), "{}", text(&out));
-    // Metrics beside the socket.
+
+    // A job that computes: `show --json` carries its time account, whose
+    // parts add up to its wall time (docs/results.md), nearly all of it
+    // on a CPU or waiting for one; `show` prints it.
+    let w = workload();
+    let e = d.submit(
+        None,
+        "50M",
+        &[
+            &w,
+            "--mib",
+            "20",
+            "--pattern",
+            "seq",
+            "--iterations",
+            "150",
+            "--compute",
+            "2",
+            "--quiet",
+        ],
+    );
+    let out = d.cli(None, &["wait", &e.to_string()]);
+    assert!(out.status.success(), "{}", text(&out));
+    let out = d.cli(None, &["show", &e.to_string(), "--json"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let j: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let acct = &j["account"];
+    let f = |v: &Value, k: &str| {
+        v[k].as_f64()
+            .unwrap_or_else(|| panic!("{k} missing in {j:#}"))
+    };
+    let wall = f(acct, "wall_s");
+    let parts: f64 = [
+        "cpu_s",
+        "run_queue_s",
+        "io_wait_s",
+        "frozen_s",
+        "switch_out_s",
+        "switch_in_s",
+        "unaccounted_s",
+    ]
+    .iter()
+    .map(|k| f(acct, k))
+    .sum();
+    eprintln!("job {e}'s account: {acct}");
+    assert_eq!(acct["source"], "taskstats", "{acct}");
+    assert!(wall > 0.5, "{acct}");
+    assert!(
+        (parts - wall).abs() <= 0.01 * wall,
+        "{parts} vs {wall}: {acct}"
+    );
+    assert!(
+        f(acct, "cpu_s") + f(acct, "run_queue_s") >= 0.9 * wall,
+        "{acct}"
+    );
+    let ran = f(&j, "finished_unix_s") - f(&j, "started_unix_s");
+    assert!(
+        (ran - wall).abs() < 1.0,
+        "{ran} s from start to end: {acct}"
+    );
+    let out = d.cli(None, &["show", &e.to_string()]);
+    let shown = String::from_utf8_lossy(&out.stdout);
+    eprintln!("memgang show {e}:\n{shown}");
+    assert!(
+        shown.contains("time:     wall") && shown.contains("  unaccounted "),
+        "{shown}"
+    );
+
+    // Metrics beside the socket, with the accounts summed.
     std::thread::sleep(Duration::from_secs(6));
     let prom = std::fs::read_to_string(d.dir.path().join("run/memgang.prom")).unwrap();
     assert!(
-        prom.contains("memgang_jobs{state=\"finished\"} 1"),
+        prom.contains("memgang_jobs{state=\"finished\"} 2"),
         "{prom}"
     );
+    let sample = |series: &str| -> f64 {
+        prom.lines()
+            .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
+            .unwrap_or_else(|| panic!("no {series} in {prom}"))
+            .parse()
+            .unwrap()
+    };
+    let walls = sample("memgang_job_wall_seconds_total");
+    let parts: f64 = [
+        "cpu",
+        "run_queue",
+        "io_wait",
+        "frozen",
+        "switch_out",
+        "switch_in",
+        "unaccounted",
+    ]
+    .iter()
+    .map(|p| sample(&format!("memgang_job_seconds_total{{part=\"{p}\"}}")))
+    .sum();
+    assert!(sample("memgang_jobs_accounted_total") >= 2.0, "{prom}");
+    assert!(walls >= wall, "{prom}");
+    assert!((parts - walls).abs() <= 0.01 * walls, "{prom}");
+    sample("memgang_job_stall_seconds_total{kind=\"swapin\"}");
 }
 
 #[test]
