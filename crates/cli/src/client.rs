@@ -7,6 +7,7 @@ use memgang_core::text::printable;
 use memgang_core::units::{format_bytes, parse_bytes};
 use memgang_proto::JobState;
 use memgang_proto::{client::call, JobInfo, Request, Response, Stream};
+use memgang_runtime::results::JobAccount;
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -86,7 +87,7 @@ fn ask(req: &Request) -> Result<Response> {
 
 fn job(id: u64) -> Result<JobInfo> {
     match ask(&Request::Show { id })? {
-        Response::Job { job } => Ok(job),
+        Response::Job { job } => Ok(*job),
         r => bail!("unexpected answer {r:?}"),
     }
 }
@@ -166,6 +167,14 @@ pub fn run(verb: Verb) -> Result<ExitCode> {
                     j.ranks,
                     printable(&j.cwd.display().to_string())
                 );
+                if let Some(a) = &j.account {
+                    // A daemon of another version may send an account
+                    // this client cannot read: then it is shown as sent.
+                    match serde_json::from_value::<JobAccount>(a.clone()) {
+                        Ok(a) => print!("time:     {}", crate::report::job_account(&a)),
+                        Err(_) => println!("time:     {a}"),
+                    }
+                }
             }
         }
         Verb::Cancel { id } => {
@@ -473,6 +482,7 @@ mod tests {
             finished_unix_s: None,
             log_dir: "/x".into(),
             cwd: "/".into(),
+            account: None,
         }
     }
 

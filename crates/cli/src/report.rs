@@ -2,6 +2,7 @@
 //! for people; `--json` gives scripts the same rows.
 
 use comfy_table::{presets::ASCII_MARKDOWN, Cell, CellAlignment, Row, Table};
+use memgang_runtime::results::JobAccount;
 use memgang_runtime::RunResult;
 use serde_json::{json, Value};
 use std::fmt::Write;
@@ -276,13 +277,7 @@ pub fn account(r: &RunResult) -> String {
     }
     numbers_right(&mut t, 1);
     let _ = writeln!(out, "{t}");
-    let share = |v: f64| {
-        if run.makespan_s > 0.0 {
-            format!("{} ({:.1}%)", num(v), v / run.makespan_s * 100.0)
-        } else {
-            num(v)
-        }
-    };
+    let share = |v: f64| format!("{} ({})", num(v), percent_of(v, run.makespan_s));
     let _ = writeln!(
         out,
         "makespan {}s = cpu {} + run queue {} + io wait {} + switches {} + idle {} + unaccounted {}",
@@ -358,6 +353,57 @@ pub fn account(r: &RunResult) -> String {
         let _ = writeln!(out, "hardware counters:\n{t}");
     }
     out
+}
+
+/// One job's account as a block of lines (`memgang show`): its wall
+/// time, each part with its share, and the stalls inside them.
+pub fn job_account(a: &JobAccount) -> String {
+    let mut out = format!(
+        "wall {} s, from its start to its end ({}; {} tasks, width {:.2}{})\n",
+        num(a.wall_s),
+        a.source,
+        a.tasks,
+        a.width,
+        if a.records_lost > 0 {
+            format!("; {} exit records lost", a.records_lost)
+        } else {
+            String::new()
+        }
+    );
+    for (name, v) in a.parts() {
+        let _ = write!(
+            out,
+            "  {name:<12} {:>7} s {:>6}",
+            num(v),
+            percent_of(v, a.wall_s)
+        );
+        if name == "cpu" {
+            let _ = write!(
+                out,
+                "  user {} + system {} CPU s",
+                num(a.user_cpu_s),
+                num(a.system_cpu_s)
+            );
+        }
+        out.push('\n');
+    }
+    let _ = writeln!(
+        out,
+        "  stalls inside these: swap-in {} s, thrashing {} s, reclaim {} s",
+        num(a.swapin_delay_s),
+        num(a.thrashing_delay_s),
+        num(a.reclaim_delay_s)
+    );
+    out
+}
+
+/// `v` as a share of `total`; "-" without a total.
+fn percent_of(v: f64, total: f64) -> String {
+    if total > 0.0 {
+        format!("{:.1}%", v / total * 100.0)
+    } else {
+        "-".into()
+    }
 }
 
 fn opt(v: Option<f64>) -> String {

@@ -8,6 +8,7 @@ mod common;
 use common::daemon::{memgangd_exe, Daemon};
 use common::*;
 use memgang_linux::swap::TestSwap;
+use memgang_runtime::results::JobAccount;
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::PermissionsExt;
@@ -174,13 +175,91 @@ fn verbs_bad_input_and_socket_permissions() {
         .unwrap();
     assert!(!out.status.success());
     assert!(text(&out).contains("another memgangd"), "{}", text(&out));
-    // Metrics beside the socket.
+
+    // A job that computes: `show --json` carries its time account, whose
+    // parts add up to its wall time (docs/results.md), nearly all of it
+    // on a CPU or waiting for one; `show` prints it.
+    let w = workload();
+    let e = d.submit(
+        None,
+        "50M",
+        &[
+            &w,
+            "--mib",
+            "20",
+            "--pattern",
+            "seq",
+            "--iterations",
+            "150",
+            "--compute",
+            "2",
+            "--quiet",
+        ],
+    );
+    let out = d.cli(None, &["wait", &e.to_string()]);
+    assert!(out.status.success(), "{}", text(&out));
+    let out = d.cli(None, &["show", &e.to_string(), "--json"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let j: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let acct = &j["account"];
+    let f = |v: &Value, k: &str| {
+        v[k].as_f64()
+            .unwrap_or_else(|| panic!("{k} missing in {j:#}"))
+    };
+    // It reads as the results' account (one definition, memgang-runtime's).
+    let a: JobAccount = serde_json::from_value(acct.clone()).unwrap();
+    let wall = a.wall_s;
+    let parts: f64 = a.parts().iter().map(|(_, v)| v).sum();
+    eprintln!("job {e}'s account: {acct}");
+    assert_eq!(a.source, "taskstats", "{acct}");
+    assert!(wall > 0.5, "{acct}");
+    assert!(
+        (parts - wall).abs() <= 0.01 * wall,
+        "{parts} vs {wall}: {acct}"
+    );
+    assert!(a.cpu_s + a.run_queue_s >= 0.9 * wall, "{acct}");
+    let ran = f(&j, "finished_unix_s") - f(&j, "started_unix_s");
+    assert!(
+        (ran - wall).abs() < 1.0,
+        "{ran} s from start to end: {acct}"
+    );
+    let out = d.cli(None, &["show", &e.to_string()]);
+    let shown = String::from_utf8_lossy(&out.stdout);
+    eprintln!("memgang show {e}:\n{shown}");
+    assert!(
+        shown.contains("time:     wall") && shown.contains("  unaccounted "),
+        "{shown}"
+    );
+
+    // Metrics beside the socket, with the accounts summed.
     std::thread::sleep(Duration::from_secs(6));
     let prom = std::fs::read_to_string(d.dir.path().join("run/memgang.prom")).unwrap();
     assert!(
-        prom.contains("memgang_jobs{state=\"finished\"} 1"),
+        prom.contains("memgang_jobs{state=\"finished\"} 2"),
         "{prom}"
     );
+    let sample = |series: &str| -> f64 {
+        prom.lines()
+            .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
+            .unwrap_or_else(|| panic!("no {series} in {prom}"))
+            .parse()
+            .unwrap()
+    };
+    let walls = sample("memgang_job_wall_seconds_total");
+    let parts: f64 = a
+        .parts()
+        .iter()
+        .map(|(p, _)| {
+            sample(&format!(
+                "memgang_job_seconds_total{{part=\"{}\"}}",
+                p.replace(' ', "_")
+            ))
+        })
+        .sum();
+    assert!(sample("memgang_jobs_accounted_total") >= 2.0, "{prom}");
+    assert!(walls >= wall, "{prom}");
+    assert!((parts - walls).abs() <= 0.01 * walls, "{prom}");
+    sample("memgang_job_stall_seconds_total{kind=\"swapin\"}");
 }
 
 #[test]
@@ -359,6 +438,16 @@ fn a_job_waits_for_memory_instead_of_an_oom_kill() {
         .map(|j| j["finished_unix_s"].as_f64().unwrap())
         .fold(f64::MAX, f64::min);
     assert!(jobs[2]["started_unix_s"].as_f64().unwrap() >= first_end - 0.5);
+    // The first two took turns: each one's time account shows its turns
+    // frozen and its switches, and still adds up to its wall time.
+    for j in &jobs[..2] {
+        let a: JobAccount =
+            serde_json::from_value(j["account"].clone()).unwrap_or_else(|e| panic!("{e}: {j:#}"));
+        let parts: f64 = a.parts().iter().map(|(_, v)| v).sum();
+        eprintln!("job {}: {:?}", j["id"], a.parts());
+        assert!((parts - a.wall_s).abs() <= 0.01 * a.wall_s, "{j:#}");
+        assert!(a.frozen_s + a.switch_out_s + a.switch_in_s > 0.5, "{j:#}");
+    }
 }
 
 #[test]

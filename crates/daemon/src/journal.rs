@@ -316,6 +316,7 @@ pub(crate) mod tests {
                 finished_unix_s: None,
                 log_dir: "/tmp".into(),
                 cwd: "/".into(),
+                account: None,
             },
             env: BTreeMap::new(),
             gid: 1000,
@@ -364,6 +365,24 @@ pub(crate) mod tests {
         assert_eq!(r.jobs[&2].info.state, JobState::Running);
         assert_eq!(r.next_id, 3);
         assert_eq!(r.good_len, bytes.len() as u64);
+    }
+
+    #[test]
+    fn lines_written_before_the_account_replay_and_the_account_round_trips() {
+        // A line as the daemon wrote it before jobs carried an account.
+        let old = r#"{"job":{"info":{"id":4,"uid":1000,"name":"j4","command":["true"],"memory_bytes":1,"ranks":1,"state":"finished","reason":null,"exit_code":0,"signal":null,"submitted_unix_s":0.0,"started_unix_s":1.0,"finished_unix_s":2.0,"log_dir":"/tmp","cwd":"/"},"env":{},"gid":1000,"groups":[],"admitted":true,"group":null}}"#;
+        let mut bytes = format!("{:08x} {old}\n", crc32fast::hash(old.as_bytes())).into_bytes();
+        let mut with = rec(5, JobState::Finished);
+        with.info.account = Some(serde_json::json!({"wall_s": 2.0, "cpu_s": 1.5}));
+        bytes.extend(encode(&Entry::Job(Box::new(with.clone()))).unwrap());
+        let r = replay(&bytes);
+        assert!(r.dropped.is_empty());
+        assert_eq!(r.jobs[&4].info.state, JobState::Finished);
+        assert_eq!(r.jobs[&4].info.account, None);
+        assert_eq!(r.jobs[&5], with);
+        // Without an account a line stays as it was.
+        let line = encode(&Entry::Job(Box::new(rec(6, JobState::Queued)))).unwrap();
+        assert!(!String::from_utf8(line).unwrap().contains("account"));
     }
 
     #[test]

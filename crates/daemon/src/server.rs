@@ -566,6 +566,7 @@ fn handle(req: Request, caller: &Caller, shared: &Shared) -> Result<Response> {
                     finished_unix_s: None,
                     log_dir,
                     cwd,
+                    account: None,
                 },
                 env,
                 gid,
@@ -579,7 +580,7 @@ fn handle(req: Request, caller: &Caller, shared: &Shared) -> Result<Response> {
             jobs: shared.list(|r| caller.uid == 0 || r.info.uid == caller.uid),
         }),
         Request::Show { id } => Ok(Response::Job {
-            job: own(shared, caller, id)?.info,
+            job: Box::new(own(shared, caller, id)?.info),
         }),
         Request::Cancel { id } => {
             let r = own(shared, caller, id)?;

@@ -13,6 +13,7 @@ use memgang_linux::cgroup::{CgroupBackend, GroupPath};
 use memgang_linux::counters::{Psi, SwapStatus, VmStat};
 use memgang_proto::{JobInfo, JobState};
 use memgang_runtime::executor::{Env, Launch, Node, NodeSettings};
+use memgang_runtime::results::JobAccount;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -440,6 +441,7 @@ impl Service {
         self.remove_stale_pools(&adopted, node.pool());
         let mut next_metrics = Instant::now();
         let mut next_forget = Instant::now();
+        let mut accounted = Accounted::default();
         let vm_start = VmStat::read().ok();
         while !stop.load(Ordering::Relaxed) {
             self.shared.flush();
@@ -476,11 +478,11 @@ impl Service {
                 }
             }
             let idle = node.step(Some(IDLE_WAIT))?;
-            self.sync(&node, &mut map);
+            self.sync(&node, &mut map, &mut accounted);
             adopted.retain(|a| !self.reap_adopted(a));
             if Instant::now() >= next_metrics {
                 next_metrics = Instant::now() + METRICS_EVERY;
-                self.write_metrics(&node, cap, vm_start);
+                self.write_metrics(&node, cap, vm_start, &accounted);
             }
             let forgot = Instant::now() >= next_forget
                 && self.shared.forget(
@@ -503,7 +505,7 @@ impl Service {
                 );
             }
         }
-        self.sync(&node, &mut map);
+        self.sync(&node, &mut map, &mut accounted);
         self.shared.flush();
         let alive = map.iter().any(|(id, _)| {
             self.shared
@@ -711,8 +713,9 @@ impl Service {
         node.add_job(spec, launch)
     }
 
-    /// The node's view of each job into the records.
-    fn sync(&self, node: &Node, map: &mut HashMap<u64, JobId>) {
+    /// The node's view of each job into the records; the time account of
+    /// each job that ended into `accounted` too.
+    fn sync(&self, node: &Node, map: &mut HashMap<u64, JobId>, accounted: &mut Accounted) {
         let (mut requeued, mut done) = (Vec::new(), Vec::new());
         for (&id, &jid) in map.iter() {
             let Some(res) = node.result(jid) else {
@@ -748,6 +751,12 @@ impl Service {
                         read_status(&r.info.log_dir).unwrap_or((None, None))
                     };
                     finish(r, code, signal, cancelled, res.error.clone());
+                    // In the same journal line as the end: a line after an
+                    // end is never replayed.
+                    r.info.account = res
+                        .account
+                        .as_ref()
+                        .and_then(|a| serde_json::to_value(a).ok());
                 } else if res.start_s.is_some() {
                     r.info.started_unix_s.get_or_insert_with(unix_now);
                     r.info.state = if status == JobStatus::Suspended {
@@ -758,6 +767,10 @@ impl Service {
                     r.info.reason = None;
                 }
             });
+            // Once: the next sync finds the job's end recorded.
+            if let (Some(_), Some(a)) = (res.finish_s, &res.account) {
+                accounted.add(a);
+            }
         }
         for id in requeued.into_iter().chain(done) {
             map.remove(&id);
@@ -935,7 +948,13 @@ impl Service {
         });
     }
 
-    fn write_metrics(&self, node: &Node, cap: Capacity, vm_start: Option<VmStat>) {
+    fn write_metrics(
+        &self,
+        node: &Node,
+        cap: Capacity,
+        vm_start: Option<VmStat>,
+        accounted: &Accounted,
+    ) {
         let Some(path) = &self.cfg.metrics_file else {
             return;
         };
@@ -959,6 +978,7 @@ impl Service {
             cap,
             swap_used: SwapStatus::read().ok().map(|s| s.used_bytes),
             psi: Psi::node_memory(),
+            accounted,
         });
         // World-readable (node_exporter runs as its own user; the daemon's
         // umask is 077), and renamed into place so a reader never sees
@@ -992,6 +1012,36 @@ pub fn metrics_path(socket: &Path) -> PathBuf {
     socket.with_file_name("memgang.prom")
 }
 
+/// The time accounts of the jobs that ended since the daemon started,
+/// summed (counters: a job forgotten from the list still counts).
+#[derive(Debug, Default)]
+pub struct Accounted {
+    pub jobs: u64,
+    pub wall_s: f64,
+    /// Per part of [`JobAccount::parts`], in its order.
+    pub parts: [f64; 7],
+    pub user_cpu_s: f64,
+    pub system_cpu_s: f64,
+    pub swapin_delay_s: f64,
+    pub thrashing_delay_s: f64,
+    pub reclaim_delay_s: f64,
+}
+
+impl Accounted {
+    pub fn add(&mut self, a: &JobAccount) {
+        self.jobs += 1;
+        self.wall_s += a.wall_s;
+        for (sum, (_, v)) in self.parts.iter_mut().zip(a.parts()) {
+            *sum += v;
+        }
+        self.user_cpu_s += a.user_cpu_s;
+        self.system_cpu_s += a.system_cpu_s;
+        self.swapin_delay_s += a.swapin_delay_s;
+        self.thrashing_delay_s += a.thrashing_delay_s;
+        self.reclaim_delay_s += a.reclaim_delay_s;
+    }
+}
+
 pub struct MetricsInput<'a> {
     pub jobs: &'a [JobInfo],
     pub switches: usize,
@@ -1004,6 +1054,7 @@ pub struct MetricsInput<'a> {
     pub cap: Capacity,
     pub swap_used: Option<u64>,
     pub psi: Option<Psi>,
+    pub accounted: &'a Accounted,
 }
 
 /// Prometheus text exposition format.
@@ -1090,6 +1141,58 @@ pub fn metrics_text(m: &MetricsInput) -> String {
         "gauge",
         "Swap the jobs may fill (admission).",
         &one(m.cap.swap_usable().to_string()),
+    );
+    let a = m.accounted;
+    metric(
+        "memgang_jobs_accounted_total",
+        "counter",
+        "Jobs that ended after running, since the daemon started: the memgang_job_* series sum their time accounts.",
+        &one(a.jobs.to_string()),
+    );
+    metric(
+        "memgang_job_wall_seconds_total",
+        "counter",
+        "Their wall time, from start to end.",
+        &one(a.wall_s.to_string()),
+    );
+    let parts: Vec<(String, String)> = JobAccount::default()
+        .parts()
+        .iter()
+        .zip(a.parts)
+        .map(|((name, _), v)| {
+            (
+                format!("{{part=\"{}\"}}", name.replace(' ', "_")),
+                v.to_string(),
+            )
+        })
+        .collect();
+    metric(
+        "memgang_job_seconds_total",
+        "counter",
+        "Their wall time by part (docs/results.md, time account); the parts add up to memgang_job_wall_seconds_total.",
+        &parts,
+    );
+    metric(
+        "memgang_job_cpu_seconds_total",
+        "counter",
+        "Their CPU time (rusage), in CPU seconds.",
+        &[
+            ("{mode=\"user\"}".into(), a.user_cpu_s.to_string()),
+            ("{mode=\"system\"}".into(), a.system_cpu_s.to_string()),
+        ],
+    );
+    metric(
+        "memgang_job_stall_seconds_total",
+        "counter",
+        "Their memory stalls (taskstats), overlapping the parts.",
+        &[
+            ("{kind=\"swapin\"}".into(), a.swapin_delay_s.to_string()),
+            (
+                "{kind=\"thrashing\"}".into(),
+                a.thrashing_delay_s.to_string(),
+            ),
+            ("{kind=\"reclaim\"}".into(), a.reclaim_delay_s.to_string()),
+        ],
     );
     if let Some(p) = m.psi {
         metric(
@@ -1289,6 +1392,15 @@ mod tests {
 
     #[test]
     fn metrics_are_prometheus_text() {
+        let mut accounted = Accounted::default();
+        accounted.add(&JobAccount {
+            wall_s: 10.0,
+            cpu_s: 7.0,
+            frozen_s: 2.0,
+            unaccounted_s: 1.0,
+            swapin_delay_s: 0.5,
+            ..JobAccount::default()
+        });
         let t = metrics_text(&MetricsInput {
             jobs: &[],
             switches: 3,
@@ -1306,11 +1418,16 @@ mod tests {
             },
             swap_used: Some(0),
             psi: None,
+            accounted: &accounted,
         });
         assert!(t.contains("# TYPE memgang_jobs gauge\n"));
         assert!(t.contains("memgang_jobs{state=\"queued\"} 0\n"));
         assert!(t.contains("memgang_switches_total 3\n"));
         assert!(t.contains("memgang_switch_paged_bytes_total{direction=\"in\"} 20\n"));
+        assert!(t.contains("memgang_jobs_accounted_total 1\n"));
+        assert!(t.contains("memgang_job_seconds_total{part=\"frozen\"} 2\n"));
+        assert!(t.contains("memgang_job_seconds_total{part=\"run_queue\"} 0\n"));
+        assert!(t.contains("memgang_job_stall_seconds_total{kind=\"swapin\"} 0.5\n"));
         // Every sample line is `name{labels} value`.
         for l in t.lines().filter(|l| !l.starts_with('#')) {
             let (_, v) = l.rsplit_once(' ').unwrap();

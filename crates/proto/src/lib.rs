@@ -75,8 +75,10 @@ pub enum Response {
     Jobs {
         jobs: Vec<JobInfo>,
     },
+    /// Boxed: a job with its account is far larger than the other
+    /// answers (the JSON is the same).
     Job {
-        job: JobInfo,
+        job: Box<JobInfo>,
     },
     Done,
     /// `data`: the job's bytes exactly, one character per byte (U+0000
@@ -157,6 +159,15 @@ pub struct JobInfo {
     pub finished_unix_s: Option<f64>,
     pub log_dir: PathBuf,
     pub cwd: PathBuf,
+    /// Where its time went, set when it ends: the job's time account as
+    /// result files carry it (`jobs[].account`, docs/results.md). Carried
+    /// as the JSON object it is, so that the account's one definition
+    /// (memgang-runtime's `JobAccount`) can grow without a protocol
+    /// change. Absent for a job that did not run to its end, while it
+    /// runs (the kernel gives a task's figures when it exits) and in
+    /// journals written before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub account: Option<serde_json::Value>,
 }
 
 /// Bytes in a JSON string, one character per byte (Latin-1): exact
