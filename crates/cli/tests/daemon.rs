@@ -456,14 +456,12 @@ fn cgroup_dir_of(pid: i32, controller: &str) -> Option<PathBuf> {
 #[ignore = "needs root: cgroups, swap, users (scripts/test runs it as root)"]
 fn a_job_waits_for_memory_instead_of_an_oom_kill() {
     require_root("a_job_waits_for_memory_instead_of_an_oom_kill");
-    // Pool 256M + swap 512M less a reserve of 256M: room for two jobs of
-    // 200M, not three. The swap itself holds both jobs at once, with the
-    // executor's 64M to spare: a gang ao/ai switch pages the outgoing job
-    // out before the incoming one's swap slots are freed (the kernel keeps
-    // a page's slot after it is read back). With swap for one job only
-    // (256M, no reserve) the switch left the exchange to the kernel's
-    // reclaim, which once OOM-killed a job in CI.
-    let _swap = TestSwap::new(512 << 20).unwrap();
+    // Pool 256M + swap 768M less a reserve of 256M: room for two jobs of
+    // 210M with a switch's exchange (420M + 210M read back while its
+    // slots stay <= 768M), not three (630M + 256M, a page-in fills at most
+    // the pool). The exchange test (tests/exchange.rs) takes the swap for
+    // one job only.
+    let _swap = TestSwap::new(768 << 20).unwrap();
     let d = Daemon::new("pool_memory = \"256M\"\nswap_reserve = \"256M\"\npolicy = \"gang\"\nquantum = \"1s\"\nswitch = \"ao/ai\"\n");
     let w = workload();
     // About 4 s each alone: the first two still run when the third is

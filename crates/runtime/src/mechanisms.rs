@@ -99,7 +99,7 @@ fn write_back(paging: &dyn Paging, pids: &[i32], window: Duration, stop: &Atomic
         // Even pace: by now, this share of the window should have passed.
         let due = window.mul_f64(report.bytes_written as f64 / total.max(1) as f64);
         while t0.elapsed() < due && !stop.load(Ordering::Relaxed) {
-            std::thread::sleep((due - t0.elapsed()).min(BG_STOP_POLL));
+            std::thread::sleep(due.saturating_sub(t0.elapsed()).min(BG_STOP_POLL));
         }
     }
     report
@@ -265,7 +265,7 @@ impl SwitchSampler {
                     if flag.load(Ordering::Relaxed) {
                         return points;
                     }
-                    std::thread::sleep((next - t0.elapsed()).min(SAMPLER_STOP_POLL));
+                    std::thread::sleep(next.saturating_sub(t0.elapsed()).min(SAMPLER_STOP_POLL));
                 }
                 if let Ok(vm) = counters.vmstat() {
                     points.push(SwitchPoint {

@@ -10,8 +10,8 @@
 
 use crate::wire::{Request, Response, SlurmJob, Step, SwitchReport};
 use anyhow::{bail, Context, Result};
-use memgang_core::room;
 use memgang_core::units::format_bytes;
+use memgang_core::{capacity, room};
 use memgang_linux::cgroup::{CgroupBackend, GroupPath};
 use memgang_linux::counters::NodeCounters;
 use memgang_linux::paging::{PageRecord, Paging};
@@ -78,6 +78,7 @@ impl Agent {
                 backend,
                 paging: Arc::new(memgang_linux::paging::Madvise),
                 counters: Arc::new(memgang_linux::counters::ProcCounters),
+                swap_reserve: memgang_core::capacity::SWAP_RESERVE,
             },
             jobs: Mutex::new(BTreeMap::new()),
         })
@@ -162,13 +163,10 @@ impl Agent {
             })
             .sum();
         let room = self.memory.swap_room();
-        if need > room {
+        if let Some(why) = capacity::check_switch(need, room, self.memory.swap_reserve) {
             bail!(
-                "node {}: swap is nearly full ({} free beyond the reserve) but the incoming jobs \
-                 need {} paged out; switch refused. Add swap on this node",
-                self.node,
-                format_bytes(room),
-                format_bytes(need)
+                "node {}: {why}; switch refused. Add swap on this node",
+                self.node
             );
         }
         Ok(Response::Ok)

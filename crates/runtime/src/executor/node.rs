@@ -31,6 +31,10 @@ pub struct NodeSettings {
     /// each running job's messages every
     /// [`TRAFFIC_PERIOD`](memgang_core::policy::TRAFFIC_PERIOD).
     pub dynamic_coscheduling: bool,
+    /// Swap the node keeps free of the jobs: what its admission kept back
+    /// is what a switch's page-outs leave free
+    /// ([`memgang_core::capacity::SWAP_RESERVE`]).
+    pub swap_reserve: u64,
 }
 
 impl NodeSettings {
@@ -49,6 +53,7 @@ impl NodeSettings {
             label: exp.policy.to_string(),
             sample_interval: exp.sample_interval,
             dynamic_coscheduling: exp.dynamic_coscheduling,
+            swap_reserve: memgang_core::capacity::SWAP_RESERVE,
         }
     }
 }
@@ -74,6 +79,7 @@ pub struct Node {
     pub(super) env: Env,
     pub(super) pool: GroupPath,
     pub(super) pool_memory: u64,
+    pub(super) swap_reserve: u64,
     pub(super) label: String,
     pub(super) sample_interval: Duration,
     pub(super) sched: Scheduler,
@@ -132,6 +138,7 @@ impl Node {
             traffic: settings.dynamic_coscheduling.then(Traffic::default),
             pool,
             pool_memory: settings.pool_memory,
+            swap_reserve: settings.swap_reserve,
             label: settings.label,
             sample_interval: settings.sample_interval,
             env,

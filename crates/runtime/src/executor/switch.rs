@@ -8,7 +8,7 @@ use crate::mechanisms::{self, BgWriter, HugeRestore, SwitchSampler};
 use crate::memory::GroupMemory;
 use crate::results::Switch;
 use anyhow::{Context, Result};
-use memgang_core::room;
+use memgang_core::{capacity, room};
 use memgang_core::{Action, Event, JobId, PageInPlan, PageOutPlan};
 use memgang_linux::counters::VmStat;
 use memgang_linux::paging::PageRecord;
@@ -261,6 +261,7 @@ impl Node {
             backend: self.env.backend.clone(),
             paging: self.env.paging.clone(),
             counters: self.env.counters.clone(),
+            swap_reserve: self.swap_reserve,
         }
     }
 
@@ -460,15 +461,10 @@ impl Node {
             .filter(|a| matches!(a, Action::Resume { .. } | Action::Start { .. }))
             .map(|a| self.shortfall(a.job()))
             .sum();
-        let room = self.swap_room();
-        (need > room).then(|| {
+        capacity::check_switch(need, self.swap_room(), self.swap_reserve).map(|w| {
             format!(
-                "swap is nearly full: {} free (with {} kept in reserve), but the incoming jobs \
-                 need about {} more memory than the pool has free; the kernel may kill a job \
-                 (out of memory). Add swap (memgang testbed up --swap SIZE) or give the pool more memory",
-                memgang_core::units::format_bytes(room),
-                memgang_core::units::format_bytes(crate::memory::SWAP_RESERVE),
-                memgang_core::units::format_bytes(need)
+                "{w}; the kernel may kill a job (out of memory). Add swap (memgang testbed up \
+                 --swap SIZE) or give the pool more memory"
             )
         })
     }

@@ -525,6 +525,7 @@ fn settings(pool: &str, policy: PolicyKind) -> NodeSettings {
         label: policy.name().into(),
         sample_interval: Duration::from_millis(50),
         dynamic_coscheduling: false,
+        swap_reserve: memgang_core::capacity::SWAP_RESERVE,
     }
 }
 
