@@ -561,3 +561,76 @@ fn sigterm_and_kill9_at_random_points_lose_no_job_and_run_none_twice() {
     }
     assert!(frozen_groups().is_empty());
 }
+
+/// Swap devices other than `ours` (other tests on the machine): path,
+/// size and use.
+fn other_swaps(ours: &Path) -> Vec<(PathBuf, u64, u64)> {
+    memgang_linux::swap::active()
+        .unwrap()
+        .into_iter()
+        .filter(|a| a.path != ours)
+        .map(|a| (a.path, a.size_bytes, a.used_bytes))
+        .collect()
+}
+
+#[test]
+#[ignore = "needs root: cgroups, swap (scripts/test runs it as root)"]
+fn a_switchs_exchange_is_admitted_only_with_swap_for_both_sides() {
+    require_root("a_switchs_exchange_is_admitted_only_with_swap_for_both_sides");
+    // CI's OOM (2026-11-27): pool 256M, swap 256M, no reserve, jobs of
+    // 210M under gang ao/ai. Admitted together (420M <= 512M), a switch
+    // had to page the outgoing job into a swap still holding the incoming
+    // one, and the kernel killed a job or paged both for minutes. With the
+    // exchange counted (420M + 210M > 512M) each waits for the one before.
+    let swap = TestSwap::new(256 << 20).unwrap();
+    // Other tests on the machine may have swap devices of their own: this
+    // one comes first (the jobs' pages go to it while it has room, not to
+    // a device another test turns off under them), and the daemon's
+    // reserve is what the others have free, so that it counts 256M.
+    for (cmd, args) in [("swapoff", vec![]), ("swapon", vec!["-p", "32767"])] {
+        let st = Command::new(cmd)
+            .args(args)
+            .arg(swap.path())
+            .status()
+            .unwrap();
+        assert!(st.success(), "{cmd} {}", swap.path().display());
+    }
+    let w = workload();
+    // About 1.5 s alone: a pair admitted together switches at q = 1 s.
+    let cmd = [
+        w.as_str(),
+        "--mib",
+        "210",
+        "--pattern",
+        "seq",
+        "--iterations",
+        "5",
+        "--compute",
+        "2",
+    ];
+    let setups = [(2, "ao/ai"), (3, "so/ao/ai"), (2, "so/ao/ai"), (3, "ao/ai")];
+    for rep in 0..20 {
+        let (n, switch) = setups[rep % setups.len()];
+        let others = other_swaps(swap.path());
+        let reserve: u64 = others.iter().map(|o| o.1.saturating_sub(o.2)).sum();
+        let d = Daemon::new(&format!(
+            "pool_memory = \"256M\"\nswap_reserve = \"{reserve}\"\npolicy = \"gang\"\nquantum = \"1s\"\nswitch = \"{switch}\"\n"
+        ));
+        for _ in 0..n {
+            d.submit(None, "210M", &cmd);
+        }
+        // Alone, all of them take under 10 s; a switch left to the
+        // kernel's reclaim took minutes.
+        let jobs = d.wait_all(Duration::from_secs(60));
+        let what = format!(
+            "rep {rep} ({n} jobs, {switch}; other swap devices {others:?}, now {:?})",
+            other_swaps(swap.path())
+        );
+        // An OOM kill ends a job by SIGKILL. (Cgroup v1 counts it in the
+        // job's own group, gone with the job, not in the pool's
+        // memory.oom_control.)
+        for j in &jobs {
+            assert_eq!(j["exit_code"], 0, "{what}: {j:#}\n{}", d.log());
+        }
+    }
+}
