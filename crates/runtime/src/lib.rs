@@ -8,6 +8,7 @@
 //! of `memgang-linux`, and reports back what the processes did.
 
 pub mod baseline;
+pub mod engine;
 pub mod executor;
 pub mod experiment;
 mod mechanisms;
