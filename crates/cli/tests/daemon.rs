@@ -461,8 +461,16 @@ fn a_job_waits_for_memory_instead_of_an_oom_kill() {
     // slots stay <= 768M), not three (630M + 256M, a page-in fills at most
     // the pool). The exchange test (tests/exchange.rs) takes the swap for
     // one job only.
-    let _swap = TestSwap::new(768 << 20).unwrap();
-    let d = Daemon::new("pool_memory = \"256M\"\nswap_reserve = \"256M\"\npolicy = \"gang\"\nquantum = \"1s\"\nswitch = \"ao/ai\"\n");
+    let swap = own_swap(768 << 20);
+    let reserve = reserve_beside_others(&swap, 256 << 20);
+    let devices = || {
+        other_swaps(swap.path())
+            .into_iter()
+            .map(|o| o.0)
+            .collect::<Vec<_>>()
+    };
+    let others = devices();
+    let d = Daemon::new(&format!("pool_memory = \"256M\"\nswap_reserve = \"{reserve}\"\npolicy = \"gang\"\nquantum = \"1s\"\nswitch = \"ao/ai\"\n"));
     let w = workload();
     // About 4 s each alone: the first two still run when the third is
     // looked at.
@@ -494,7 +502,16 @@ fn a_job_waits_for_memory_instead_of_an_oom_kill() {
         assert_eq!(j["state"], "finished", "{j:#}\n{}", d.log());
         assert_eq!(j["exit_code"], 0);
     }
-    // The third started only after one of the first two ended.
+    // The third started only after one of the first two ended, unless
+    // another test's swap device came or went meanwhile: the node's swap
+    // is then not what the reserve was made for.
+    if devices() != others {
+        eprintln!(
+            "other swap devices changed ({others:?} -> {:?}): admission order not checked",
+            devices()
+        );
+        return;
+    }
     let first_end = jobs[..2]
         .iter()
         .map(|j| j["finished_unix_s"].as_f64().unwrap())
@@ -573,6 +590,33 @@ fn other_swaps(ours: &Path) -> Vec<(PathBuf, u64, u64)> {
         .collect()
 }
 
+/// A swap file of `size` for this test, used first: other tests on the
+/// machine may have swap devices of their own, and the jobs' pages must go
+/// to this one while it has room, not to a device another test turns off
+/// under them.
+fn own_swap(size: u64) -> TestSwap {
+    let swap = TestSwap::new(size).unwrap();
+    for (cmd, args) in [("swapoff", vec![]), ("swapon", vec!["-p", "32767"])] {
+        let st = Command::new(cmd)
+            .args(args)
+            .arg(swap.path())
+            .status()
+            .unwrap();
+        assert!(st.success(), "{cmd} {}", swap.path().display());
+    }
+    swap
+}
+
+/// A daemon reserve that leaves the node `ours` as its swap: `reserve`
+/// and what other tests' swap devices have free.
+fn reserve_beside_others(ours: &TestSwap, reserve: u64) -> u64 {
+    reserve
+        + other_swaps(ours.path())
+            .iter()
+            .map(|o| o.1.saturating_sub(o.2))
+            .sum::<u64>()
+}
+
 #[test]
 #[ignore = "needs root: cgroups, swap (scripts/test runs it as root)"]
 fn a_switchs_exchange_is_admitted_only_with_swap_for_both_sides() {
@@ -582,19 +626,7 @@ fn a_switchs_exchange_is_admitted_only_with_swap_for_both_sides() {
     // had to page the outgoing job into a swap still holding the incoming
     // one, and the kernel killed a job or paged both for minutes. With the
     // exchange counted (420M + 210M > 512M) each waits for the one before.
-    let swap = TestSwap::new(256 << 20).unwrap();
-    // Other tests on the machine may have swap devices of their own: this
-    // one comes first (the jobs' pages go to it while it has room, not to
-    // a device another test turns off under them), and the daemon's
-    // reserve is what the others have free, so that it counts 256M.
-    for (cmd, args) in [("swapoff", vec![]), ("swapon", vec!["-p", "32767"])] {
-        let st = Command::new(cmd)
-            .args(args)
-            .arg(swap.path())
-            .status()
-            .unwrap();
-        assert!(st.success(), "{cmd} {}", swap.path().display());
-    }
+    let swap = own_swap(256 << 20);
     let w = workload();
     // About 1.5 s alone: a pair admitted together switches at q = 1 s.
     let cmd = [
@@ -611,8 +643,9 @@ fn a_switchs_exchange_is_admitted_only_with_swap_for_both_sides() {
     let setups = [(2, "ao/ai"), (3, "so/ao/ai"), (2, "so/ao/ai"), (3, "ao/ai")];
     for rep in 0..20 {
         let (n, switch) = setups[rep % setups.len()];
+        // Only this test's 256M counts.
         let others = other_swaps(swap.path());
-        let reserve: u64 = others.iter().map(|o| o.1.saturating_sub(o.2)).sum();
+        let reserve = reserve_beside_others(&swap, 0);
         let d = Daemon::new(&format!(
             "pool_memory = \"256M\"\nswap_reserve = \"{reserve}\"\npolicy = \"gang\"\nquantum = \"1s\"\nswitch = \"{switch}\"\n"
         ));
