@@ -4,13 +4,12 @@
 
 use super::node::Node;
 use crate::engine::JobMemory;
-use crate::procs::{self, Launched};
+use crate::procs::{self, Launch, Launched};
 use crate::results::{Interval, JobResult};
 use anyhow::{Context, Result};
 use memgang_core::{Event, JobId, JobSpec};
 use memgang_linux::cgroup::{CgroupBackend, GroupPath, MemoryStat};
 use memgang_linux::process::{self, Exit};
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,38 +17,6 @@ use std::time::Duration;
 /// Lines of a failed job's stderr kept in the results: enough for an error
 /// message and a short backtrace, small enough for a table.
 const STDERR_TAIL_LINES: usize = 10;
-
-/// What a job's first process is started with.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Launch {
-    /// Program and arguments; the program is looked up on PATH, with
-    /// memgang's own directory first.
-    pub command: Vec<String>,
-    /// Variables added to memgang's environment.
-    pub env: BTreeMap<String, String>,
-    /// Working directory; None: memgang's own.
-    pub cwd: Option<PathBuf>,
-    /// User, group and supplementary groups to run as, for a service
-    /// that runs other users' jobs: the job joins its cgroup, then drops
-    /// root (see [`procs::launch`]). With a user, `env` is the job's whole
-    /// environment, not an addition to memgang's.
-    pub uid: Option<u32>,
-    pub gid: Option<u32>,
-    pub groups: Vec<u32>,
-    /// Where its stdout and stderr go; None: `<Env::logs>/<job name>`.
-    pub log_dir: Option<PathBuf>,
-}
-
-impl Launch {
-    /// `command` with `env`, as an experiment file gives it.
-    pub fn command(command: &[String], env: &BTreeMap<String, String>) -> Launch {
-        Launch {
-            command: command.to_vec(),
-            env: env.clone(),
-            ..Launch::default()
-        }
-    }
-}
 
 pub(super) struct JobRun {
     pub(super) group: GroupPath,

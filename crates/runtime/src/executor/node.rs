@@ -1,10 +1,11 @@
 //! The node: the pool cgroup, the scheduler and the jobs, and the loop
 //! that drives them one iteration ([`Node::step`]) at a time.
 
-use super::jobs::{JobRun, Launch, Teardown};
+use super::jobs::{JobRun, Teardown};
 use super::sampling::Traffic;
 use super::Env;
 use crate::experiment::Experiment;
+use crate::procs::Launch;
 use crate::results::{Interval, JobResult, Machine, Sample, Switch};
 use anyhow::{bail, Context, Result};
 use memgang_core::policy::DynamicCosched;
