@@ -18,6 +18,8 @@ pub mod runs;
 pub mod sockets;
 pub mod swap;
 pub mod sysfs;
+#[cfg(feature = "testing")]
+pub mod testing;
 pub mod wss;
 
 pub use error::{Error, Result};

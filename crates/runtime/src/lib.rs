@@ -251,26 +251,7 @@ pub fn teardown_group(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use memgang_linux::counters::{Psi, VmStat};
-
-    /// A node whose swap has `.0` bytes, none used.
-    #[derive(Debug)]
-    struct Swap(u64);
-
-    impl NodeCounters for Swap {
-        fn vmstat(&self) -> memgang_linux::Result<VmStat> {
-            Ok(VmStat::default())
-        }
-        fn memory_pressure(&self) -> Option<Psi> {
-            None
-        }
-        fn swap(&self) -> memgang_linux::Result<SwapStatus> {
-            Ok(SwapStatus {
-                total_bytes: self.0,
-                used_bytes: 0,
-            })
-        }
-    }
+    use memgang_linux::testing::FakeCounters;
 
     fn exp(policy: &str, jobs: usize) -> Experiment {
         let mut text = format!("policy = \"{policy}\"\npool_memory = \"256M\"\n");
@@ -284,7 +265,7 @@ mod tests {
     fn an_experiment_is_refused_when_its_switches_could_not_exchange_the_jobs() {
         // Pool 256M, swap 320M less the 64M reserve: one job of 210M fits,
         // two under gang need 420M + 210M read back at a switch > 512M.
-        let swap = Swap(320 << 20);
+        let swap = FakeCounters::with_swap(320 << 20);
         check_pool(&exp("gang", 1), &swap).unwrap();
         let err = check_pool(&exp("gang", 2), &swap).unwrap_err().to_string();
         assert!(
@@ -295,11 +276,13 @@ mod tests {
         check_pool(&exp("batch", 2), &swap).unwrap();
         check_pool(&exp("cosched", 2), &swap).unwrap();
         // With swap for both sides of the exchange, gang takes them.
-        check_pool(&exp("gang", 2), &Swap(640 << 20)).unwrap();
+        check_pool(&exp("gang", 2), &FakeCounters::with_swap(640 << 20)).unwrap();
         // A job larger than pool and swap together never runs.
         let mut small = exp("batch", 1);
         small.pool_memory = 128 << 20;
-        let err = check_pool(&small, &Swap(0)).unwrap_err().to_string();
+        let err = check_pool(&small, &FakeCounters::with_swap(0))
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("cannot run"), "{err}");
     }
 }

@@ -380,26 +380,7 @@ fn connection(conn: UnixStream, agent: &Agent) -> Result<()> {
 mod tests {
     use super::*;
     use memgang_linux::cgroup::v1::V1;
-    use memgang_linux::counters::{Psi, SwapStatus, VmStat};
-
-    /// A node whose swap has `total` bytes, none used.
-    #[derive(Debug)]
-    struct Swap(u64);
-
-    impl NodeCounters for Swap {
-        fn vmstat(&self) -> memgang_linux::Result<VmStat> {
-            Ok(VmStat::default())
-        }
-        fn memory_pressure(&self) -> Option<Psi> {
-            None
-        }
-        fn swap(&self) -> memgang_linux::Result<SwapStatus> {
-            Ok(SwapStatus {
-                total_bytes: self.0,
-                used_bytes: 0,
-            })
-        }
-    }
+    use memgang_linux::testing::FakeCounters;
 
     /// An agent over a v1 tree in a temporary directory (the kernel plays
     /// no part): pool of 256 MiB, `used` of it in use.
@@ -411,7 +392,7 @@ mod tests {
         let backend = Arc::new(V1::new(dir, None));
         let a = Agent::new("n1", 256 << 20, backend)
             .unwrap()
-            .with_counters(Arc::new(Swap(swap)));
+            .with_counters(Arc::new(FakeCounters::with_swap(swap)));
         std::fs::write(pool.join("memory.usage_in_bytes"), used.to_string()).unwrap();
         let stat = format!("total_rss {used}\ntotal_cache 0\ntotal_pgmajfault 0\n");
         std::fs::write(pool.join("memory.stat"), stat).unwrap();
