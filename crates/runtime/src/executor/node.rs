@@ -3,8 +3,11 @@
 
 use super::jobs::{JobRun, Teardown};
 use super::sampling::Traffic;
+use super::switch::SwitchState;
 use super::Env;
+use crate::engine::NodeSwitch;
 use crate::experiment::Experiment;
+use crate::memory::GroupMemory;
 use crate::procs::Launch;
 use crate::results::{Interval, JobResult, Machine, Sample, Switch};
 use anyhow::{bail, Context, Result};
@@ -78,9 +81,8 @@ pub struct NodeReport {
 /// cgroup it made.
 pub struct Node {
     pub(super) env: Env,
-    pub(super) pool: GroupPath,
-    pub(super) pool_memory: u64,
-    pub(super) swap_reserve: u64,
+    /// Its switch state: the engine over the pool, the switches done.
+    pub(super) sw: SwitchState,
     pub(super) label: String,
     pub(super) sample_interval: Duration,
     pub(super) sched: Scheduler,
@@ -89,7 +91,6 @@ pub struct Node {
     pub(super) teardown: Teardown,
     pub(super) t0: Instant,
     pub(super) timeline: Vec<Interval>,
-    pub(super) switches: Vec<Switch>,
     pub(super) samples: Vec<Sample>,
     pub(super) vm_start: VmStat,
     pub(super) vm_last: VmStat,
@@ -98,9 +99,6 @@ pub struct Node {
     pub(super) traffic: Option<Traffic>,
     /// The node was under memory pressure at the last sample.
     pub(super) pressured: bool,
-    /// Selective page-out could not be set up once: said once, not per
-    /// switch.
-    pub(super) protect_failed: bool,
 }
 
 impl Node {
@@ -137,9 +135,20 @@ impl Node {
                 },
             ),
             traffic: settings.dynamic_coscheduling.then(Traffic::default),
-            pool,
-            pool_memory: settings.pool_memory,
-            swap_reserve: settings.swap_reserve,
+            sw: SwitchState {
+                engine: NodeSwitch {
+                    memory: GroupMemory {
+                        backend: env.backend.clone(),
+                        paging: env.paging.clone(),
+                        counters: env.counters.clone(),
+                        swap_reserve: settings.swap_reserve,
+                    },
+                    pool,
+                    pool_memory: settings.pool_memory,
+                },
+                done: Vec::new(),
+                protect_failed: false,
+            },
             label: settings.label,
             sample_interval: settings.sample_interval,
             env,
@@ -147,13 +156,11 @@ impl Node {
             teardown,
             t0: Instant::now(),
             timeline: Vec::new(),
-            switches: Vec::new(),
             samples: Vec::new(),
             vm_start,
             vm_last: vm_start,
             next_sample: Duration::ZERO,
             pressured: false,
-            protect_failed: false,
         })
     }
 
@@ -169,6 +176,8 @@ impl Node {
             bail!("a job named {:?} is already on this node", j.result.name);
         }
         let group = self
+            .sw
+            .engine
             .pool
             .join(&format!("job-{}", spec.name))
             .with_context(|| format!("job name {:?}", spec.name))?;
@@ -214,12 +223,12 @@ impl Node {
 
     /// The switches so far.
     pub fn switches(&self) -> &[Switch] {
-        &self.switches
+        &self.sw.done
     }
 
     /// The pool cgroup.
     pub fn pool(&self) -> &GroupPath {
-        &self.pool
+        &self.sw.engine.pool
     }
 
     /// What a job has recorded so far (final once `finish_s` is set).
@@ -244,7 +253,7 @@ impl Node {
             jobs,
             teardown,
             timeline,
-            switches,
+            sw,
             samples,
             vm_start,
             vm_last,
@@ -255,7 +264,7 @@ impl Node {
         NodeReport {
             jobs: jobs.into_iter().map(|j| j.result).collect(),
             timeline,
-            switches,
+            switches: sw.done,
             samples,
             swap_in_pages: vm_end.pswpin.saturating_sub(vm_start.pswpin),
             swap_out_pages: vm_end.pswpout.saturating_sub(vm_start.pswpout),

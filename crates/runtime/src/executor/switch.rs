@@ -7,7 +7,6 @@
 use super::node::Node;
 use crate::engine::NodeSwitch;
 use crate::mechanisms::SwitchSampler;
-use crate::memory::GroupMemory;
 use crate::results::Switch;
 use anyhow::{Context, Result};
 use memgang_core::{Action, Event, JobId, PageInPlan};
@@ -15,6 +14,16 @@ use memgang_linux::cgroup::GroupPath;
 use memgang_linux::counters::VmStat;
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
+
+/// A node's switch state, apart from its jobs and its loop: the switch
+/// engine over its pool (which owns the arithmetic and the memory moves),
+/// the switches done (the run's record) and whether selective page-out was
+/// found missing (said once).
+pub(super) struct SwitchState {
+    pub(super) engine: NodeSwitch,
+    pub(super) done: Vec<Switch>,
+    pub(super) protect_failed: bool,
+}
 
 impl Node {
     /// Carry out actions in order. Actions that stop or restart jobs form a
@@ -40,7 +49,7 @@ impl Node {
                 SwitchSampler::start(
                     self.env.backend.clone(),
                     self.env.counters.clone(),
-                    self.pool.clone(),
+                    self.sw.engine.pool.clone(),
                     self.t0,
                     self.sample_interval,
                 )
@@ -159,7 +168,7 @@ impl Node {
                 for point in sampler.map(SwitchSampler::stop).unwrap_or_default() {
                     self.switch_sample(point);
                 }
-                self.switches.push(Switch {
+                self.sw.done.push(Switch {
                     at_s: at.as_secs_f64(),
                     took_s: took.as_secs_f64(),
                     suspended,
@@ -189,16 +198,7 @@ impl Node {
 
     /// The switch engine over this node's pool.
     pub(super) fn engine(&self) -> NodeSwitch {
-        NodeSwitch {
-            memory: GroupMemory {
-                backend: self.env.backend.clone(),
-                paging: self.env.paging.clone(),
-                counters: self.env.counters.clone(),
-                swap_reserve: self.swap_reserve,
-            },
-            pool: self.pool.clone(),
-            pool_memory: self.pool_memory,
-        }
+        self.sw.engine.clone()
     }
 
     /// The stopped jobs a make-room takes memory from, in the policy's
@@ -218,12 +218,12 @@ impl Node {
     /// suspends. Without the kernel's support the kernel's LRU decides
     /// alone, as under `lru`; said once.
     fn protect(&mut self, job: JobId, on: bool) {
-        if self.protect_failed {
+        if self.sw.protect_failed {
             return;
         }
         let group = &self.jobs[job.index()].group;
         if let Err(e) = self.env.backend.protect(group, on) {
-            self.protect_failed = true;
+            self.sw.protect_failed = true;
             self.say(format!(
                 "warning: selective page-out (so) is not available, the kernel's LRU chooses \
                  what to page out instead: {e}"
