@@ -1,6 +1,7 @@
 //! memgangd end to end, as root, with real cgroups, swap and users: the
 //! client verbs, bad input, socket permissions, multi-user isolation,
-//! deferral instead of OOM, SIGTERM and kill -9 recovery. Run serially
+//! deferral instead of OOM (a switch's exchange counted), SIGTERM and
+//! kill -9 recovery. Run serially
 //! (--test-threads=1): the tests share the machine's swap.
 
 mod common;
@@ -459,8 +460,8 @@ fn a_job_waits_for_memory_instead_of_an_oom_kill() {
     // Pool 256M + swap 768M less a reserve of 256M: room for two jobs of
     // 210M with a switch's exchange (420M + 210M read back while its
     // slots stay <= 768M), not three (630M + 256M, a page-in fills at most
-    // the pool). The exchange test (tests/exchange.rs) takes the swap for
-    // one job only.
+    // the pool). `a_switchs_exchange_is_admitted_only_with_swap_for_both_sides`
+    // gives swap for one job only.
     let swap = own_swap(768 << 20);
     let reserve = reserve_beside_others(&swap, 256 << 20);
     // Other tests' swap devices, and what they hold: when these change
