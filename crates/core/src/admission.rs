@@ -9,66 +9,9 @@
 //! that waits for memory (no backfilling), so a big job cannot starve.
 //! Pure: the caller measures swap and hands in numbers.
 
+use crate::capacity::{self, Set};
+pub use crate::capacity::{refuse, Capacity};
 use crate::units::format_bytes;
-
-/// The memory jobs may hold between them, as measured now.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Capacity {
-    /// The pool's memory limit.
-    pub pool_bytes: u64,
-    /// Swap space of the node.
-    pub swap_total_bytes: u64,
-    /// Swap in use by anything but the admitted jobs (other processes on
-    /// the node): not ours to count on.
-    pub swap_used_elsewhere_bytes: u64,
-    /// Swap kept back for the rest of the node (configured).
-    pub swap_reserve_bytes: u64,
-}
-
-impl Capacity {
-    /// Swap the jobs may fill.
-    pub fn swap_usable(&self) -> u64 {
-        self.swap_total_bytes
-            .saturating_sub(self.swap_used_elsewhere_bytes)
-            .saturating_sub(self.swap_reserve_bytes)
-    }
-
-    /// Everything the admitted jobs may hold at once.
-    pub fn total(&self) -> u64 {
-        self.pool_bytes.saturating_add(self.swap_usable())
-    }
-
-    fn describe(&self) -> String {
-        format!(
-            "pool {} + usable swap {} (swap {} - used elsewhere {} - reserve {})",
-            format_bytes(self.pool_bytes),
-            format_bytes(self.swap_usable()),
-            format_bytes(self.swap_total_bytes),
-            format_bytes(self.swap_used_elsewhere_bytes),
-            format_bytes(self.swap_reserve_bytes),
-        )
-    }
-}
-
-/// A job that could never run here: refused at submission.
-pub fn refuse(job_bytes: u64, cap: &Capacity) -> Option<String> {
-    // Against the whole swap, not what is free now: other processes' swap
-    // use comes and goes, the pool and the device do not.
-    let most = cap
-        .pool_bytes
-        .saturating_add(cap.swap_total_bytes.saturating_sub(cap.swap_reserve_bytes));
-    (job_bytes > most).then(|| {
-        format!(
-            "the job declares {} but this node can never hold more than {} (pool {} + swap {} - reserve {}); \
-             declare less memory with --memory, or ask the administrator for a bigger pool or swap",
-            format_bytes(job_bytes),
-            format_bytes(most),
-            format_bytes(cap.pool_bytes),
-            format_bytes(cap.swap_total_bytes),
-            format_bytes(cap.swap_reserve_bytes),
-        )
-    })
-}
 
 /// What [`admit`] decided for the queue.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -80,18 +23,21 @@ pub struct Admission<K> {
 }
 
 /// Decide which queued jobs (`(key, declared bytes)`, in submission order)
-/// start, given the memory `held` by the jobs admitted and still alive.
-pub fn admit<K: Copy>(queue: &[(K, u64)], held: u64, cap: &Capacity) -> Admission<K> {
+/// start, given the declared bytes of the jobs admitted and still alive
+/// (`held`): a job starts when it and every job admitted before it fit by
+/// the capacity model, a switch's exchange included
+/// ([`capacity::fits`]).
+pub fn admit<K: Copy>(queue: &[(K, u64)], held: &[u64], cap: &Capacity) -> Admission<K> {
     let mut out = Admission {
         admit: Vec::new(),
         wait: Vec::new(),
     };
-    let total = cap.total();
-    let mut held = held;
+    let mut set = Set::of(held);
     let mut blocked = false;
     for (i, &(key, bytes)) in queue.iter().enumerate() {
-        if !blocked && held.saturating_add(bytes) <= total {
-            held += bytes;
+        let with = set.with(bytes);
+        if !blocked && capacity::fits(with, cap) {
+            set = with;
             out.admit.push(key);
             continue;
         }
@@ -99,10 +45,12 @@ pub fn admit<K: Copy>(queue: &[(K, u64)], held: u64, cap: &Capacity) -> Admissio
             format!("waits its turn: {i} earlier job(s) wait for memory (first come, first served)")
         } else {
             format!(
-                "waits for memory: needs {}, {} of {} promised to running jobs; {}",
+                "waits for memory: needs {}, {} of {} promised to running jobs, {} more for a \
+                 switch's exchange; {}",
                 format_bytes(bytes),
-                format_bytes(held),
-                format_bytes(total),
+                format_bytes(set.sum),
+                format_bytes(cap.total()),
+                format_bytes(capacity::exchange(with, cap)),
                 cap.describe()
             )
         };
@@ -119,30 +67,32 @@ mod tests {
     const G: u64 = 1 << 30;
 
     fn cap(pool: u64, swap: u64) -> Capacity {
-        Capacity {
-            pool_bytes: pool,
-            swap_total_bytes: swap,
-            swap_used_elsewhere_bytes: 0,
-            swap_reserve_bytes: 0,
-        }
+        Capacity::measured(pool, swap, 0, 0, 0, true)
     }
 
     #[test]
-    fn admits_while_pool_plus_swap_holds_the_jobs() {
-        let a = admit(&[(1, G), (2, G), (3, G)], 0, &cap(G, G));
+    fn admits_while_pool_plus_swap_holds_the_jobs_and_their_exchange() {
+        // 1G + 1G + an exchange of 1G fits in 1G + 2G; a third does not.
+        let a = admit(&[(1, G), (2, G), (3, G)], &[], &cap(G, 2 * G));
         assert_eq!(a.admit, vec![1, 2]);
         assert_eq!(a.wait.len(), 1);
         assert!(
-            a.wait[0].1.starts_with("waits for memory: needs 1G"),
+            a.wait[0]
+                .1
+                .starts_with("waits for memory: needs 1G, 2G of 3G")
+                && a.wait[0].1.contains("1G more for a switch's exchange"),
             "{}",
             a.wait[0].1
         );
+        // Without swap for the exchange, the second waits.
+        let a = admit(&[(1, G), (2, G)], &[], &cap(G, G));
+        assert_eq!(a.admit, vec![1]);
     }
 
     #[test]
     fn strict_fcfs_no_backfilling() {
         // 3 would fit beside 1 but must not overtake 2.
-        let a = admit(&[(1, G), (2, 2 * G), (3, G / 2)], 0, &cap(G, G));
+        let a = admit(&[(1, G), (2, 3 * G), (3, G / 2)], &[], &cap(G, 2 * G));
         assert_eq!(a.admit, vec![1]);
         assert_eq!(a.wait.iter().map(|w| w.0).collect::<Vec<_>>(), vec![2, 3]);
         assert!(a.wait[1].1.contains("first come, first served"));
@@ -150,9 +100,10 @@ mod tests {
 
     #[test]
     fn memory_held_by_running_jobs_counts() {
-        let a = admit(&[(1, G)], 2 * G, &cap(G, 2 * G));
+        // Held 2G (two jobs of 1G) and 1G more, exchange 1G: 4G.
+        let a = admit(&[(1, G)], &[G, G], &cap(G, 3 * G));
         assert_eq!(a.admit, vec![1]);
-        let a = admit(&[(1, G)], 2 * G + 1, &cap(G, 2 * G));
+        let a = admit(&[(1, G)], &[G, G + 1], &cap(G, 3 * G));
         assert!(a.admit.is_empty());
     }
 
@@ -165,26 +116,7 @@ mod tests {
             swap_reserve_bytes: G,
         };
         assert_eq!(c.total(), 3 * G);
-        assert_eq!(admit(&[(1, 3 * G)], 0, &c).admit, vec![1]);
-        assert!(admit(&[(1, 3 * G + 1)], 0, &c).admit.is_empty());
-        // More foreign swap than the device: nothing usable, no underflow.
-        let c = Capacity {
-            swap_used_elsewhere_bytes: 9 * G,
-            ..c
-        };
-        assert_eq!(c.total(), G);
-    }
-
-    #[test]
-    fn refuses_only_what_could_never_fit() {
-        let c = Capacity {
-            pool_bytes: G,
-            swap_total_bytes: 2 * G,
-            swap_used_elsewhere_bytes: 2 * G,
-            swap_reserve_bytes: G / 2,
-        };
-        assert_eq!(refuse(G + G + G / 2, &c), None);
-        let msg = refuse(G + G + G / 2 + 1, &c).unwrap();
-        assert!(msg.contains("--memory"), "{msg}");
+        assert_eq!(admit(&[(1, 3 * G)], &[], &c).admit, vec![1]);
+        assert!(admit(&[(1, 3 * G + 1)], &[], &c).admit.is_empty());
     }
 }

@@ -13,6 +13,7 @@
 
 pub mod action;
 pub mod admission;
+pub mod capacity;
 pub mod event;
 pub mod metrics;
 pub mod model;

@@ -6,7 +6,8 @@
 //! node's memory together. On one node (memgang's runtime today) that is
 //! a set of jobs whose memory fits in the pool.
 //!
-//! The rule:
+//! The rule (its numbers and the fit itself are the capacity model's:
+//! [`crate::capacity`]'s `set_*`):
 //! - **Capacity** of a node in a set is its memory (the pool) less 1/16 of
 //!   it. The margin holds what a job's estimate does not count (page
 //!   tables, the kernel's per-CPU charge caches, the runtime's page-in of
@@ -41,28 +42,10 @@
 use crate::model::{JobId, NodeId};
 use std::cell::RefCell;
 
-/// Share of the pool kept free as a safety margin: 1/16.
-pub const MARGIN_DIVISOR: u64 = 16;
-/// Added to each job's estimate for what is not its data.
-pub const JOB_OVERHEAD: u64 = 4 << 20;
-
-/// Memory a set may use in a pool of `pool` bytes.
-pub fn capacity(pool: u64) -> u64 {
-    pool - pool / MARGIN_DIVISOR
-}
-
-/// A job's memory estimate from its declared footprint and its measured
-/// peak, either of which may be unknown.
-pub fn estimate(declared: Option<u64>, measured_peak: Option<u64>) -> u64 {
-    declared.unwrap_or(0).max(measured_peak.unwrap_or(0)) + JOB_OVERHEAD
-}
-
-/// Whether a job needing `bytes` on a node may join the jobs of a set
-/// already there (`members` of them, `used` bytes): it fits, or the node
-/// holds none of the set's jobs yet.
-pub fn fits(used: u64, members: usize, bytes: u64, capacity: u64) -> bool {
-    members == 0 || used.saturating_add(bytes) <= capacity
-}
+pub use crate::capacity::{
+    set_capacity as capacity, set_estimate as estimate, set_fits as fits, JOB_OVERHEAD,
+    SET_MARGIN_DIVISOR as MARGIN_DIVISOR,
+};
 
 /// A job to pack.
 #[derive(Clone, Debug, PartialEq, Eq)]

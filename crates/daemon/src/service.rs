@@ -326,31 +326,17 @@ impl Service {
     }
 
     fn capacity(&self, pools: &[GroupPath]) -> Capacity {
-        let swap = SwapStatus::read().unwrap_or(SwapStatus {
-            total_bytes: 0,
-            used_bytes: 0,
-        });
         let ours: u64 = pools
             .iter()
             .filter_map(|p| self.env.backend.memory_stat(p).ok()?.swap_bytes)
             .sum();
-        // Under cosched every admitted job runs at once: what is in swap is
-        // paged, not parked, so prevention (paper 003 §3) counts the pool
-        // alone. The policies that suspend jobs park them in swap.
-        let swap = if self.cfg.policy == memgang_core::PolicyKind::Cosched {
-            SwapStatus {
-                total_bytes: 0,
-                used_bytes: 0,
-            }
-        } else {
-            swap
-        };
-        Capacity {
-            pool_bytes: self.cfg.pool_memory,
-            swap_total_bytes: swap.total_bytes,
-            swap_used_elsewhere_bytes: swap.used_bytes.saturating_sub(ours),
-            swap_reserve_bytes: self.cfg.swap_reserve,
-        }
+        memgang_runtime::memory::capacity(
+            self.env.counters.as_ref(),
+            self.cfg.pool_memory,
+            ours,
+            self.cfg.swap_reserve,
+            self.cfg.policy != memgang_core::PolicyKind::Cosched,
+        )
     }
 
     /// A capacity for refusing submissions before the loop has measured.
@@ -371,6 +357,7 @@ impl Service {
             label: self.cfg.policy.to_string(),
             sample_interval: Duration::from_secs(1),
             dynamic_coscheduling: self.cfg.dynamic_coscheduling,
+            swap_reserve: self.cfg.swap_reserve,
         }
     }
 
@@ -609,12 +596,12 @@ impl Service {
         let mut g = self.shared.lock();
         let inner = &mut *g;
         inner.capacity = cap;
-        let held: u64 = inner
+        let held: Vec<u64> = inner
             .jobs
             .values()
             .filter(|r| r.admitted && !r.info.state.is_final())
             .map(|r| r.info.memory_bytes)
-            .sum();
+            .collect();
         let queue: Vec<(u64, u64)> = inner
             .jobs
             .values()
@@ -626,7 +613,7 @@ impl Service {
             .collect();
         let cancels = std::mem::take(&mut inner.cancels);
         let decision = if self.cfg.paging_prevention {
-            admission::admit(&queue, held, &cap)
+            admission::admit(&queue, &held, &cap)
         } else {
             // Off (to measure what prevention is worth): every job starts
             // at once, and the kernel pages as it must.

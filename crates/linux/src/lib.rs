@@ -20,6 +20,8 @@ pub mod sockets;
 pub mod swap;
 pub mod sysfs;
 pub mod taskstats;
+#[cfg(feature = "testing")]
+pub mod testing;
 pub mod wss;
 
 pub use error::{Error, Result};

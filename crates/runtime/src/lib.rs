@@ -9,6 +9,7 @@
 
 pub mod account;
 pub mod baseline;
+pub mod engine;
 pub mod executor;
 pub mod experiment;
 mod mechanisms;
@@ -22,9 +23,10 @@ pub use mechanisms::{page_in, HugeRestore, PageInDone};
 pub use results::RunResult;
 
 use anyhow::{bail, Context, Result};
+use memgang_core::capacity::{self, Set};
 use memgang_core::PolicyKind;
 use memgang_linux::cgroup;
-use memgang_linux::counters::SwapStatus;
+use memgang_linux::counters::{NodeCounters, SwapStatus};
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -47,7 +49,7 @@ pub fn run(exp: &Experiment, opts: &RunOptions) -> Result<RunResult> {
     require_root()?;
     let backend: Arc<dyn cgroup::CgroupBackend> =
         Arc::from(cgroup::detect().context("finding a cgroup hierarchy with a memory controller")?);
-    check_pool(exp)?;
+    check_pool(exp, &memgang_linux::counters::ProcCounters)?;
     let stop = Arc::new(AtomicBool::new(false));
     let mut registered = Vec::new();
     for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
@@ -160,39 +162,60 @@ fn require_root() -> Result<()> {
     Ok(())
 }
 
-/// A job larger than the pool can only run if swap holds the rest.
-fn check_pool(exp: &Experiment) -> Result<()> {
-    let Some(big) = exp
+/// Refuse an experiment whose declared jobs the node cannot hold, by the
+/// capacity model (`memgang_core::capacity`): each job alone in the pool
+/// and the usable swap, and, where the policy parks suspended jobs in swap,
+/// all of them with a switch's exchange; under `cosched` all of them at
+/// once, without one. Refused, not serialized: the policy, not `memgang
+/// run`, decides when jobs run, and a run that waited for memory would not
+/// measure the policy. Jobs that declare no memory are not counted.
+fn check_pool(exp: &Experiment, counters: &dyn NodeCounters) -> Result<()> {
+    let declared: Vec<(&str, u64)> = exp
         .jobs
         .iter()
-        .filter(|j| j.spec.memory_bytes.is_some())
-        .max_by_key(|j| j.spec.memory_bytes)
-    else {
-        return Ok(());
-    };
-    let need = big.spec.memory_bytes.unwrap_or(0);
-    if need <= exp.pool_memory {
-        return Ok(());
-    }
-    let swap = SwapStatus::read().context("reading swap status from /proc/meminfo")?;
-    let free = swap.total_bytes.saturating_sub(swap.used_bytes);
+        .filter_map(|j| Some((j.spec.name.as_str(), j.spec.memory_bytes?)))
+        .collect();
+    let cap = memory::capacity(counters, exp.pool_memory, 0, capacity::SWAP_RESERVE, true);
     let fmt = memgang_core::units::format_bytes;
-    if need - exp.pool_memory > free {
+    let fix =
+        "Raise pool_memory, add swap with `memgang testbed up --swap SIZE`, or declare less memory";
+    if let Some(&(name, big)) = declared.iter().max_by_key(|d| d.1) {
+        if big > cap.total() {
+            bail!(
+                "experiment {:?}: job {name:?} declares {} but the node holds at most {}, so it cannot run. {fix}.",
+                exp.name,
+                fmt(big),
+                cap.describe()
+            );
+        }
+        if big > exp.pool_memory {
+            tracing::warn!(
+                "job {name:?} declares {}, more than the pool's {}: it will page even when alone",
+                fmt(big),
+                fmt(exp.pool_memory)
+            );
+        }
+    }
+    let set = Set::of(&declared.iter().map(|d| d.1).collect::<Vec<_>>());
+    let why = match exp.policy {
+        PolicyKind::Batch => None,
+        PolicyKind::Cosched => (set.sum > cap.total()).then(|| {
+            format!(
+                "its jobs run at once and declare {} in all, more than {}",
+                fmt(set.sum),
+                cap.describe()
+            )
+        }),
+        _ => capacity::shortage(set, &cap),
+    };
+    if let Some(why) = why {
         bail!(
-            "job {:?} declares {} but the pool has {} and free swap is {}: it cannot run. \
-             Raise pool_memory, or add swap with `memgang testbed up --swap SIZE`.",
-            big.spec.name,
-            fmt(need),
-            fmt(exp.pool_memory),
-            fmt(free)
+            "experiment {:?} cannot run as it is under {}: {why}. {fix}, run fewer jobs at once \
+             (or under policy batch).",
+            exp.name,
+            exp.policy
         );
     }
-    tracing::warn!(
-        "job {:?} declares {}, more than the pool's {}: it will page even when alone",
-        big.spec.name,
-        fmt(need),
-        fmt(exp.pool_memory)
-    );
     Ok(())
 }
 
@@ -227,4 +250,43 @@ pub fn teardown_group(
     group: &cgroup::GroupPath,
 ) -> Result<()> {
     procs::kill_and_remove(backend, group, None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use memgang_linux::testing::FakeCounters;
+
+    fn exp(policy: &str, jobs: usize) -> Experiment {
+        let mut text = format!("policy = \"{policy}\"\npool_memory = \"256M\"\n");
+        for i in 0..jobs {
+            text += &format!("[[job]]\nname = \"j{i}\"\ncommand = [\"true\"]\nmemory = \"210M\"\n");
+        }
+        Experiment::parse(&text, "exp.toml", &Overrides::default()).unwrap()
+    }
+
+    #[test]
+    fn an_experiment_is_refused_when_its_switches_could_not_exchange_the_jobs() {
+        // Pool 256M, swap 320M less the 64M reserve: one job of 210M fits,
+        // two under gang need 420M + 210M read back at a switch > 512M.
+        let swap = FakeCounters::with_swap(320 << 20);
+        check_pool(&exp("gang", 1), &swap).unwrap();
+        let err = check_pool(&exp("gang", 2), &swap).unwrap_err().to_string();
+        assert!(
+            err.contains("exp") && err.contains("exchange") && err.contains("--swap"),
+            "{err}"
+        );
+        // One at a time, or all at once without a switch, they fit.
+        check_pool(&exp("batch", 2), &swap).unwrap();
+        check_pool(&exp("cosched", 2), &swap).unwrap();
+        // With swap for both sides of the exchange, gang takes them.
+        check_pool(&exp("gang", 2), &FakeCounters::with_swap(640 << 20)).unwrap();
+        // A job larger than pool and swap together never runs.
+        let mut small = exp("batch", 1);
+        small.pool_memory = 128 << 20;
+        let err = check_pool(&small, &FakeCounters::with_swap(0))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("cannot run"), "{err}");
+    }
 }

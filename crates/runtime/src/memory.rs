@@ -8,6 +8,7 @@
 //! The arithmetic (how much, for whom) is `memgang_core::room`; the kernel
 //! calls are `memgang_linux`'s. The caller has stopped the job first.
 
+use memgang_core::capacity::{self, Capacity};
 use memgang_core::room;
 use memgang_core::units::format_bytes;
 use memgang_core::PageOutPlan;
@@ -17,15 +18,7 @@ use memgang_linux::paging::{self, PageRecord, Paging};
 use memgang_linux::runs;
 use std::sync::Arc;
 
-/// Memory made free beyond an incoming job's working-set estimate: its
-/// page tables, the per-CPU charge caches of the memory cgroup (64 pages
-/// per CPU) and what the job touches beyond last quantum's working set.
-/// About 3% of a 1 GiB pool.
-pub const ROOM_MARGIN: u64 = 32 << 20;
-/// Swap left free when memgang pages out itself, so that the kernel's own
-/// reclaim (other cgroups, other jobs) still finds room and does not turn
-/// to the OOM killer.
-pub const SWAP_RESERVE: u64 = 64 << 20;
+pub use memgang_core::capacity::{ROOM_MARGIN, SWAP_RESERVE};
 /// Memory left resident after an aggressive page-out that is reported:
 /// page tables, the runtime's own stacks and buffers stay anyway (a few
 /// MiB); more than this, and more than a tenth of the job, is memory the
@@ -38,6 +31,9 @@ pub struct GroupMemory {
     pub backend: Arc<dyn CgroupBackend>,
     pub paging: Arc<dyn Paging>,
     pub counters: Arc<dyn NodeCounters>,
+    /// Swap a page-out leaves free: the node's reserve, the one its
+    /// admission keeps too ([`memgang_core::capacity::SWAP_RESERVE`]).
+    pub swap_reserve: u64,
 }
 
 /// What a bulk page-out did.
@@ -58,9 +54,7 @@ impl GroupMemory {
     /// Swap free for memgang's own page-outs, less the reserve.
     pub fn swap_room(&self) -> u64 {
         self.counters.swap().map_or(0, |s| {
-            s.total_bytes
-                .saturating_sub(s.used_bytes)
-                .saturating_sub(SWAP_RESERVE)
+            capacity::swap_room(s.total_bytes, s.used_bytes, self.swap_reserve)
         })
     }
 
@@ -286,6 +280,23 @@ impl GroupMemory {
             .map_or(pool_memory, |m| m.usage_bytes);
         room::page_in_budget(pool_memory, used, 0, ROOM_MARGIN)
     }
+}
+
+/// The node's capacity now ([`Capacity`]): the pool, the swap device as
+/// `counters` read it, less what the jobs themselves hold in swap
+/// (`ours`: theirs to count on) and `reserve`. `parks`: see
+/// [`Capacity::measured`]. Unreadable swap counts as none.
+pub fn capacity(
+    counters: &dyn NodeCounters,
+    pool_bytes: u64,
+    ours: u64,
+    reserve: u64,
+    parks: bool,
+) -> Capacity {
+    let (total, used) = counters
+        .swap()
+        .map_or((0, 0), |s| (s.total_bytes, s.used_bytes));
+    Capacity::measured(pool_bytes, total, used, ours, reserve, parks)
 }
 
 /// A mechanism failed on one process of job `name`: the kernel pages it on

@@ -1,15 +1,15 @@
 //! Launching a job as a process tree inside its cgroup, and tearing a
 //! cgroup down so that nothing is left behind.
 
-use crate::executor::Launch;
 use anyhow::{Context, Result};
 use memgang_linux::cgroup::{spawn_into_as, CgroupBackend, Credentials, GroupPath};
 use memgang_linux::freeze::signal_group;
 use memgang_linux::pidfd::PidFd;
 use memgang_linux::process;
+use std::collections::BTreeMap;
 use std::fs::File;
 use std::os::unix::process::CommandExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -18,6 +18,43 @@ use std::time::{Duration, Instant};
 /// uninterruptible sleep (e.g. a stuck NFS read) and retrying will not help.
 const KILL_DEADLINE: Duration = Duration::from_secs(10);
 const KILL_POLL: Duration = Duration::from_millis(10);
+
+/// What a job's first process is started with.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Launch {
+    /// Program and arguments; the program is looked up on PATH, with
+    /// memgang's own directory first.
+    pub command: Vec<String>,
+    /// Variables added to memgang's environment.
+    pub env: BTreeMap<String, String>,
+    /// Working directory; None: memgang's own.
+    pub cwd: Option<PathBuf>,
+    /// User, group and supplementary groups to run as, for a service
+    /// that runs other users' jobs: the job joins its cgroup, then drops
+    /// root (see [`launch`]). With a user, `env` is the job's whole
+    /// environment, not an addition to memgang's.
+    pub uid: Option<u32>,
+    pub gid: Option<u32>,
+    pub groups: Vec<u32>,
+    /// Where its stdout and stderr go; None: `<Env::logs>/<job name>`.
+    pub log_dir: Option<PathBuf>,
+    /// A file opened read-write as the first process's standard input
+    /// (None: /dev/null), by memgang, before the switch to `uid`: how a
+    /// service's shim records how the command ended in a file that the
+    /// job, as its user, can neither open nor replace.
+    pub status: Option<PathBuf>,
+}
+
+impl Launch {
+    /// `command` with `env`, as an experiment file gives it.
+    pub fn command(command: &[String], env: &BTreeMap<String, String>) -> Launch {
+        Launch {
+            command: command.to_vec(),
+            env: env.clone(),
+            ..Launch::default()
+        }
+    }
+}
 
 pub struct Launched {
     pub pid: i32,

@@ -8,7 +8,7 @@ use crate::queue::FinishQueue;
 use crate::report::{JobRecord, Report};
 use crate::table::JobTable;
 use crate::workload::{TraceJob, Workload, WorkloadError};
-use memgang_core::room;
+use memgang_core::{capacity, room};
 use memgang_core::{
     Action, Cluster, Event, JobId, JobSpec, NodeId, Overlap, PageInPlan, PageOutPlan, PolicyKind,
     Quantum, Scheduler, Switching, Time,
@@ -528,7 +528,7 @@ impl<'a> Simulator<'a> {
                     let mut stall: f64 = 0.0;
                     for n in nodes {
                         let free = m.saturating_sub(self.nodes[n.0 as usize].used);
-                        let short = room::shortfall(mem, 0, free, 0);
+                        let short = room::shortfall(mem, 0, free, capacity::EXACT);
                         let out = if short > 0 {
                             self.evict(n.0, *job, short, None)
                         } else {
@@ -665,7 +665,12 @@ impl<'a> Simulator<'a> {
                             .find(|s| s.job == *job)
                             .map_or(0, |s| s.resident);
                         // Exact bytes in the model: no margin.
-                        let short = room::shortfall(mem, have, m.saturating_sub(node.used), 0);
+                        let short = room::shortfall(
+                            mem,
+                            have,
+                            m.saturating_sub(node.used),
+                            capacity::EXACT,
+                        );
                         let out = self.evict(n, *job, short, Some(from));
                         self.cost[n as usize] += out as f64 / dev.write_bps;
                         room_nodes.push(n);
@@ -694,7 +699,7 @@ impl<'a> Simulator<'a> {
                         let have = node.slots[k].resident;
                         let missing = mem.saturating_sub(have);
                         let free = m.saturating_sub(node.used);
-                        let short = room::shortfall(mem, have, free, 0);
+                        let short = room::shortfall(mem, have, free, capacity::EXACT);
                         let out = if short > 0 {
                             let out = self.evict(n.0, *job, short, None);
                             // Evicted slots were swapped out of their places.

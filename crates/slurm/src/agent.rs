@@ -1,6 +1,8 @@
 //! The node agent: the node's memory pool (a cgroup with the node's
 //! memory limit, `memgang-slurm-<node>`), a group per Slurm job in it, and
-//! the switch's memory work on them when the controller asks.
+//! the switch's memory work on them when the controller asks, carried out
+//! by the switch engine the one-node executor uses
+//! ([`memgang_runtime::engine::NodeSwitch`]).
 //!
 //! Tasks enter by Slurm's `TaskProlog`, which Slurm runs in each task's
 //! own process before it execs the task: `memgang slurm adopt` asks the
@@ -10,13 +12,13 @@
 
 use crate::wire::{Request, Response, SlurmJob, Step, SwitchReport};
 use anyhow::{bail, Context, Result};
-use memgang_core::room;
 use memgang_core::units::format_bytes;
+use memgang_core::PageInPlan;
 use memgang_linux::cgroup::{CgroupBackend, GroupPath};
 use memgang_linux::counters::NodeCounters;
-use memgang_linux::paging::{PageRecord, Paging};
+use memgang_linux::paging::Paging;
+use memgang_runtime::engine::{JobMemory, NodeSwitch};
 use memgang_runtime::memory::GroupMemory;
-use memgang_runtime::HugeRestore;
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
@@ -36,26 +38,13 @@ const READ_TIMEOUT: Duration = Duration::from_secs(10);
 /// by a few seconds costs nothing.
 const SWEEP_EVERY: Duration = Duration::from_secs(2);
 
-#[derive(Debug)]
-struct Job {
-    group: GroupPath,
-    records: Vec<PageRecord>,
-    /// What huge pages mapped at its last page-out, and their restore
-    /// after its page-in (waited for before its next page-out, and when
-    /// the job is dropped).
-    huge_records: Vec<PageRecord>,
-    huge: Option<HugeRestore>,
-    /// Anonymous memory when last paged out: the working-set estimate.
-    ws_bytes: Option<u64>,
-}
-
 pub struct Agent {
     node: String,
-    pool: GroupPath,
-    pool_bytes: u64,
-    memory: GroupMemory,
+    /// The node's pool and the switch engine over it: the same steps as
+    /// the one-node executor's switch.
+    engine: NodeSwitch,
     /// One switch at a time; adopt takes it briefly.
-    jobs: Mutex<BTreeMap<SlurmJob, Job>>,
+    jobs: Mutex<BTreeMap<SlurmJob, JobMemory>>,
 }
 
 /// The pool of node `node`.
@@ -72,35 +61,45 @@ impl Agent {
         backend.set_memory_limit(&pool, Some(pool_bytes))?;
         Ok(Agent {
             node: node.to_string(),
-            pool,
-            pool_bytes,
-            memory: GroupMemory {
-                backend,
-                paging: Arc::new(memgang_linux::paging::Madvise),
-                counters: Arc::new(memgang_linux::counters::ProcCounters),
+            engine: NodeSwitch {
+                memory: GroupMemory {
+                    backend,
+                    paging: Arc::new(memgang_linux::paging::Madvise),
+                    counters: Arc::new(memgang_linux::counters::ProcCounters),
+                    swap_reserve: memgang_core::capacity::SWAP_RESERVE,
+                },
+                pool,
+                pool_memory: pool_bytes,
             },
             jobs: Mutex::new(BTreeMap::new()),
         })
     }
 
     pub fn with_paging(mut self, paging: Arc<dyn Paging>) -> Agent {
-        self.memory.paging = paging;
+        self.engine.memory.paging = paging;
         self
     }
 
     pub fn with_counters(mut self, counters: Arc<dyn NodeCounters>) -> Agent {
-        self.memory.counters = counters;
+        self.engine.memory.counters = counters;
         self
     }
 
     fn backend(&self) -> &dyn CgroupBackend {
-        self.memory.backend.as_ref()
+        self.engine.memory.backend.as_ref()
     }
 
     fn job_group(&self, job: SlurmJob) -> GroupPath {
-        self.pool
+        self.engine
+            .pool
             .join(&format!("job-{job}"))
             .expect("job ids name groups")
+    }
+
+    /// Job `job` as the engine keeps it; a job with no process here yet
+    /// (not adopted) has nothing in memory: a fresh one.
+    fn memory_of(&self, job: SlurmJob) -> JobMemory {
+        JobMemory::new(self.job_group(job), &job.to_string(), None)
     }
 
     /// Answer one request from a caller with uid `uid`.
@@ -111,7 +110,7 @@ impl Agent {
         match req {
             Request::Hello => Ok(Response::Hello {
                 node: self.node.clone(),
-                pool_bytes: self.pool_bytes,
+                pool_bytes: self.engine.pool_memory,
             }),
             Request::Adopt { pid, job } => self.adopt(pid, job, uid),
             Request::Check { incoming } => self.check(&incoming),
@@ -136,39 +135,30 @@ impl Agent {
         self.backend().create(&group)?;
         memgang_linux::cgroup::join(self.backend(), &group, pid)
             .with_context(|| format!("moving process {pid} into job {job}'s group"))?;
-        jobs.entry(job).or_insert_with(|| Job {
-            group,
-            records: Vec::new(),
-            huge_records: Vec::new(),
-            huge: None,
-            ws_bytes: None,
-        });
+        jobs.entry(job)
+            .or_insert_with(|| JobMemory::new(group, &job.to_string(), None));
         tracing::info!("job {job}: adopted process {pid}");
         Ok(Response::Adopted { job })
     }
 
     fn check(&self, incoming: &[(SlurmJob, u64)]) -> Result<Response> {
-        let jobs = self.jobs.lock().unwrap();
-        let need: u64 = incoming
-            .iter()
-            .map(|&(job, declared)| {
-                let (group, ws) = match jobs.get(&job) {
-                    Some(j) => (j.group.clone(), j.ws_bytes),
-                    None => (self.job_group(job), None),
-                };
-                let ws = room::working_set(ws, Some(declared));
-                self.memory
-                    .shortfall(&group, ws, &self.pool, self.pool_bytes)
-            })
-            .sum();
-        let room = self.memory.swap_room();
-        if need > room {
+        let mut jobs = self.jobs.lock().unwrap();
+        let mut fresh = Vec::new();
+        for &(job, declared) in incoming {
+            match jobs.get_mut(&job) {
+                Some(j) => j.declared = Some(declared),
+                None => {
+                    let mut j = self.memory_of(job);
+                    j.declared = Some(declared);
+                    fresh.push(j);
+                }
+            }
+        }
+        let known = incoming.iter().filter_map(|(job, _)| jobs.get(job));
+        if let Some(why) = self.engine.check(known.chain(&fresh)) {
             bail!(
-                "node {}: swap is nearly full ({} free beyond the reserve) but the incoming jobs \
-                 need {} paged out; switch refused. Add swap on this node",
-                self.node,
-                format_bytes(room),
-                format_bytes(need)
+                "node {}: {why}; switch refused. Add swap on this node",
+                self.node
             );
         }
         Ok(Response::Ok)
@@ -177,32 +167,43 @@ impl Agent {
     fn switch(&self, steps: Vec<Step>) -> SwitchReport {
         let mut jobs = self.jobs.lock().unwrap();
         let mut report = SwitchReport::default();
+        // As the executor does: an overlapped page-in starts at once,
+        // beside the page-outs; prefetches share its budget.
+        let mut budget = self.engine.free_for_page_in();
+        let paged_in: Vec<SlurmJob> = steps
+            .iter()
+            .filter_map(|s| match s {
+                Step::PageIn { job, plan } if plan.uses_records() => Some(*job),
+                _ => None,
+            })
+            .collect();
+        for step in &steps {
+            if let Step::PageIn {
+                job,
+                plan: PageInPlan::Overlapped,
+            } = step
+            {
+                if let Some(j) = jobs.get_mut(job) {
+                    self.engine.page_in_early(j, &mut budget);
+                }
+            }
+        }
         for step in steps {
             match step {
                 Step::PageOut { job, plan } => {
                     let Some(j) = jobs.get_mut(&job) else {
                         continue;
                     };
-                    let anon = self
-                        .backend()
-                        .memory_stat(&j.group)
-                        .ok()
-                        .map(|m| m.anon_bytes);
-                    if let Some(h) = j.huge.take() {
-                        let bytes = h.wait();
-                        tracing::debug!("job {job}: {bytes} bytes back on huge pages");
+                    let out = self.engine.suspend(j, plan);
+                    if out.huge_restored > 0 {
+                        tracing::debug!(
+                            "job {job}: {} bytes back on huge pages",
+                            out.huge_restored
+                        );
                     }
-                    let t = Instant::now();
-                    let out = self.memory.page_out(&j.group, &job.to_string(), plan);
-                    report.page_out_s += t.elapsed().as_secs_f64();
-                    report.paged_out_bytes += out.bytes;
+                    report.page_out_s += out.took.as_secs_f64();
+                    report.paged_out_bytes += out.paged_out;
                     report.warnings.extend(out.warnings);
-                    if let Some(records) = out.records {
-                        j.records = records;
-                        j.huge_records = out.huge;
-                    }
-                    let recorded: u64 = j.records.iter().map(PageRecord::bytes).sum();
-                    j.ws_bytes = anon.map(|a| a.max(recorded));
                 }
                 Step::Protect { job, on } => {
                     let group = jobs
@@ -219,51 +220,39 @@ impl Agent {
                     declared,
                     from,
                 } => {
-                    let (group, ws) = match jobs.get(&job) {
-                        Some(j) => (j.group.clone(), j.ws_bytes),
-                        None => (self.job_group(job), None),
-                    };
-                    let ws = room::working_set(ws, Some(declared));
-                    let need = self
-                        .memory
-                        .shortfall(&group, ws, &self.pool, self.pool_bytes);
                     let victims: Vec<_> = from
                         .iter()
                         .filter_map(|v| jobs.get(v).map(|j| (j.group.clone(), v.to_string())))
                         .collect();
-                    let t = Instant::now();
-                    report.paged_out_bytes += self.memory.make_room(
-                        need,
-                        &victims,
-                        &job.to_string(),
-                        &mut report.warnings,
-                    );
-                    report.page_out_s += t.elapsed().as_secs_f64();
+                    let mut fresh = None;
+                    let j = match jobs.get_mut(&job) {
+                        Some(j) => j,
+                        None => fresh.insert(self.memory_of(job)),
+                    };
+                    j.declared = Some(declared);
+                    let stream = paged_in.contains(&job);
+                    let (freed, took) =
+                        self.engine
+                            .make_room(j, &victims, stream, &mut report.warnings);
+                    report.paged_out_bytes += freed;
+                    report.page_out_s += took.as_secs_f64();
                 }
                 Step::PageIn { job, plan } => {
                     let Some(j) = jobs.get_mut(&job) else {
                         continue;
                     };
-                    if !plan.uses_records() {
-                        continue;
-                    }
-                    let records = std::mem::take(&mut j.records);
-                    let records = self.memory.fitting_records(
-                        records,
-                        &j.group,
-                        &job.to_string(),
-                        &self.pool,
-                        self.pool_bytes,
-                    );
-                    let done = memgang_runtime::page_in(self.memory.paging.as_ref(), &records);
+                    let done = self.engine.resume(j, plan.uses_records());
                     report.paged_in_bytes += done.bytes;
                     report.page_in_s += done.took.as_secs_f64();
-                    for e in &done.errors {
-                        memgang_runtime::memory::failed(&job.to_string(), "paging in", e);
+                }
+                Step::Prefetch { job } => {
+                    if let Some(j) = jobs.get_mut(&job) {
+                        self.engine.page_in_early(j, &mut budget);
                     }
-                    if j.huge.is_none() {
-                        let records = std::mem::take(&mut j.huge_records);
-                        j.huge = HugeRestore::start(self.memory.paging.clone(), records);
+                }
+                Step::WriteBack { job, window_ms } => {
+                    if let Some(j) = jobs.get_mut(&job) {
+                        self.engine.write_back(j, Duration::from_millis(window_ms));
                     }
                 }
             }
@@ -275,12 +264,13 @@ impl Agent {
     /// node.
     pub fn sweep(&self) {
         let mut jobs = self.jobs.lock().unwrap();
-        let backend = self.memory.backend.clone();
+        let backend = self.engine.memory.backend.clone();
         jobs.retain(|job, j| {
             let alive = backend
                 .procs_recursive(&j.group)
                 .map_or(true, |p| !p.is_empty());
             if !alive {
+                j.stop_paging();
                 match backend.remove(&j.group) {
                     Ok(()) => tracing::info!("job {job}: ended on this node, group removed"),
                     Err(e) => {
@@ -297,8 +287,10 @@ impl Agent {
     /// processes go back to the root group, and the pool is removed.
     pub fn release(&self) -> Result<()> {
         let backend = self.backend();
-        let pids = backend.procs_recursive(&self.pool).unwrap_or_default();
-        for file in backend.procs_files(&self.pool) {
+        let pids = backend
+            .procs_recursive(&self.engine.pool)
+            .unwrap_or_default();
+        for file in backend.procs_files(&self.engine.pool) {
             // <root>/memgang-slurm-<node>/cgroup.procs -> <root>/cgroup.procs
             let Some(root) = file.parent().and_then(Path::parent) else {
                 continue;
@@ -309,11 +301,11 @@ impl Agent {
                 }
             }
         }
-        for job in backend.list_children(&self.pool).unwrap_or_default() {
+        for job in backend.list_children(&self.engine.pool).unwrap_or_default() {
             // Protection (swappiness 1) must not outlive memgang's use.
             let _ = backend.protect(&job, false);
         }
-        backend.remove(&self.pool)?;
+        backend.remove(&self.engine.pool)?;
         Ok(())
     }
 }
@@ -334,7 +326,7 @@ pub fn serve(agent: Arc<Agent>, socket: &Path, stop: Arc<AtomicBool>) -> Result<
         "agent of node {} listening on {} (pool {})",
         agent.node,
         socket.display(),
-        format_bytes(agent.pool_bytes)
+        format_bytes(agent.engine.pool_memory)
     );
     let mut last_sweep = Instant::now();
     while !stop.load(Ordering::Relaxed) {
@@ -388,26 +380,7 @@ fn connection(conn: UnixStream, agent: &Agent) -> Result<()> {
 mod tests {
     use super::*;
     use memgang_linux::cgroup::v1::V1;
-    use memgang_linux::counters::{Psi, SwapStatus, VmStat};
-
-    /// A node whose swap has `total` bytes, none used.
-    #[derive(Debug)]
-    struct Swap(u64);
-
-    impl NodeCounters for Swap {
-        fn vmstat(&self) -> memgang_linux::Result<VmStat> {
-            Ok(VmStat::default())
-        }
-        fn memory_pressure(&self) -> Option<Psi> {
-            None
-        }
-        fn swap(&self) -> memgang_linux::Result<SwapStatus> {
-            Ok(SwapStatus {
-                total_bytes: self.0,
-                used_bytes: 0,
-            })
-        }
-    }
+    use memgang_linux::testing::FakeCounters;
 
     /// An agent over a v1 tree in a temporary directory (the kernel plays
     /// no part): pool of 256 MiB, `used` of it in use.
@@ -419,7 +392,7 @@ mod tests {
         let backend = Arc::new(V1::new(dir, None));
         let a = Agent::new("n1", 256 << 20, backend)
             .unwrap()
-            .with_counters(Arc::new(Swap(swap)));
+            .with_counters(Arc::new(FakeCounters::with_swap(swap)));
         std::fs::write(pool.join("memory.usage_in_bytes"), used.to_string()).unwrap();
         let stat = format!("total_rss {used}\ntotal_cache 0\ntotal_pgmajfault 0\n");
         std::fs::write(pool.join("memory.stat"), stat).unwrap();

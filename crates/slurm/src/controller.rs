@@ -305,9 +305,19 @@ impl Controller {
                             from,
                         });
                     }
-                    // Not carried out on Slurm (yet): said once per job.
-                    Action::WriteBack { .. } | Action::PageIn { .. } | Action::Boost { .. } => {
-                        tracing::debug!("job {sid}: {action:?} is not carried out on Slurm");
+                    Action::WriteBack { until, .. } => each(Step::WriteBack {
+                        job: sid,
+                        window_ms: until.saturating_sub(self.now()).as_millis() as u64,
+                    }),
+                    Action::PageIn { .. } => each(Step::Prefetch { job: sid }),
+                    // Only dynamic coscheduling boosts (paper 003), and it
+                    // needs each job's message counts; the controller
+                    // builds its policy without it (`PolicyKind::build`),
+                    // so no Boost reaches here.
+                    Action::Boost { .. } => {
+                        tracing::debug!(
+                            "job {sid}: {action:?} has no dynamic coscheduling on Slurm"
+                        );
                     }
                     Action::Defer { reason, .. } => tracing::info!("job {sid} waits: {reason}"),
                 }

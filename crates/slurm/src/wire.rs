@@ -53,6 +53,18 @@ pub enum Step {
         job: SlurmJob,
         plan: PageInPlan,
     },
+    /// Start bringing a stopped job's recorded pages back now, for as much
+    /// as the pool has free (the core's `PageIn`, paper 001's prefetch);
+    /// it stays stopped.
+    Prefetch {
+        job: SlurmJob,
+    },
+    /// Page the running job's pages out in the background over the next
+    /// `window_ms` (the core's `WriteBack`, paper 000 §3.4).
+    WriteBack {
+        job: SlurmJob,
+        window_ms: u64,
+    },
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

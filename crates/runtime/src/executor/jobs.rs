@@ -3,83 +3,27 @@
 //! however the node ends.
 
 use super::node::Node;
-use crate::mechanisms::{BgWriter, HugeRestore, PageInDone};
-use crate::procs::{self, Launched};
+use crate::engine::JobMemory;
+use crate::procs::{self, Launch, Launched};
 use crate::results::{Interval, JobResult};
 use anyhow::{Context, Result};
 use memgang_core::{Event, JobId, JobSpec};
 use memgang_linux::cgroup::{CgroupBackend, GroupPath, MemoryStat};
-use memgang_linux::paging::PageRecord;
 use memgang_linux::process::{self, Exit};
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 /// Lines of a failed job's stderr kept in the results: enough for an error
 /// message and a short backtrace, small enough for a table.
 const STDERR_TAIL_LINES: usize = 10;
 
-/// What a job's first process is started with.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Launch {
-    /// Program and arguments; the program is looked up on PATH, with
-    /// memgang's own directory first.
-    pub command: Vec<String>,
-    /// Variables added to memgang's environment.
-    pub env: BTreeMap<String, String>,
-    /// Working directory; None: memgang's own.
-    pub cwd: Option<PathBuf>,
-    /// User, group and supplementary groups to run as, for a service
-    /// that runs other users' jobs: the job joins its cgroup, then drops
-    /// root (see [`procs::launch`]). With a user, `env` is the job's whole
-    /// environment, not an addition to memgang's.
-    pub uid: Option<u32>,
-    pub gid: Option<u32>,
-    pub groups: Vec<u32>,
-    /// Where its stdout and stderr go; None: `<Env::logs>/<job name>`.
-    pub log_dir: Option<PathBuf>,
-    /// A file opened read-write as the first process's standard input
-    /// (None: /dev/null), by memgang, before the switch to `uid`: how a
-    /// service's shim records how the command ended in a file that the
-    /// job, as its user, can neither open nor replace.
-    pub status: Option<PathBuf>,
-}
-
-impl Launch {
-    /// `command` with `env`, as an experiment file gives it.
-    pub fn command(command: &[String], env: &BTreeMap<String, String>) -> Launch {
-        Launch {
-            command: command.to_vec(),
-            env: env.clone(),
-            ..Launch::default()
-        }
-    }
-}
-
 pub(super) struct JobRun {
     pub(super) group: GroupPath,
     pub(super) launch: Launch,
-    /// Declared memory: the working-set estimate before its first quantum.
-    pub(super) declared: Option<u64>,
-    /// Resident runs of each of its processes at its last page-out.
-    pub(super) records: Vec<PageRecord>,
-    /// Working-set estimate: its resident anonymous memory when it was
-    /// last suspended, i.e. what it kept in memory over its last quantum
-    /// (paper 000 §3.2). None before its first suspension.
-    pub(super) ws_bytes: Option<u64>,
-    /// Background writer of its pages while in its quantum's last part.
-    pub(super) bg: Option<BgWriter>,
-    /// A page-in of part of its records started before it resumes
-    /// (overlapped with a page-out, or a prefetch); its resume waits for it.
-    pub(super) early: Option<JoinHandle<PageInDone>>,
-    /// What huge pages mapped at its last page-out (`PagedOut::huge`):
-    /// where to put them back once it runs again (`Paging::restore_huge`).
-    pub(super) huge_records: Vec<PageRecord>,
-    /// Putting its huge pages back, beside it, after its resume; a switch
-    /// or its end waits for it.
-    pub(super) huge: Option<HugeRestore>,
+    /// Its memory as the switch engine keeps it: records, working-set
+    /// estimate, background writing, early page-in, huge-page restore.
+    pub(super) mem: JobMemory,
     /// Peak resident memory last reported to the policy.
     pub(super) reported_peak: u64,
     pub(super) proc: Option<Launched>,
@@ -104,27 +48,13 @@ impl JobRun {
     /// page-in started early, its huge pages going back): nothing of it
     /// runs on after its end or the node's release.
     pub(super) fn stop_paging(&mut self) {
-        if let Some(bg) = self.bg.take() {
-            bg.stop();
-        }
-        if let Some(early) = self.early.take() {
-            let _ = early.join();
-        }
-        if let Some(huge) = self.huge.take() {
-            self.result.huge_restored_bytes += huge.wait();
-        }
+        self.result.huge_restored_bytes += self.mem.stop_paging();
     }
 
     pub(super) fn new(group: GroupPath, spec: &JobSpec, launch: Launch) -> JobRun {
         JobRun {
+            mem: JobMemory::new(group.clone(), &spec.name, spec.memory_bytes),
             group,
-            declared: spec.memory_bytes,
-            records: Vec::new(),
-            ws_bytes: None,
-            bg: None,
-            early: None,
-            huge_records: Vec::new(),
-            huge: None,
             reported_peak: 0,
             proc: None,
             running_since: None,
@@ -231,11 +161,11 @@ impl Node {
     /// of launched. It ends when its group has no process left; its exit
     /// status is not this process's to read (the result has none).
     pub fn adopt(&mut self, spec: JobSpec, group: GroupPath) -> Result<JobId> {
-        if group.parent().as_ref() != Some(&self.pool) {
+        if group.parent().as_ref() != Some(&self.sw.engine.pool) {
             anyhow::bail!(
                 "cannot adopt {}: not a group of the pool {}",
                 group.as_str(),
-                self.pool.as_str()
+                self.sw.engine.pool.as_str()
             );
         }
         self.env
@@ -442,7 +372,7 @@ impl Node {
         ));
         let (i, j) = (job.index(), &self.jobs[job.index()]);
         let account =
-            (self.account).finish(i, &j.result, &leftovers, &self.timeline, &self.switches);
+            (self.account).finish(i, &j.result, &leftovers, &self.timeline, &self.sw.done);
         self.jobs[i].result.account = account;
     }
 

@@ -27,7 +27,7 @@ mod switch;
 #[cfg(test)]
 mod tests;
 
-pub use jobs::Launch;
+pub use crate::procs::Launch;
 pub use node::{Node, NodeReport, NodeSettings};
 
 use crate::experiment::Experiment;

@@ -1,10 +1,14 @@
 //! The node: the pool cgroup, the scheduler and the jobs, and the loop
 //! that drives them one iteration ([`Node::step`]) at a time.
 
-use super::jobs::{JobRun, Launch, Teardown};
+use super::jobs::{JobRun, Teardown};
 use super::sampling::Traffic;
+use super::switch::SwitchState;
 use super::Env;
+use crate::engine::NodeSwitch;
 use crate::experiment::Experiment;
+use crate::memory::GroupMemory;
+use crate::procs::Launch;
 use crate::results::{Interval, JobResult, Machine, Sample, Switch};
 use anyhow::{bail, Context, Result};
 use memgang_core::policy::DynamicCosched;
@@ -31,6 +35,10 @@ pub struct NodeSettings {
     /// each running job's messages every
     /// [`TRAFFIC_PERIOD`](memgang_core::policy::TRAFFIC_PERIOD).
     pub dynamic_coscheduling: bool,
+    /// Swap the node keeps free of the jobs: what its admission kept back
+    /// is what a switch's page-outs leave free
+    /// ([`memgang_core::capacity::SWAP_RESERVE`]).
+    pub swap_reserve: u64,
 }
 
 impl NodeSettings {
@@ -49,6 +57,7 @@ impl NodeSettings {
             label: exp.policy.to_string(),
             sample_interval: exp.sample_interval,
             dynamic_coscheduling: exp.dynamic_coscheduling,
+            swap_reserve: memgang_core::capacity::SWAP_RESERVE,
         }
     }
 }
@@ -72,8 +81,8 @@ pub struct NodeReport {
 /// cgroup it made.
 pub struct Node {
     pub(super) env: Env,
-    pub(super) pool: GroupPath,
-    pub(super) pool_memory: u64,
+    /// Its switch state: the engine over the pool, the switches done.
+    pub(super) sw: SwitchState,
     pub(super) label: String,
     pub(super) sample_interval: Duration,
     pub(super) sched: Scheduler,
@@ -82,7 +91,6 @@ pub struct Node {
     pub(super) teardown: Teardown,
     pub(super) t0: Instant,
     pub(super) timeline: Vec<Interval>,
-    pub(super) switches: Vec<Switch>,
     pub(super) samples: Vec<Sample>,
     pub(super) vm_start: VmStat,
     pub(super) vm_last: VmStat,
@@ -91,9 +99,6 @@ pub struct Node {
     pub(super) traffic: Option<Traffic>,
     /// The node was under memory pressure at the last sample.
     pub(super) pressured: bool,
-    /// Selective page-out could not be set up once: said once, not per
-    /// switch.
-    pub(super) protect_failed: bool,
     /// The jobs' time accounts (crate::account).
     pub(super) account: crate::account::Tracker,
 }
@@ -134,8 +139,20 @@ impl Node {
                 },
             ),
             traffic: settings.dynamic_coscheduling.then(Traffic::default),
-            pool,
-            pool_memory: settings.pool_memory,
+            sw: SwitchState {
+                engine: NodeSwitch {
+                    memory: GroupMemory {
+                        backend: env.backend.clone(),
+                        paging: env.paging.clone(),
+                        counters: env.counters.clone(),
+                        swap_reserve: settings.swap_reserve,
+                    },
+                    pool,
+                    pool_memory: settings.pool_memory,
+                },
+                done: Vec::new(),
+                protect_failed: false,
+            },
             label: settings.label,
             sample_interval: settings.sample_interval,
             env,
@@ -143,13 +160,11 @@ impl Node {
             teardown,
             t0,
             timeline: Vec::new(),
-            switches: Vec::new(),
             samples: Vec::new(),
             vm_start,
             vm_last: vm_start,
             next_sample: Duration::ZERO,
             pressured: false,
-            protect_failed: false,
         })
     }
 
@@ -165,6 +180,8 @@ impl Node {
             bail!("a job named {:?} is already on this node", j.result.name);
         }
         let group = self
+            .sw
+            .engine
             .pool
             .join(&format!("job-{}", spec.name))
             .with_context(|| format!("job name {:?}", spec.name))?;
@@ -210,12 +227,12 @@ impl Node {
 
     /// The switches so far.
     pub fn switches(&self) -> &[Switch] {
-        &self.switches
+        &self.sw.done
     }
 
     /// The pool cgroup.
     pub fn pool(&self) -> &GroupPath {
-        &self.pool
+        &self.sw.engine.pool
     }
 
     /// What a job has recorded so far (final once `finish_s` is set).
@@ -240,7 +257,7 @@ impl Node {
             jobs,
             teardown,
             timeline,
-            switches,
+            sw,
             samples,
             vm_start,
             vm_last,
@@ -251,7 +268,7 @@ impl Node {
         NodeReport {
             jobs: jobs.into_iter().map(|j| j.result).collect(),
             timeline,
-            switches,
+            switches: sw.done,
             samples,
             swap_in_pages: vm_end.pswpin.saturating_sub(vm_start.pswpin),
             swap_out_pages: vm_end.pswpout.saturating_sub(vm_start.pswpout),

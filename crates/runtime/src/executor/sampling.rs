@@ -203,7 +203,9 @@ impl Node {
             r.swap_in_pages += (d_in * maj).checked_div(maj_total).unwrap_or(0);
             r.swap_out_pages += (d_out * grow).checked_div(grow_total).unwrap_or(0);
         }
-        let pool_usage_bytes = backend.memory_stat(&self.pool).map_or(0, |s| s.usage_bytes);
+        let pool_usage_bytes = backend
+            .memory_stat(&self.sw.engine.pool)
+            .map_or(0, |s| s.usage_bytes);
         self.update_allowances();
         self.samples.push(Sample {
             t_s: now.as_secs_f64(),
@@ -233,7 +235,11 @@ impl Node {
             })
             .map(|(_, j)| j.last.anon_bytes)
             .sum();
-        memgang_core::room::allowance(self.pool_memory, others, crate::memory::ROOM_MARGIN)
+        memgang_core::room::allowance(
+            self.sw.engine.pool_memory,
+            others,
+            crate::memory::ROOM_MARGIN,
+        )
     }
 
     /// Rewrite the allowance file of every running job whose allowance

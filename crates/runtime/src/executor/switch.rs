@@ -1,53 +1,28 @@
 //! Carrying out a policy's actions, and the switch they form: page-out,
 //! make-room and page-in (paper 000 §3, paper 001's overlapped restart),
-//! timed as one and recorded as a [`Switch`].
+//! each carried out by the switch engine ([`NodeSwitch`]), timed as one and
+//! recorded as a [`Switch`]. What is the executor's own: freezing and
+//! thawing, starting jobs, renicing, the switch's samples and record.
 
 use super::node::Node;
-use crate::mechanisms::PageInDone;
-use crate::mechanisms::{self, BgWriter, HugeRestore, SwitchSampler};
-use crate::memory::GroupMemory;
+use crate::engine::NodeSwitch;
+use crate::mechanisms::SwitchSampler;
 use crate::results::Switch;
 use anyhow::{Context, Result};
-use memgang_core::room;
-use memgang_core::{Action, Event, JobId, PageInPlan, PageOutPlan};
+use memgang_core::{Action, Event, JobId, PageInPlan};
+use memgang_linux::cgroup::GroupPath;
 use memgang_linux::counters::VmStat;
-use memgang_linux::paging::PageRecord;
-use memgang_linux::runs;
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// A streamed page-in waits until this much is free: one page-in window
-/// (linux's `PAGE_IN_WINDOW`), so that each call keeps the disk's queue as
-/// full as a bulk page-in does.
-const STREAM_CHUNK: u64 = 32 << 20;
-/// How often a streamed page-in looks at the pool while it waits: at the
-/// page-out's 0.8 GB/s (docs/realapps.md), 2 ms is 1.6 MB, small beside a
-/// chunk.
-const STREAM_POLL: Duration = Duration::from_millis(2);
-
-/// The first `bytes` of `records` (in their order) and the rest.
-fn split_records(records: Vec<PageRecord>, bytes: u64) -> (Vec<PageRecord>, Vec<PageRecord>) {
-    let mut budget = bytes;
-    let (mut head, mut tail) = (Vec::new(), Vec::new());
-    for rec in records {
-        let (h, t) = runs::split_at(&rec.runs, budget);
-        budget = budget.saturating_sub(runs::bytes(&h));
-        if !h.is_empty() {
-            head.push(PageRecord {
-                pid: rec.pid,
-                runs: h,
-            });
-        }
-        if !t.is_empty() {
-            tail.push(PageRecord {
-                pid: rec.pid,
-                runs: t,
-            });
-        }
-    }
-    (head, tail)
+/// A node's switch state, apart from its jobs and its loop: the switch
+/// engine over its pool (which owns the arithmetic and the memory moves),
+/// the switches done (the run's record) and whether selective page-out was
+/// found missing (said once).
+pub(super) struct SwitchState {
+    pub(super) engine: NodeSwitch,
+    pub(super) done: Vec<Switch>,
+    pub(super) protect_failed: bool,
 }
 
 impl Node {
@@ -74,7 +49,7 @@ impl Node {
                 SwitchSampler::start(
                     self.env.backend.clone(),
                     self.env.counters.clone(),
-                    self.pool.clone(),
+                    self.sw.engine.pool.clone(),
                     self.t0,
                     self.sample_interval,
                 )
@@ -83,7 +58,7 @@ impl Node {
             // Overlapped set switch: the incoming jobs' page-in starts now,
             // beside the page-outs below, in the memory free right now.
             // Prefetches (PageIn) share the same budget.
-            let mut budget = self.free_for_page_in();
+            let mut budget = self.engine().free_for_page_in();
             // Jobs this batch brings back from their records: the page-out
             // that makes their room streams their page-in (`MakeRoom`).
             let paged_in_jobs: Vec<JobId> = batch
@@ -99,7 +74,8 @@ impl Node {
                     page_in: PageInPlan::Overlapped,
                 } = action
                 {
-                    self.start_early_page_in(*job, &mut budget);
+                    let engine = self.engine();
+                    engine.page_in_early(&mut self.jobs[job.index()].mem, &mut budget);
                 }
             }
             for action in batch {
@@ -119,95 +95,60 @@ impl Node {
                         }
                     },
                     Action::Suspend { page_out, .. } => {
-                        // Background writing ends when the switch begins.
-                        // Its huge pages going back must not race its page-out.
-                        if let Some(h) = self.jobs[i].huge.take() {
-                            self.jobs[i].result.huge_restored_bytes += h.wait();
-                        }
-                        let bg = self.jobs[i].bg.take().map(|w| {
-                            let report = w.stop();
-                            bg_bytes += report.bytes_written;
-                            self.bg_done(job, report)
-                        });
                         self.env
                             .freezer
                             .freeze(&self.jobs[i].group)
                             .with_context(|| format!("suspending job {}", self.name(job)))?;
                         self.stop_interval(job, self.now());
-                        let anon = self
-                            .env
-                            .backend
-                            .memory_stat(&self.jobs[i].group)
-                            .ok()
-                            .map(|m| m.anon_bytes);
-                        let t = Instant::now();
-                        let out = self.page_out(job, page_out, bg, &mut warnings);
-                        paged_out += out;
-                        out_time += t.elapsed();
-                        // A record (taken before background writing, if
-                        // any) is the better estimate: after writing, the
-                        // pages are no longer mapped, so not counted.
+                        let engine = self.engine();
                         let j = &mut self.jobs[i];
-                        let recorded: u64 = j.records.iter().map(PageRecord::bytes).sum();
-                        j.ws_bytes = anon.map(|a| a.max(recorded));
+                        let out = engine.suspend(&mut j.mem, page_out);
+                        j.result.huge_restored_bytes += out.huge_restored;
+                        bg_bytes += out.background;
+                        paged_out += out.paged_out;
+                        out_time += out.took;
+                        warnings.extend(out.warnings);
                         suspended.push(self.name(job).to_string());
                     }
                     Action::Protect { on, .. } => self.protect(job, on),
                     Action::MakeRoom { from, .. } => {
-                        let need = self.shortfall(job);
-                        let freed = paged_in_jobs
-                            .contains(&job)
-                            .then(|| self.start_streamed_page_in(job));
-                        let t = Instant::now();
-                        paged_out += self.make_room(job, need, &from, &mut warnings);
-                        out_time += t.elapsed();
-                        if let Some(done) = freed {
-                            done.store(true, Ordering::Release);
-                        }
+                        let victims = self.victims(&from);
+                        let stream = paged_in_jobs.contains(&job);
+                        let engine = self.engine();
+                        let (freed, took) = engine.make_room(
+                            &mut self.jobs[i].mem,
+                            &victims,
+                            stream,
+                            &mut warnings,
+                        );
+                        paged_out += freed;
+                        out_time += took;
                     }
                     Action::Resume { page_in, .. } => {
                         // Bring its memory back while it is still frozen, so
                         // that it resumes without faulting.
-                        // Not overlapped with the page-out that made its room:
-                        // see `fitting_records`.
-                        let early = self.jobs[i].early.take().map(|h| h.join());
-                        let done = page_in.uses_records().then(|| {
-                            let records = self.fitting_records(job);
-                            mechanisms::page_in(self.env.paging.as_ref(), &records)
-                        });
-                        for done in early.into_iter().flatten().chain(done) {
-                            paged_in += done.bytes;
-                            in_time += done.took;
-                            for e in &done.errors {
-                                self.paging_failed(job, "paging in", e);
-                            }
-                        }
+                        let engine = self.engine();
+                        let done = engine.resume(&mut self.jobs[i].mem, page_in.uses_records());
+                        paged_in += done.bytes;
+                        in_time += done.took;
                         self.env
                             .freezer
                             .thaw(&self.jobs[i].group)
                             .with_context(|| format!("resuming job {}", self.name(job)))?;
-                        if page_in.uses_records() {
-                            self.restore_huge_pages(job);
-                        }
                         self.jobs[i].running_since = Some(self.now());
                         resumed.push(self.name(job).to_string());
                     }
                     Action::WriteBack { until, .. } => {
-                        let pids = self
-                            .env
-                            .backend
-                            .procs_recursive(&self.jobs[i].group)
-                            .unwrap_or_default();
                         let window = until.saturating_sub(self.now());
-                        self.jobs[i].bg =
-                            Some(BgWriter::start(self.env.paging.clone(), pids, window));
+                        let engine = self.engine();
+                        engine.write_back(&mut self.jobs[i].mem, window);
                     }
                     // One budget for all the jobs of the set being
-                    // prefetched: each taking all the free memory filled
-                    // the pool with up to the set's size and pushed the
-                    // running set out (bench/hybrid.sh, n = 7: thousands
-                    // of major faults per job inside quanta).
-                    Action::PageIn { .. } => self.start_early_page_in(job, &mut budget),
+                    // prefetched (see `NodeSwitch::page_in_early`).
+                    Action::PageIn { .. } => {
+                        let engine = self.engine();
+                        engine.page_in_early(&mut self.jobs[i].mem, &mut budget);
+                    }
                     Action::Boost { nice, .. } => self.renice(job, nice),
                     Action::Defer { reason, .. } => {
                         self.say(format!("{} waits: {reason}", self.name(job)))
@@ -227,7 +168,7 @@ impl Node {
                 for point in sampler.map(SwitchSampler::stop).unwrap_or_default() {
                     self.switch_sample(point);
                 }
-                self.switches.push(Switch {
+                self.sw.done.push(Switch {
                     at_s: at.as_secs_f64(),
                     took_s: took.as_secs_f64(),
                     suspended,
@@ -255,163 +196,34 @@ impl Node {
         Ok(())
     }
 
-    /// The mechanisms a switch moves memory with.
-    pub(super) fn memory(&self) -> GroupMemory {
-        GroupMemory {
-            backend: self.env.backend.clone(),
-            paging: self.env.paging.clone(),
-            counters: self.env.counters.clone(),
-        }
+    /// The switch engine over this node's pool.
+    pub(super) fn engine(&self) -> NodeSwitch {
+        self.sw.engine.clone()
     }
 
-    /// Carry out a page-out plan on a frozen job; returns the bytes paged
-    /// out. `bg` is what background writing did in its quantum's last part:
-    /// its record, taken before it wrote pages out, is the quantum's working
-    /// set.
-    fn page_out(
-        &mut self,
-        job: JobId,
-        plan: PageOutPlan,
-        bg: Option<Vec<PageRecord>>,
-        warnings: &mut Vec<String>,
-    ) -> u64 {
-        let out = self
-            .memory()
-            .page_out(&self.jobs[job.index()].group, self.name(job), plan);
-        warnings.extend(out.warnings);
-        if let Some(records) = out.records {
-            let j = &mut self.jobs[job.index()];
-            j.huge_records = out.huge;
-            j.records = bg.filter(|b| !b.is_empty()).unwrap_or(records);
-        }
-        out.bytes
-    }
-
-    /// Put a resumed job's memory back on huge pages where huge pages
-    /// mapped it before its page-out, beside it ([`HugeRestore`]).
-    fn restore_huge_pages(&mut self, job: JobId) {
-        let j = &mut self.jobs[job.index()];
-        if j.huge.is_none() {
-            let records = std::mem::take(&mut j.huge_records);
-            j.huge = HugeRestore::start(self.env.paging.clone(), records);
-        }
-    }
-
-    /// The job's records, cut to what the pool can take now (see
-    /// [`GroupMemory::fitting_records`]).
-    fn fitting_records(&mut self, job: JobId) -> Vec<PageRecord> {
-        let records = std::mem::take(&mut self.jobs[job.index()].records);
-        let j = &self.jobs[job.index()];
-        self.memory().fitting_records(
-            records,
-            &j.group,
-            &j.result.name,
-            &self.pool,
-            self.pool_memory,
-        )
-    }
-
-    fn free_for_page_in(&self) -> u64 {
-        self.memory().free_for_page_in(&self.pool, self.pool_memory)
-    }
-
-    /// Start paging in the first `budget` bytes of a suspended job's
-    /// records in a thread (paper 001's overlapped restart and prefetch);
-    /// the rest stays recorded for its resume. The job stays frozen.
-    fn start_early_page_in(&mut self, job: JobId, budget: &mut u64) {
-        let j = &mut self.jobs[job.index()];
-        if j.early.is_some() || j.records.is_empty() || *budget == 0 {
-            return;
-        }
-        let (head, tail) = split_records(std::mem::take(&mut j.records), *budget);
-        *budget = budget.saturating_sub(head.iter().map(PageRecord::bytes).sum());
-        j.records = tail;
-        let paging = self.env.paging.clone();
-        j.early = Some(std::thread::spawn(move || {
-            mechanisms::page_in(paging.as_ref(), &head)
-        }));
-    }
-
-    /// Page a job's records in while a `MakeRoom` pages others out for
-    /// it: a thread brings back as much as the pool has free, again and
-    /// again as the page-out frees more, instead of waiting for the whole
-    /// page-out first (a switch took their sum: docs/realapps.md). It only
-    /// ever takes memory that is free, so it cannot push the outgoing jobs'
-    /// pages out or fill the pool (the OOM a one-shot page-in beside the
-    /// page-out brought: [`GroupMemory::fitting_records`]). Once the
-    /// returned flag is set (the page-out is over) it takes what is free one
-    /// last time; what still does not fit is faulted in on demand, as under
-    /// `lru`.
-    fn start_streamed_page_in(&mut self, job: JobId) -> Arc<AtomicBool> {
-        let done = Arc::new(AtomicBool::new(false));
-        let memory = self.memory();
-        let (pool, pool_memory) = (self.pool.clone(), self.pool_memory);
-        let j = &mut self.jobs[job.index()];
-        if j.early.is_some() || j.records.is_empty() {
-            done.store(true, Ordering::Relaxed);
-            return done;
-        }
-        let records = std::mem::take(&mut j.records);
-        let page_out_done = done.clone();
-        j.early = Some(std::thread::spawn(move || {
-            // Budgeted by what is on swap: a recorded page still resident
-            // needs no memory (a process that is gone has nothing to page).
-            let mut left: Vec<PageRecord> = records
-                .iter()
-                .filter_map(|r| memory.paging.swapped(r).ok())
-                .filter(|r| !r.runs.is_empty())
-                .collect();
-            let mut all = PageInDone::default();
-            while !left.is_empty() {
-                // Read before the pool: what is free after the page-out
-                // ended is the last chance.
-                let last = page_out_done.load(Ordering::Acquire);
-                let free = memory.free_for_page_in(&pool, pool_memory);
-                if free < STREAM_CHUNK && !last {
-                    std::thread::sleep(STREAM_POLL);
-                    continue;
-                }
-                let (head, tail) = split_records(left, free);
-                left = tail;
-                if head.is_empty() {
-                    break;
-                }
-                let done = mechanisms::page_in(memory.paging.as_ref(), &head);
-                all.bytes += done.bytes;
-                all.took += done.took;
-                all.errors.extend(done.errors);
-                if last {
-                    break;
-                }
-            }
-            all
-        }));
-        done
-    }
-
-    /// What background writing did, said when it had trouble.
-    fn bg_done(&self, job: JobId, report: mechanisms::BgReport) -> Vec<PageRecord> {
-        for e in &report.errors {
-            self.paging_failed(job, "background writing", e);
-        }
-        tracing::debug!(
-            "job {}: background writing advised {} bytes",
-            self.name(job),
-            report.bytes_written
-        );
-        report.records
+    /// The stopped jobs a make-room takes memory from, in the policy's
+    /// order.
+    fn victims(&self, from: &[JobId]) -> Vec<(GroupPath, String)> {
+        from.iter()
+            .map(|v| {
+                (
+                    self.jobs[v.index()].group.clone(),
+                    self.name(*v).to_string(),
+                )
+            })
+            .collect()
     }
 
     /// Selective page-out: protect a job the policy runs, expose one it
     /// suspends. Without the kernel's support the kernel's LRU decides
     /// alone, as under `lru`; said once.
     fn protect(&mut self, job: JobId, on: bool) {
-        if self.protect_failed {
+        if self.sw.protect_failed {
             return;
         }
         let group = &self.jobs[job.index()].group;
         if let Err(e) = self.env.backend.protect(group, on) {
-            self.protect_failed = true;
+            self.sw.protect_failed = true;
             self.say(format!(
                 "warning: selective page-out (so) is not available, the kernel's LRU chooses \
                  what to page out instead: {e}"
@@ -419,62 +231,20 @@ impl Node {
         }
     }
 
-    /// Bytes `job` is short of: its working-set estimate (declared memory
-    /// before its first quantum) and a margin, less what it has resident
-    /// and what the pool has free.
-    fn shortfall(&self, job: JobId) -> u64 {
-        let j = &self.jobs[job.index()];
-        let ws = room::working_set(j.ws_bytes, j.declared);
-        self.memory()
-            .shortfall(&j.group, ws, &self.pool, self.pool_memory)
-    }
-
-    /// `so/ao`: reclaim the incoming job's shortfall from the suspended
-    /// jobs in the policy's order (see [`GroupMemory::make_room`]).
-    fn make_room(
-        &mut self,
-        job: JobId,
-        need: u64,
-        from: &[JobId],
-        warnings: &mut Vec<String>,
-    ) -> u64 {
-        let victims: Vec<_> = from
-            .iter()
-            .map(|v| {
-                (
-                    self.jobs[v.index()].group.clone(),
-                    self.name(*v).to_string(),
-                )
-            })
-            .collect();
-        self.memory()
-            .make_room(need, &victims, self.name(job), warnings)
-    }
-
     /// Before a switch: will the swap device hold what must leave memory
     /// for the incoming jobs? A full swap device is said before the switch,
     /// not found out by the OOM killer.
     fn check_swap(&self, batch: &[Action]) -> Option<String> {
-        let need: u64 = batch
+        let incoming = batch
             .iter()
             .filter(|a| matches!(a, Action::Resume { .. } | Action::Start { .. }))
-            .map(|a| self.shortfall(a.job()))
-            .sum();
-        let room = self.swap_room();
-        (need > room).then(|| {
+            .map(|a| &self.jobs[a.job().index()].mem);
+        self.engine().check(incoming).map(|w| {
             format!(
-                "swap is nearly full: {} free (with {} kept in reserve), but the incoming jobs \
-                 need about {} more memory than the pool has free; the kernel may kill a job \
-                 (out of memory). Add swap (memgang testbed up --swap SIZE) or give the pool more memory",
-                memgang_core::units::format_bytes(room),
-                memgang_core::units::format_bytes(crate::memory::SWAP_RESERVE),
-                memgang_core::units::format_bytes(need)
+                "{w}; the kernel may kill a job (out of memory). Add swap (memgang testbed up \
+                 --swap SIZE) or give the pool more memory"
             )
         })
-    }
-
-    fn paging_failed(&self, job: JobId, what: &str, e: &memgang_linux::Error) {
-        crate::memory::failed(self.name(job), what, e);
     }
 
     fn renice(&mut self, job: JobId, nice: i32) {
@@ -497,9 +267,5 @@ impl Node {
                 tracing::warn!("renice of pid {pid} to {nice}: {e}");
             }
         }
-    }
-
-    fn swap_room(&self) -> u64 {
-        self.memory().swap_room()
     }
 }

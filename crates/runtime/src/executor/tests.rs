@@ -11,11 +11,10 @@ use super::*;
 use crate::experiment::{Experiment, Overrides};
 use memgang_core::{JobId, JobSpec, PolicyKind, Switching};
 use memgang_linux::cgroup::{CgroupVersion, GroupPath, MemoryStat};
-use memgang_linux::counters::{Psi, SwapStatus, VmStat};
-use memgang_linux::paging::{PageRecord, Run};
+use memgang_linux::counters::Psi;
+use memgang_linux::testing::{FakeCounters, FakeFreezer, FakePaging, Log, RECORD_PAGES};
 use memgang_linux::Error;
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::atomic::AtomicU64;
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -23,27 +22,6 @@ use std::time::Duration;
 const GROUP_VAR: &str = "MEMGANG_FAKE_GROUP";
 /// Resident memory each fake job group reports.
 const JOB_ANON: u64 = 64 << 20;
-/// A fake process's resident pages, in one run.
-const RECORD_PAGES: u64 = 100;
-
-/// What the fakes were asked to do, in order.
-#[derive(Debug, Default)]
-struct Log(Mutex<Vec<String>>);
-
-impl Log {
-    fn push(&self, s: String) {
-        self.0.lock().unwrap().push(s);
-    }
-    fn lines(&self) -> Vec<String> {
-        self.0.lock().unwrap().clone()
-    }
-    fn count(&self, prefix: &str) -> usize {
-        self.lines()
-            .iter()
-            .filter(|l| l.starts_with(prefix))
-            .count()
-    }
-}
 
 #[derive(Debug)]
 struct FakeCgroups {
@@ -193,84 +171,6 @@ fn gone(group: &GroupPath) -> Error {
     )
 }
 
-#[derive(Debug)]
-struct FakeFreezer {
-    log: Arc<Log>,
-    frozen: Mutex<BTreeSet<GroupPath>>,
-}
-
-impl Freezer for FakeFreezer {
-    fn name(&self) -> &'static str {
-        "fake"
-    }
-    fn freeze(&self, group: &GroupPath) -> memgang_linux::Result<()> {
-        self.log.push(format!("freeze {group}"));
-        self.frozen.lock().unwrap().insert(group.clone());
-        Ok(())
-    }
-    fn thaw(&self, group: &GroupPath) -> memgang_linux::Result<()> {
-        self.log.push(format!("thaw {group}"));
-        self.frozen.lock().unwrap().remove(group);
-        Ok(())
-    }
-    fn is_frozen(&self, group: &GroupPath) -> memgang_linux::Result<bool> {
-        Ok(self.frozen.lock().unwrap().contains(group))
-    }
-}
-
-#[derive(Debug)]
-struct FakePaging {
-    log: Arc<Log>,
-}
-
-impl Paging for FakePaging {
-    fn record(&self, pid: i32) -> memgang_linux::Result<PageRecord> {
-        Ok(PageRecord {
-            pid,
-            runs: vec![Run {
-                start: 1 << 30,
-                pages: RECORD_PAGES,
-            }],
-        })
-    }
-    fn page_out(&self, pid: i32, runs: &[Run]) -> memgang_linux::Result<u64> {
-        let bytes = runs.iter().map(Run::bytes).sum();
-        self.log.push(format!("page_out {pid} {bytes}"));
-        Ok(bytes)
-    }
-    fn page_in(&self, record: &PageRecord) -> memgang_linux::Result<u64> {
-        self.log
-            .push(format!("page_in {} {}", record.pid, record.bytes()));
-        Ok(record.bytes())
-    }
-}
-
-/// Swap traffic that grows with every reading, and plenty of free swap.
-#[derive(Debug, Default)]
-struct FakeCounters {
-    reads: AtomicU64,
-}
-
-impl NodeCounters for FakeCounters {
-    fn vmstat(&self) -> memgang_linux::Result<VmStat> {
-        let n = self.reads.fetch_add(1, Ordering::Relaxed);
-        Ok(VmStat {
-            pswpin: n * 10,
-            pswpout: n * 20,
-            pgmajfault: n,
-        })
-    }
-    fn memory_pressure(&self) -> Option<Psi> {
-        None
-    }
-    fn swap(&self) -> memgang_linux::Result<SwapStatus> {
-        Ok(SwapStatus {
-            total_bytes: 4 << 30,
-            used_bytes: 0,
-        })
-    }
-}
-
 struct Fakes {
     log: Arc<Log>,
     cgroups: Arc<FakeCgroups>,
@@ -287,10 +187,7 @@ fn fakes() -> Fakes {
     let logs = tempfile::tempdir().unwrap();
     let env = Env {
         backend: cgroups.clone(),
-        freezer: Arc::new(FakeFreezer {
-            log: log.clone(),
-            frozen: Mutex::new(BTreeSet::new()),
-        }),
+        freezer: Arc::new(FakeFreezer::new(log.clone())),
         paging: Arc::new(FakePaging { log: log.clone() }),
         counters: Arc::new(FakeCounters::default()),
         machine: Machine {
@@ -525,6 +422,7 @@ fn settings(pool: &str, policy: PolicyKind) -> NodeSettings {
         label: policy.name().into(),
         sample_interval: Duration::from_millis(50),
         dynamic_coscheduling: false,
+        swap_reserve: memgang_core::capacity::SWAP_RESERVE,
     }
 }
 

@@ -1,0 +1,359 @@
+//! The switch engine: one node's switch steps on its jobs' memory, written
+//! once for every executor. The one-node executor (and memgangd through
+//! it) and memgang's Slurm agent both switch with [`NodeSwitch`]; they
+//! differ only in how a job is stopped (the cgroup freezer, or Slurm's
+//! SIGSTOP) and in what they report.
+//!
+//! It owns, per job ([`JobMemory`]): the page records taken at its
+//! page-out, the working-set estimate, background writing, a page-in
+//! started early and the huge-page restore after its resume. Its steps:
+//! page-out ([`NodeSwitch::suspend`]), make-room with a streamed page-in
+//! ([`NodeSwitch::make_room`]), early page-in ([`NodeSwitch::page_in_early`])
+//! and page-in at resume ([`NodeSwitch::resume`]), and the check before a
+//! switch ([`NodeSwitch::check`], the capacity model's
+//! [`capacity::check_switch`]). The kernel calls are [`GroupMemory`]'s;
+//! the arithmetic is `memgang_core::room` and `memgang_core::capacity`.
+
+use crate::mechanisms::{self, BgReport, BgWriter, HugeRestore, PageInDone};
+use crate::memory::{self, GroupMemory};
+use memgang_core::{capacity, room, PageOutPlan};
+use memgang_linux::cgroup::GroupPath;
+use memgang_linux::paging::PageRecord;
+use memgang_linux::runs;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// A streamed page-in waits until this much is free: one page-in window
+/// (linux's `PAGE_IN_WINDOW`), so that each call keeps the disk's queue as
+/// full as a bulk page-in does.
+const STREAM_CHUNK: u64 = 32 << 20;
+/// How often a streamed page-in looks at the pool while it waits: at the
+/// page-out's 0.8 GB/s (docs/realapps.md), 2 ms is 1.6 MB, small beside a
+/// chunk.
+const STREAM_POLL: Duration = Duration::from_millis(2);
+
+/// One job's memory as the switch engine keeps it between switches.
+pub struct JobMemory {
+    pub group: GroupPath,
+    /// For messages.
+    pub name: String,
+    /// Declared memory: the working-set estimate before its first quantum.
+    pub declared: Option<u64>,
+    /// Resident runs of each of its processes at its last page-out.
+    records: Vec<PageRecord>,
+    /// Working-set estimate: the larger of its resident anonymous memory
+    /// and its record when it was last suspended, i.e. what it kept in
+    /// memory over its last quantum (paper 000 §3.2). None before its
+    /// first suspension.
+    ws_bytes: Option<u64>,
+    /// Background writer of its pages while in its quantum's last part.
+    bg: Option<BgWriter>,
+    /// A page-in of part of its records started before it resumes
+    /// (overlapped with a page-out, or a prefetch); its resume waits for it.
+    early: Option<JoinHandle<PageInDone>>,
+    /// What huge pages mapped at its last page-out: where to put them back
+    /// once it runs again (`Paging::restore_huge`).
+    huge_records: Vec<PageRecord>,
+    /// Putting its huge pages back, beside it, after its resume; a switch
+    /// or its end waits for it.
+    huge: Option<HugeRestore>,
+}
+
+impl JobMemory {
+    pub fn new(group: GroupPath, name: &str, declared: Option<u64>) -> JobMemory {
+        JobMemory {
+            group,
+            name: name.to_string(),
+            declared,
+            records: Vec::new(),
+            ws_bytes: None,
+            bg: None,
+            early: None,
+            huge_records: Vec::new(),
+            huge: None,
+        }
+    }
+
+    /// The memory it is expected to want when it next runs.
+    pub fn working_set(&self) -> u64 {
+        room::working_set(self.ws_bytes, self.declared)
+    }
+
+    /// Wait for its huge pages going back; the bytes put back.
+    pub fn wait_huge(&mut self) -> u64 {
+        self.huge.take().map_or(0, HugeRestore::wait)
+    }
+
+    /// Stop its background writing and wait for its paging threads:
+    /// nothing of it runs on after its end or the node's release. Returns
+    /// the bytes put back on huge pages.
+    pub fn stop_paging(&mut self) -> u64 {
+        if let Some(bg) = self.bg.take() {
+            bg.stop();
+        }
+        if let Some(early) = self.early.take() {
+            let _ = early.join();
+        }
+        self.wait_huge()
+    }
+}
+
+/// What [`NodeSwitch::suspend`] did.
+#[derive(Debug, Default)]
+pub struct Suspended {
+    pub paged_out: u64,
+    pub took: Duration,
+    /// Bytes background writing had advised out in the quantum's last
+    /// part.
+    pub background: u64,
+    /// Bytes put back on huge pages after its last resume.
+    pub huge_restored: u64,
+    pub warnings: Vec<String>,
+}
+
+/// One node's pool and the mechanisms its switches move memory with.
+#[derive(Clone, Debug)]
+pub struct NodeSwitch {
+    pub memory: GroupMemory,
+    pub pool: GroupPath,
+    pub pool_memory: u64,
+}
+
+impl NodeSwitch {
+    /// Bytes `job` is short of: its working-set estimate and the margin,
+    /// less what it has resident and what the pool has free.
+    pub fn shortfall(&self, job: &JobMemory) -> u64 {
+        self.memory
+            .shortfall(&job.group, job.working_set(), &self.pool, self.pool_memory)
+    }
+
+    /// Before a switch: will swap hold what must leave memory for the
+    /// `incoming` jobs?
+    pub fn check<'a>(&self, incoming: impl IntoIterator<Item = &'a JobMemory>) -> Option<String> {
+        let need: u64 = incoming.into_iter().map(|j| self.shortfall(j)).sum();
+        capacity::check_switch(need, self.memory.swap_room(), self.memory.swap_reserve)
+    }
+
+    /// Memory the pool has free now, less the margin.
+    pub fn free_for_page_in(&self) -> u64 {
+        self.memory.free_for_page_in(&self.pool, self.pool_memory)
+    }
+
+    /// Page a stopped job out by `plan`, after ending its background
+    /// writing and waiting for its huge pages to go back; keep its records
+    /// (background writing's, taken before it wrote pages out, where there
+    /// are some) and its working-set estimate.
+    pub fn suspend(&self, job: &mut JobMemory, plan: PageOutPlan) -> Suspended {
+        let mut out = Suspended {
+            huge_restored: job.wait_huge(),
+            ..Suspended::default()
+        };
+        let bg = job.bg.take().map(|w| {
+            let report = w.stop();
+            out.background = report.bytes_written;
+            bg_done(&job.name, report)
+        });
+        let anon = self
+            .memory
+            .backend
+            .memory_stat(&job.group)
+            .ok()
+            .map(|m| m.anon_bytes);
+        let t = Instant::now();
+        let paged = self.memory.page_out(&job.group, &job.name, plan);
+        out.took = t.elapsed();
+        out.paged_out = paged.bytes;
+        out.warnings = paged.warnings;
+        if let Some(records) = paged.records {
+            job.huge_records = paged.huge;
+            job.records = bg.filter(|b| !b.is_empty()).unwrap_or(records);
+        }
+        // A record is the better estimate where the job's pages were no
+        // longer mapped (after background writing): not counted in anon.
+        let recorded: u64 = job.records.iter().map(PageRecord::bytes).sum();
+        job.ws_bytes = anon.map(|a| a.max(recorded));
+        out
+    }
+
+    /// Page the running job's resident runs out in the background over
+    /// `window` (paper 000 §3.4); its next [`suspend`](Self::suspend)
+    /// ends it.
+    pub fn write_back(&self, job: &mut JobMemory, window: Duration) {
+        let pids = self
+            .memory
+            .backend
+            .procs_recursive(&job.group)
+            .unwrap_or_default();
+        if let Some(old) = job.bg.take() {
+            old.stop();
+        }
+        job.bg = Some(BgWriter::start(self.memory.paging.clone(), pids, window));
+    }
+
+    /// `so/ao`: free what `job` is short of from the stopped `victims`
+    /// (group, name), in order. With `stream`, the job's records are paged
+    /// in beside the page-out as memory frees ([`Self::stream_page_in`]).
+    /// Returns the bytes freed and how long the page-out took.
+    pub fn make_room(
+        &self,
+        job: &mut JobMemory,
+        victims: &[(GroupPath, String)],
+        stream: bool,
+        warnings: &mut Vec<String>,
+    ) -> (u64, Duration) {
+        let need = self.shortfall(job);
+        let done = stream.then(|| self.stream_page_in(job));
+        let t = Instant::now();
+        let freed = self.memory.make_room(need, victims, &job.name, warnings);
+        let took = t.elapsed();
+        if let Some(done) = done {
+            done.store(true, Ordering::Release);
+        }
+        (freed, took)
+    }
+
+    /// Start paging in the first `budget` bytes of a stopped job's records
+    /// in a thread (paper 001's overlapped restart and prefetch); the rest
+    /// stays recorded for its resume. One budget for the jobs of a set:
+    /// each taking all the free memory filled the pool with up to the
+    /// set's size and pushed the running set out (bench/hybrid.sh, n = 7).
+    pub fn page_in_early(&self, job: &mut JobMemory, budget: &mut u64) {
+        if job.early.is_some() || job.records.is_empty() || *budget == 0 {
+            return;
+        }
+        let (head, tail) = split_records(std::mem::take(&mut job.records), *budget);
+        *budget = budget.saturating_sub(head.iter().map(PageRecord::bytes).sum());
+        job.records = tail;
+        let paging = self.memory.paging.clone();
+        job.early = Some(std::thread::spawn(move || {
+            mechanisms::page_in(paging.as_ref(), &head)
+        }));
+    }
+
+    /// Page a job's records in while a make-room pages others out for it:
+    /// a thread brings back as much as the pool has free, again and again
+    /// as the page-out frees more, instead of waiting for the whole
+    /// page-out first (a switch took their sum: docs/realapps.md). It only
+    /// ever takes memory that is free, so it cannot push the outgoing jobs'
+    /// pages out or fill the pool (the OOM a one-shot page-in beside the
+    /// page-out brought: [`GroupMemory::fitting_records`]). Once the
+    /// returned flag is set (the page-out is over) it takes what is free one
+    /// last time; what still does not fit is faulted in on demand, as under
+    /// `lru`.
+    fn stream_page_in(&self, job: &mut JobMemory) -> Arc<AtomicBool> {
+        let done = Arc::new(AtomicBool::new(false));
+        if job.early.is_some() || job.records.is_empty() {
+            done.store(true, Ordering::Relaxed);
+            return done;
+        }
+        let records = std::mem::take(&mut job.records);
+        let page_out_done = done.clone();
+        let this = self.clone();
+        job.early = Some(std::thread::spawn(move || {
+            // Budgeted by what is on swap: a recorded page still resident
+            // needs no memory (a process that is gone has nothing to page).
+            let mut left: Vec<PageRecord> = records
+                .iter()
+                .filter_map(|r| this.memory.paging.swapped(r).ok())
+                .filter(|r| !r.runs.is_empty())
+                .collect();
+            let mut all = PageInDone::default();
+            while !left.is_empty() {
+                // Read before the pool: what is free after the page-out
+                // ended is the last chance.
+                let last = page_out_done.load(Ordering::Acquire);
+                let free = this.free_for_page_in();
+                if free < STREAM_CHUNK && !last {
+                    std::thread::sleep(STREAM_POLL);
+                    continue;
+                }
+                let (head, tail) = split_records(left, free);
+                left = tail;
+                if head.is_empty() {
+                    break;
+                }
+                let done = mechanisms::page_in(this.memory.paging.as_ref(), &head);
+                all.bytes += done.bytes;
+                all.took += done.took;
+                all.errors.extend(done.errors);
+                if last {
+                    break;
+                }
+            }
+            all
+        }));
+        done
+    }
+
+    /// Bring a stopped job's memory back before it runs: wait for a
+    /// page-in started early, then (`records`) page in what is left of its
+    /// records, cut to what the pool can take now
+    /// ([`GroupMemory::fitting_records`]; not overlapped with the page-out
+    /// that made its room), and start putting its huge pages back. Failures
+    /// are said here; the kernel pages the rest on demand.
+    pub fn resume(&self, job: &mut JobMemory, records: bool) -> PageInDone {
+        let early = job.early.take().map(|h| h.join());
+        let now = records.then(|| {
+            let taken = std::mem::take(&mut job.records);
+            let fit = self.memory.fitting_records(
+                taken,
+                &job.group,
+                &job.name,
+                &self.pool,
+                self.pool_memory,
+            );
+            mechanisms::page_in(self.memory.paging.as_ref(), &fit)
+        });
+        let mut all = PageInDone::default();
+        for done in early.into_iter().flatten().chain(now) {
+            all.bytes += done.bytes;
+            all.took += done.took;
+            for e in &done.errors {
+                memory::failed(&job.name, "paging in", e);
+            }
+            all.errors.extend(done.errors);
+        }
+        if records && job.huge.is_none() {
+            let huge = std::mem::take(&mut job.huge_records);
+            job.huge = HugeRestore::start(self.memory.paging.clone(), huge);
+        }
+        all
+    }
+}
+
+/// What background writing did, said when it had trouble.
+fn bg_done(name: &str, report: BgReport) -> Vec<PageRecord> {
+    for e in &report.errors {
+        memory::failed(name, "background writing", e);
+    }
+    tracing::debug!(
+        "job {name}: background writing advised {} bytes",
+        report.bytes_written
+    );
+    report.records
+}
+
+/// The first `bytes` of `records` (in their order) and the rest.
+fn split_records(records: Vec<PageRecord>, bytes: u64) -> (Vec<PageRecord>, Vec<PageRecord>) {
+    let mut budget = bytes;
+    let (mut head, mut tail) = (Vec::new(), Vec::new());
+    for rec in records {
+        let (h, t) = runs::split_at(&rec.runs, budget);
+        budget = budget.saturating_sub(runs::bytes(&h));
+        if !h.is_empty() {
+            head.push(PageRecord {
+                pid: rec.pid,
+                runs: h,
+            });
+        }
+        if !t.is_empty() {
+            tail.push(PageRecord {
+                pid: rec.pid,
+                runs: t,
+            });
+        }
+    }
+    (head, tail)
+}
