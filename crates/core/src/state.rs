@@ -53,7 +53,7 @@ pub struct State {
     /// stop and end when the policy reads them (`Policy::reads_node_load`),
     /// so that asking which nodes are idle or least loaded costs the nodes,
     /// not every job alive (a long archive trace queues tens of thousands:
-    /// docs/sim-history.md). When not kept, the answers are counted from the
+    /// `git log -- docs/sim.md`). When not kept, the answers are counted from the
     /// running jobs.
     running_on: Option<RunningCounts>,
 }

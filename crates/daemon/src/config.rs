@@ -143,7 +143,7 @@ impl Config {
                     bail!("metrics_file = {p:?}: write an absolute path (or \"\" for none)")
                 }
                 Some(p) => Some(p),
-                None => Some(crate::service::metrics_path(&socket)),
+                None => Some(metrics_path(&socket)),
             },
             socket,
         })
@@ -161,6 +161,12 @@ impl Config {
             max_switch_share: self.max_switch_share,
         }
     }
+}
+
+/// Beside the socket, where node_exporter's textfile collector can be
+/// pointed (it reads *.prom).
+pub fn metrics_path(socket: &Path) -> PathBuf {
+    socket.with_file_name("memgang.prom")
 }
 
 #[cfg(test)]

@@ -993,12 +993,6 @@ fn page_size() -> u64 {
     }
 }
 
-/// Beside the socket, where node_exporter's textfile collector can be
-/// pointed (it reads *.prom).
-pub fn metrics_path(socket: &Path) -> PathBuf {
-    socket.with_file_name("memgang.prom")
-}
-
 /// The time accounts of the jobs that ended since the daemon started,
 /// summed (counters: a job forgotten from the list still counts).
 #[derive(Debug, Default)]
