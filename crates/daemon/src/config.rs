@@ -26,6 +26,7 @@ struct File {
     keep_finished_for: Option<String>,
     keep_finished_jobs: Option<usize>,
     metrics_file: Option<PathBuf>,
+    metrics_listen: Option<String>,
 }
 
 #[derive(Clone, Debug)]
@@ -63,6 +64,9 @@ pub struct Config {
     /// node_exporter's textfile collector. Default: memgang.prom beside
     /// the socket; None (`metrics_file = ""`) writes none.
     pub metrics_file: Option<PathBuf>,
+    /// Address of an HTTP listener answering `GET /metrics` with the same
+    /// text (Prometheus scraping memgangd directly); None: no listener.
+    pub metrics_listen: Option<std::net::SocketAddr>,
 }
 
 impl Config {
@@ -145,6 +149,14 @@ impl Config {
                 Some(p) => Some(p),
                 None => Some(metrics_path(&socket)),
             },
+            metrics_listen: match f.metrics_listen.as_deref() {
+                None | Some("") => None,
+                Some(a) => Some(a.parse().map_err(|e| {
+                    anyhow::anyhow!(
+                        "metrics_listen = {a:?}: {e}; write an address and port, e.g. \"127.0.0.1:9642\" (or \"\" for none)"
+                    )
+                })?),
+            },
             socket,
         })
     }
@@ -188,6 +200,24 @@ mod tests {
         assert_eq!(
             c.metrics_file,
             Some(PathBuf::from("/run/memgang/memgang.prom"))
+        );
+    }
+
+    #[test]
+    fn metrics_listen_is_an_address_or_none() {
+        assert_eq!(parse("").unwrap().metrics_listen, None);
+        assert_eq!(
+            parse("metrics_listen = \"127.0.0.1:9642\"")
+                .unwrap()
+                .metrics_listen,
+            Some("127.0.0.1:9642".parse().unwrap())
+        );
+        let e = parse("metrics_listen = \"localhost\"")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("metrics_listen") && e.contains("127.0.0.1:9642"),
+            "{e}"
         );
     }
 

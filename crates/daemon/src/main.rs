@@ -12,6 +12,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 mod config;
+mod http;
 mod journal;
 mod server;
 mod service;
@@ -306,11 +307,13 @@ fn daemon(config_path: &Path, explicit: bool, jobs_cgroup: Option<&str>) -> Resu
         cfg.state_dir.clone(),
         placeholder,
     ));
+    let metrics = http::Latest::default();
     let svc = service::Service {
         cfg: cfg.clone(),
         shared: shared.clone(),
         env,
         parent,
+        metrics: metrics.clone(),
     };
     shared.set_capacity(svc.initial_capacity());
     let listener = server::bind(&cfg.socket)?;
@@ -318,6 +321,13 @@ fn daemon(config_path: &Path, explicit: bool, jobs_cgroup: Option<&str>) -> Resu
     {
         let shared = shared.clone();
         std::thread::spawn(move || server::serve(listener, shared));
+    }
+    if let Some(addr) = cfg.metrics_listen {
+        let l = std::net::TcpListener::bind(addr).with_context(|| {
+            format!("metrics_listen = \"{addr}\": binding the metrics listener")
+        })?;
+        tracing::info!("memgangd serves metrics on http://{addr}/metrics");
+        std::thread::spawn(move || http::serve(l, metrics));
     }
     notify(&[
         sd_notify::NotifyState::Ready,

@@ -271,6 +271,8 @@ pub struct Service {
     pub env: Env,
     /// The cgroup the pools go in: the daemon's own.
     pub parent: Option<GroupPath>,
+    /// The metrics text last rendered, for the HTTP listener.
+    pub metrics: crate::http::Latest,
 }
 
 /// What the previous daemon left: the pool to take over, the jobs alive
@@ -942,9 +944,9 @@ impl Service {
         vm_start: Option<VmStat>,
         accounted: &Accounted,
     ) {
-        let Some(path) = &self.cfg.metrics_file else {
+        if self.cfg.metrics_file.is_none() && self.cfg.metrics_listen.is_none() {
             return;
-        };
+        }
         let jobs = self.shared.list(|_| true);
         let pool = self.env.backend.memory_stat(node.pool()).ok();
         let vm = VmStat::read().ok();
@@ -967,6 +969,12 @@ impl Service {
             psi: Psi::node_memory(),
             accounted,
         });
+        if let Ok(mut latest) = self.metrics.lock() {
+            latest.clone_from(&text);
+        }
+        let Some(path) = &self.cfg.metrics_file else {
+            return;
+        };
         // World-readable (node_exporter runs as its own user; the daemon's
         // umask is 077), and renamed into place so a reader never sees
         // half a file. The temporary name does not end in .prom, which
