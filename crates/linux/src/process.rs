@@ -4,6 +4,15 @@
 use crate::error::{Error, Result};
 use std::path::PathBuf;
 
+/// Who a job runs as: a service (root) starting another user's job.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Credentials {
+    pub uid: u32,
+    pub gid: u32,
+    /// Supplementary groups.
+    pub groups: Vec<u32>,
+}
+
 /// Exit status and resource use of a reaped process.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Exit {
@@ -195,7 +204,7 @@ pub enum Lookup {
 /// file they cannot reach exists. A child that does not answer within
 /// `timeout` (a hung mount) is killed, and its lookup is an error.
 pub fn lookup_as(
-    user: Option<&crate::cgroup::Credentials>,
+    user: Option<&Credentials>,
     cwd: &std::path::Path,
     candidates: &[std::path::PathBuf],
     timeout: std::time::Duration,

@@ -53,17 +53,17 @@ impl Freezer for FakeFreezer {
     fn name(&self) -> &'static str {
         "fake"
     }
-    fn freeze(&self, group: &GroupPath) -> crate::Result<()> {
+    fn freeze(&self, group: &GroupPath) -> crate::error::Result<()> {
         self.log.push(format!("freeze {group}"));
         self.frozen.lock().unwrap().insert(group.clone());
         Ok(())
     }
-    fn thaw(&self, group: &GroupPath) -> crate::Result<()> {
+    fn thaw(&self, group: &GroupPath) -> crate::error::Result<()> {
         self.log.push(format!("thaw {group}"));
         self.frozen.lock().unwrap().remove(group);
         Ok(())
     }
-    fn is_frozen(&self, group: &GroupPath) -> crate::Result<bool> {
+    fn is_frozen(&self, group: &GroupPath) -> crate::error::Result<bool> {
         Ok(self.frozen.lock().unwrap().contains(group))
     }
 }
@@ -77,7 +77,7 @@ pub struct FakePaging {
 }
 
 impl Paging for FakePaging {
-    fn record(&self, pid: i32) -> crate::Result<PageRecord> {
+    fn record(&self, pid: i32) -> crate::error::Result<PageRecord> {
         Ok(PageRecord {
             pid,
             runs: vec![Run {
@@ -86,12 +86,12 @@ impl Paging for FakePaging {
             }],
         })
     }
-    fn page_out(&self, pid: i32, runs: &[Run]) -> crate::Result<u64> {
+    fn page_out(&self, pid: i32, runs: &[Run]) -> crate::error::Result<u64> {
         let bytes = runs.iter().map(Run::bytes).sum();
         self.log.push(format!("page_out {pid} {bytes}"));
         Ok(bytes)
     }
-    fn page_in(&self, record: &PageRecord) -> crate::Result<u64> {
+    fn page_in(&self, record: &PageRecord) -> crate::error::Result<u64> {
         self.log
             .push(format!("page_in {} {}", record.pid, record.bytes()));
         Ok(record.bytes())
@@ -123,7 +123,7 @@ impl Default for FakeCounters {
 }
 
 impl NodeCounters for FakeCounters {
-    fn vmstat(&self) -> crate::Result<VmStat> {
+    fn vmstat(&self) -> crate::error::Result<VmStat> {
         let n = self.reads.fetch_add(1, Ordering::Relaxed);
         Ok(VmStat {
             pswpin: n * 10,
@@ -134,7 +134,7 @@ impl NodeCounters for FakeCounters {
     fn memory_pressure(&self) -> Option<Psi> {
         None
     }
-    fn swap(&self) -> crate::Result<SwapStatus> {
+    fn swap(&self) -> crate::error::Result<SwapStatus> {
         Ok(SwapStatus {
             total_bytes: self.swap_total,
             used_bytes: 0,

@@ -24,6 +24,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("paging", 4),
     ("freeze", 5),
     ("faults", 5),
+    ("testing", 6),
 ];
 
 #[test]

@@ -438,6 +438,14 @@ pub fn job_account(
             a.cpu_s = ns(|t| t.cpu_ns) / w;
             a.run_queue_s = ns(|t| t.cpu_delay_ns) / w;
             a.io_wait_s = ns(|t| t.blkio_delay_ns) / w;
+            // A freeze that caught a task in an I/O wait leaves its wait
+            // clock running until the thaw: what the thawed time cannot
+            // hold is the freeze's (results.rs, io_wait_while_frozen_s).
+            let room = (running_s - a.cpu_s - a.run_queue_s).max(0.0);
+            if a.io_wait_s > room {
+                a.io_wait_while_frozen_s = a.io_wait_s - room;
+                a.io_wait_s = room;
+            }
             a.swapin_delay_s = ns(|t| t.swapin_delay_ns) / w;
             a.thrashing_delay_s = ns(|t| t.thrashing_delay_ns) / w;
             a.reclaim_delay_s = ns(|t| t.freepages_delay_ns) / w;

@@ -101,6 +101,14 @@ pub struct JobAccount {
     /// The rest: time the job slept by itself (a barrier, a message, a
     /// pipe) and what nothing measured. Near 0 for a job that only computes.
     pub unaccounted_s: f64,
+    /// I/O wait the kernel counted while the job was frozen: a task the
+    /// freezer caught inside an I/O wait (a swap-in fault) keeps its
+    /// I/O-wait clock running until it is thawed and the wait ends. That
+    /// time is already the freeze's (`frozen_s`, the switches'), so it is
+    /// taken out of `io_wait_s` (which keeps what the job's thawed time,
+    /// less its CPU and run-queue time, holds) and shown here.
+    #[serde(default)]
+    pub io_wait_while_frozen_s: f64,
     /// Memory stalls, overlapping the parts above (the kernel counts them
     /// as wall time around work that is also on a CPU or in I/O wait):
     /// submitting swap-in reads, waiting on evicted working-set pages

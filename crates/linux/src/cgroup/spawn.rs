@@ -19,14 +19,7 @@ pub fn spawn_into(
     spawn_into_as(backend, group, cmd, None, None)
 }
 
-/// Who a job runs as: a service (root) starting another user's job.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Credentials {
-    pub uid: u32,
-    pub gid: u32,
-    /// Supplementary groups.
-    pub groups: Vec<u32>,
-}
+pub use crate::process::Credentials;
 
 /// [`spawn_into`], then, when `user` is given, drop to that user in the
 /// child: setgroups, setgid, setuid, in that order (each needs the
