@@ -645,3 +645,128 @@ fn the_circle_check_finds_a_circle() {
     let want: BTreeSet<String> = ["x/src/a.rs", "x/src/b.rs"].map(String::from).into();
     assert_eq!(found, vec![want], "{g:?}");
 }
+
+/// The docs the bench tables are cited from: docs/, the top README and the
+/// crates' READMEs.
+fn doc_files() -> Vec<PathBuf> {
+    let root = workspace();
+    let mut docs: Vec<PathBuf> = ["docs", "crates"]
+        .iter()
+        .flat_map(|d| std::fs::read_dir(root.join(d)).expect("read_dir"))
+        .map(|e| e.expect("dir entry").path())
+        .flat_map(|p| {
+            if p.is_dir() && p.parent().is_some_and(|d| d.ends_with("crates")) {
+                vec![p.join("README.md")]
+            } else {
+                vec![p]
+            }
+        })
+        .filter(|p| p.is_file() && p.extension().is_some_and(|e| e == "md"))
+        .collect();
+    docs.push(root.join("README.md"));
+    docs.sort();
+    docs
+}
+
+/// Every `bench/results/...` path in `text`, without the punctuation that
+/// ends a sentence round it.
+fn cited_results(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = text;
+    while let Some(i) = rest.find("bench/results/") {
+        let path: String = rest[i..]
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || "_-./*".contains(*c))
+            .collect();
+        rest = &rest[i + path.len()..];
+        out.push(path.trim_end_matches(['.', '/']).to_string());
+    }
+    out
+}
+
+/// `name` matches `pattern`, where `*` stands for any run of characters.
+fn wildcard(pattern: &str, name: &str) -> bool {
+    match pattern.split_once('*') {
+        None => pattern == name,
+        Some((head, tail)) => {
+            name.starts_with(head)
+                && (head.len()..=name.len())
+                    .any(|i| name.is_char_boundary(i) && wildcard(tail, &name[i..]))
+        }
+    }
+}
+
+/// The files and directories under `root` that `path` (`/`-separated, a
+/// component may hold `*`) names.
+fn expand(root: &Path, path: &str) -> Vec<PathBuf> {
+    let mut found = vec![root.to_path_buf()];
+    for part in path.split('/') {
+        found = found
+            .into_iter()
+            .flat_map(|dir| {
+                if !part.contains('*') {
+                    let p = dir.join(part);
+                    return if p.exists() { vec![p] } else { vec![] };
+                }
+                std::fs::read_dir(&dir)
+                    .into_iter()
+                    .flatten()
+                    .map(|e| e.expect("dir entry").path())
+                    .filter(|p| {
+                        p.file_name()
+                            .and_then(|n| n.to_str())
+                            .is_some_and(|n| wildcard(part, n))
+                    })
+                    .collect()
+            })
+            .collect();
+    }
+    found
+}
+
+/// bench/results keeps only what the docs cite and what the scripts read
+/// back (bench/results/README.md): every path the docs name must be there.
+#[test]
+fn every_bench_result_the_docs_cite_is_there() {
+    let root = workspace();
+    let mut cited = 0;
+    let mut missing = Vec::new();
+    for doc in doc_files() {
+        let text = std::fs::read_to_string(&doc).expect("read doc");
+        for path in cited_results(&text) {
+            cited += 1;
+            if expand(&root, &path).is_empty() {
+                let doc = doc
+                    .strip_prefix(&root)
+                    .unwrap_or(&doc)
+                    .display()
+                    .to_string();
+                missing.push(format!("{doc}: {path}"));
+            }
+        }
+    }
+    assert!(
+        cited > 20,
+        "only {cited} bench/results paths found in the docs"
+    );
+    assert!(
+        missing.is_empty(),
+        "the docs cite bench/results paths that are not in the tree (bring the file back \
+         from git, see bench/results/README.md, or cite what is there):\n{}",
+        missing.join("\n")
+    );
+}
+
+#[test]
+fn the_citation_check_reads_paths_and_globs() {
+    let text = "see `bench/results/a-1/table.txt`, and bench/results/b/r*/x.json.";
+    assert_eq!(
+        cited_results(text),
+        ["bench/results/a-1/table.txt", "bench/results/b/r*/x.json"]
+    );
+    assert!(wildcard("r*", "r2") && wildcard("*.json", "a.json") && !wildcard("r*", "s1"));
+    let root = workspace();
+    assert!(!expand(&root, "bench/results/baseline/*.json").is_empty());
+    assert!(expand(&root, "bench/results/baseline/*.nothing").is_empty());
+    assert!(expand(&root, "bench/results/no-such-dir").is_empty());
+}
