@@ -6,13 +6,11 @@
 
 mod common;
 
-use common::daemon::memgangd_exe;
+use common::daemon::Daemon;
 use common::*;
 use serde_json::Value;
-use std::os::unix::fs::PermissionsExt;
-use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output};
+use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 /// A tmpfs mounted for the test, unmounted however it ends.
@@ -57,100 +55,8 @@ impl Drop for Tmpfs {
     }
 }
 
-/// A daemon with its own state directory, socket and configuration.
-struct Daemon {
-    dir: tempfile::TempDir,
-    child: Option<Child>,
-    config: String,
-}
-
+/// What these tests ask of the common harness's daemon, as root.
 impl Daemon {
-    fn new(config: &str) -> Daemon {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-        Daemon {
-            dir,
-            child: None,
-            config: config.to_string(),
-        }
-    }
-
-    fn state(&self) -> PathBuf {
-        self.dir.path().join("state")
-    }
-
-    fn socket(&self) -> PathBuf {
-        self.dir.path().join("run/memgang.sock")
-    }
-
-    fn start(&mut self) {
-        let text = format!(
-            "state_dir = \"{}\"\nsocket = \"{}\"\n{}",
-            self.state().display(),
-            self.socket().display(),
-            self.config
-        );
-        std::fs::write(self.dir.path().join("memgang.toml"), text).unwrap();
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(self.dir.path().join("daemon.log"))
-            .unwrap();
-        let _ = std::fs::remove_file(self.socket());
-        let mut child = Command::new(memgangd_exe())
-            .arg("--config")
-            .arg(self.dir.path().join("memgang.toml"))
-            .stderr(log)
-            .spawn()
-            .unwrap();
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while UnixStream::connect(self.socket()).is_err() {
-            if let Some(st) = child.try_wait().unwrap() {
-                panic!("memgangd exited ({st}): {}", self.log());
-            }
-            assert!(
-                Instant::now() < deadline,
-                "memgangd did not start: {}",
-                self.log()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        self.child = Some(child);
-    }
-
-    fn stop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            // SAFETY: kill on our own child.
-            unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
-            c.wait().unwrap();
-        }
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.path().join("daemon.log")).unwrap_or_default()
-    }
-
-    /// The pool the daemon said it made or took over last.
-    fn pool(&self) -> String {
-        let log = self.log();
-        let line = log
-            .lines()
-            .rev()
-            .find_map(|l| l.split_once("memgangd: pool ").map(|(_, r)| r))
-            .unwrap_or_else(|| panic!("no pool in the log: {log}"));
-        line.split_whitespace().next().unwrap().to_string()
-    }
-
-    fn cli(&self, args: &[&str]) -> Output {
-        memgang()
-            .args(args)
-            .env("MEMGANG_SOCKET", self.socket())
-            .env_remove("COLUMNS")
-            .current_dir(self.dir.path())
-            .output()
-            .unwrap()
-    }
-
     fn try_submit(&self, memory: &str, name: Option<&str>, cmd: &[&str]) -> Output {
         let mut args = vec!["submit", "--memory", memory];
         if let Some(n) = name {
@@ -158,7 +64,7 @@ impl Daemon {
         }
         args.push("--");
         args.extend_from_slice(cmd);
-        self.cli(&args)
+        self.cli(None, &args)
     }
 
     fn submit(&self, memory: &str, cmd: &[&str]) -> u64 {
@@ -166,50 +72,6 @@ impl Daemon {
         assert!(out.status.success(), "submit failed: {}", text(&out));
         String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
     }
-
-    fn jobs(&self) -> Vec<Value> {
-        let out = self.cli(&["status", "--json"]);
-        assert!(out.status.success(), "{}", text(&out));
-        serde_json::from_slice::<Vec<Value>>(&out.stdout).unwrap()
-    }
-
-    fn wait_all(&self, timeout: Duration) -> Vec<Value> {
-        let deadline = Instant::now() + timeout;
-        loop {
-            let jobs = self.jobs();
-            if jobs.iter().all(is_final) {
-                return jobs;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "jobs did not end: {jobs:#?}\n{}",
-                self.log()
-            );
-            std::thread::sleep(Duration::from_millis(200));
-        }
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        if self.child.is_none() {
-            return;
-        }
-        for j in self.jobs() {
-            if !is_final(&j) {
-                self.cli(&["cancel", &j["id"].to_string()]);
-            }
-        }
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while Instant::now() < deadline && !self.jobs().iter().all(is_final) {
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        self.stop();
-    }
-}
-
-fn is_final(j: &Value) -> bool {
-    ["finished", "failed", "cancelled"].contains(&j["state"].as_str().unwrap())
 }
 
 fn by_id(jobs: &[Value], id: u64) -> &Value {
@@ -247,7 +109,7 @@ fn a_full_state_disk_refuses_submissions_and_takes_no_answer_back() {
     // Gang on two CPUs with 3 s quanta: jobs admitted behind two running
     // ones start at a later quantum, after the disk is full (their
     // allowance file cannot be written: they cannot start).
-    let mut d = Daemon::new(&format!(
+    let mut d = Daemon::unstarted(&format!(
         "pool_memory = \"256M\"\npolicy = \"gang\"\nquantum = \"3s\"\nswitch = \"lru\"\n{NO_SWAP}"
     ));
     let tmpfs = Tmpfs::mount(&d.state(), "1M");
@@ -371,8 +233,8 @@ fn a_full_state_disk_refuses_submissions_and_takes_no_answer_back() {
 #[ignore = "needs root: cgroups, tmpfs mounts (scripts/test runs it as root)"]
 fn two_daemons_never_touch_each_others_pools() {
     require_root("two_daemons_never_touch_each_others_pools");
-    let mut a = Daemon::new(&format!("pool_memory = \"200M\"\n{NO_SWAP}"));
-    let mut b = Daemon::new(&format!("pool_memory = \"100M\"\n{NO_SWAP}"));
+    let mut a = Daemon::unstarted(&format!("pool_memory = \"200M\"\n{NO_SWAP}"));
+    let mut b = Daemon::unstarted(&format!("pool_memory = \"100M\"\n{NO_SWAP}"));
     a.start();
     b.start();
     let limit = |pool: &str| {
@@ -422,7 +284,7 @@ fn two_daemons_never_touch_each_others_pools() {
 #[ignore = "needs root: cgroups, tmpfs mounts (scripts/test runs it as root)"]
 fn escape_laden_names_reach_no_terminal() {
     require_root("escape_laden_names_reach_no_terminal");
-    let mut d = Daemon::new(&format!("pool_memory = \"256M\"\n{NO_SWAP}"));
+    let mut d = Daemon::unstarted(&format!("pool_memory = \"256M\"\n{NO_SWAP}"));
     d.start();
     let evil = "x\u{1b}[2J\u{1b}[H\nFAKE | 999 | root | running\r\u{7}";
     let out = d.try_submit("10M", Some(evil), &["sh", "-c", "sleep 3; exit 9", evil]);
@@ -440,12 +302,12 @@ fn escape_laden_names_reach_no_terminal() {
         );
         s.into_owned()
     };
-    let table = clean("status", &d.cli(&["status"]));
+    let table = clean("status", &d.cli(None, &["status"]));
     assert_eq!(table.lines().count(), 2, "{table}");
     for l in table.lines() {
         assert!(l.chars().count() <= 80, "wider than 80: {l:?}");
     }
-    clean("show", &d.cli(&["show", &id.to_string()]));
+    clean("show", &d.cli(None, &["show", &id.to_string()]));
     // A working directory named to forge a log line, gone before the
     // job starts (it waits behind one holding the pool): the start's
     // error quotes it, in the reason and the daemon's log.
@@ -462,7 +324,7 @@ fn escape_laden_names_reach_no_terminal() {
     let gone: u64 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
     std::fs::remove_dir(&cwd).unwrap();
     let jobs = d.wait_all(Duration::from_secs(30));
-    let table = clean("status --all", &d.cli(&["status", "--all"]));
+    let table = clean("status --all", &d.cli(None, &["status", "--all"]));
     assert_eq!(table.lines().count(), 4, "{table}");
     let j = by_id(&jobs, id);
     assert_eq!(
@@ -485,7 +347,7 @@ fn escape_laden_names_reach_no_terminal() {
         reason.contains("No such file or directory") || reason.contains("does not exist"),
         "{j:#}"
     );
-    clean("show", &d.cli(&["show", &gone.to_string()]));
+    clean("show", &d.cli(None, &["show", &gone.to_string()]));
     d.stop();
     // The daemon's own colours aside, nothing users wrote reaches its log
     // as a control character.
@@ -501,7 +363,7 @@ fn escape_laden_names_reach_no_terminal() {
 #[ignore = "needs root: cgroups, tmpfs mounts (scripts/test runs it as root)"]
 fn cancelled_queued_and_suspended_jobs_end_cancelled() {
     require_root("cancelled_queued_and_suspended_jobs_end_cancelled");
-    let mut d = Daemon::new(&format!(
+    let mut d = Daemon::unstarted(&format!(
         "pool_memory = \"512M\"\npolicy = \"gang\"\nquantum = \"1s\"\nswitch = \"lru\"\n{NO_SWAP}"
     ));
     d.start();
@@ -516,7 +378,7 @@ fn cancelled_queued_and_suspended_jobs_end_cancelled() {
         .collect();
     assert!(states.contains(&"queued"), "{states:?}");
     for id in ids.iter().chain([&big]) {
-        let out = d.cli(&["cancel", &id.to_string()]);
+        let out = d.cli(None, &["cancel", &id.to_string()]);
         assert!(out.status.success(), "{}", text(&out));
     }
     let jobs = d.wait_all(Duration::from_secs(60));
@@ -540,7 +402,7 @@ fn cancelled_queued_and_suspended_jobs_end_cancelled() {
 #[ignore = "needs root: cgroups, tmpfs mounts (scripts/test runs it as root)"]
 fn history_survives_restarts_until_retention_forgets_it() {
     require_root("history_survives_restarts_until_retention_forgets_it");
-    let mut d = Daemon::new(&format!("pool_memory = \"256M\"\n{NO_SWAP}"));
+    let mut d = Daemon::unstarted(&format!("pool_memory = \"256M\"\n{NO_SWAP}"));
     d.start();
     let mut ids = Vec::new();
     // More than compaction's slack (1,024 lines), so that it runs.
@@ -563,16 +425,16 @@ fn history_survives_restarts_until_retention_forgets_it() {
         assert_eq!(j["state"], if *code == 0 { "finished" } else { "failed" });
     }
     for (id, code) in ids.iter().step_by(37) {
-        let out = d.cli(&["wait", &id.to_string()]);
+        let out = d.cli(None, &["wait", &id.to_string()]);
         assert_eq!(out.status.code(), Some(*code as i32), "{}", text(&out));
-        assert!(d.cli(&["show", &id.to_string()]).status.success());
+        assert!(d.cli(None, &["show", &id.to_string()]).status.success());
     }
-    let all = d.cli(&["status", "--all"]);
+    let all = d.cli(None, &["status", "--all"]);
     assert_eq!(
         String::from_utf8_lossy(&all.stdout).lines().count(),
         ids.len() + 1
     );
-    let active = d.cli(&["status"]);
+    let active = d.cli(None, &["status"]);
     assert_eq!(String::from_utf8_lossy(&active.stdout).lines().count(), 1);
     // Retention: the newest 10 stay, the others and their output go.
     d.stop();
@@ -584,7 +446,7 @@ fn history_survives_restarts_until_retention_forgets_it() {
     let newest: Vec<u64> = ids.iter().rev().take(10).rev().map(|(id, _)| *id).collect();
     assert_eq!(kept, newest);
     let (old, _) = ids[0];
-    let out = d.cli(&["wait", &old.to_string()]);
+    let out = d.cli(None, &["wait", &old.to_string()]);
     assert!(
         text(&out).contains(&format!("no job {old}")),
         "{}",
@@ -623,7 +485,7 @@ fn thawed_jobs(pool: &str) -> (usize, usize) {
 fn adopted_jobs_rejoin_the_rotation_under_the_pool_limit() {
     require_root("adopted_jobs_rejoin_the_rotation_under_the_pool_limit");
     // Gang on the machine's CPUs (2): two of the four run at a time.
-    let mut d = Daemon::new(&format!(
+    let mut d = Daemon::unstarted(&format!(
         "pool_memory = \"256M\"\npolicy = \"gang\"\nquantum = \"1s\"\nswitch = \"lru\"\n{NO_SWAP}"
     ));
     d.start();
@@ -676,3 +538,4 @@ fn adopted_jobs_rejoin_the_rotation_under_the_pool_limit() {
         "pool {pool} left"
     );
 }
+

@@ -1,6 +1,6 @@
 //! A memgangd for a test: its own state directory, socket and
-//! configuration, stopped (its jobs cancelled first) when the test ends,
-//! passed or not. The verbs go through `memgang`, as root or as a user.
+//! configuration, started, stopped and restarted by the test, stopped (its
+//! jobs cancelled first) when the test ends, passed or not. The verbs go through `memgang`, as root or as a user.
 
 use super::{memgang, text};
 use serde_json::Value;
@@ -25,12 +25,18 @@ pub fn memgangd_exe() -> PathBuf {
 pub struct Daemon {
     pub dir: tempfile::TempDir,
     pub child: Option<Child>,
+    /// Its configuration beside `state_dir` and `socket`, written at each
+    /// start: a test may change it between a stop and a start.
+    pub config: String,
     /// Its descriptor limit (None: the test's own).
     nofile: Option<u64>,
 }
 
 /// How long a verb may take before the test calls the daemon stuck.
 const VERB_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// How long a start may take: a restart reads the journal back.
+const START_TIMEOUT: Duration = Duration::from_secs(20);
 
 impl Daemon {
     pub fn new(config: &str) -> Daemon {
@@ -40,21 +46,29 @@ impl Daemon {
     /// A daemon whose descriptor limit is `nofile` (systemd's default is
     /// 1,024).
     pub fn with_nofile(config: &str, nofile: Option<u64>) -> Daemon {
+        let mut d = Daemon::unstarted(config);
+        d.nofile = nofile;
+        d.start();
+        d
+    }
+
+    /// A daemon not started yet: a test may prepare its state directory
+    /// ([`Daemon::state`], e.g. mount a small tmpfs there) first.
+    pub fn unstarted(config: &str) -> Daemon {
         let dir = tempfile::tempdir().unwrap();
         // Other users' jobs run from here and their clients reach the socket.
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-        let text = format!(
-            "state_dir = \"{0}/state\"\nsocket = \"{0}/run/memgang.sock\"\n{config}",
-            dir.path().display()
-        );
-        std::fs::write(dir.path().join("memgang.toml"), text).unwrap();
-        let mut d = Daemon {
+        Daemon {
             dir,
             child: None,
-            nofile,
-        };
-        d.start();
-        d
+            config: config.to_string(),
+            nofile: None,
+        }
+    }
+
+    /// Its `state_dir`.
+    pub fn state(&self) -> PathBuf {
+        self.dir.path().join("state")
     }
 
     pub fn socket(&self) -> PathBuf {
@@ -62,11 +76,21 @@ impl Daemon {
     }
 
     pub fn start(&mut self) {
+        let text = format!(
+            "state_dir = \"{}\"\nsocket = \"{}\"\n{}",
+            self.state().display(),
+            self.socket().display(),
+            self.config
+        );
+        std::fs::write(self.dir.path().join("memgang.toml"), text).unwrap();
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(self.dir.path().join("daemon.log"))
             .unwrap();
+        // A socket left by a daemon killed with -9 must not pass for this
+        // one's.
+        let _ = std::fs::remove_file(self.socket());
         let mut cmd = Command::new(memgangd_exe());
         cmd.arg("--config")
             .arg(self.dir.path().join("memgang.toml"))
@@ -86,9 +110,12 @@ impl Daemon {
                 });
             }
         }
-        self.child = Some(cmd.spawn().unwrap());
-        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut child = cmd.spawn().unwrap();
+        let deadline = Instant::now() + START_TIMEOUT;
         while UnixStream::connect(self.socket()).is_err() {
+            if let Some(st) = child.try_wait().unwrap() {
+                panic!("memgangd exited ({st}): {}", self.log());
+            }
             assert!(
                 Instant::now() < deadline,
                 "memgangd did not start: {}",
@@ -96,6 +123,25 @@ impl Daemon {
             );
             std::thread::sleep(Duration::from_millis(20));
         }
+        self.child = Some(child);
+    }
+
+    /// SIGTERM, and wait for it to exit (nothing if it is not running).
+    pub fn stop(&mut self) {
+        if self.child.is_some() {
+            self.signal(libc::SIGTERM);
+        }
+    }
+
+    /// The pool the daemon said it made or took over last.
+    pub fn pool(&self) -> String {
+        let log = self.log();
+        let line = log
+            .lines()
+            .rev()
+            .find_map(|l| l.split_once("memgangd: pool ").map(|(_, r)| r))
+            .unwrap_or_else(|| panic!("no pool in the log: {log}"));
+        line.split_whitespace().next().unwrap().to_string()
     }
 
     pub fn pid(&self) -> i32 {
@@ -127,8 +173,10 @@ impl Daemon {
     /// [`Daemon::cli`], killed after `timeout`.
     pub fn cli_within(&self, user: Option<(u32, u32)>, args: &[&str], timeout: Duration) -> Output {
         let mut c = memgang();
+        // No COLUMNS: the status table is as wide as a pipe's (80).
         c.args(args)
             .env("MEMGANG_SOCKET", self.socket())
+            .env_remove("COLUMNS")
             .current_dir(self.dir.path());
         if let Some((uid, gid)) = user {
             c.uid(uid).gid(gid).env("HOME", "/");
@@ -190,7 +238,7 @@ impl Drop for Daemon {
             }
             std::thread::sleep(Duration::from_millis(200));
         }
-        self.signal(libc::SIGTERM);
+        self.stop();
     }
 }
 
