@@ -92,7 +92,52 @@ fn job(id: u64) -> Result<JobInfo> {
     }
 }
 
+/// stdout was closed by its reader (`memgang status | grep -q x`,
+/// `memgang show 1 | head -c1`): an error of its own type, so that only a
+/// broken pipe on stdout ends a verb quietly, never one on the daemon's
+/// socket (a busy daemon answers and closes before it reads the request:
+/// that error must still be told).
+#[derive(Debug)]
+struct StdoutClosed;
+
+impl std::fmt::Display for StdoutClosed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("stdout closed by its reader")
+    }
+}
+
+impl std::error::Error for StdoutClosed {}
+
+/// Writes `bytes` to stdout, now. Rust ignores SIGPIPE, so a reader that
+/// closed early shows as EPIPE here (print! would panic on it).
+fn emit(bytes: impl AsRef<[u8]>) -> Result<()> {
+    emit_to(&mut std::io::stdout().lock(), bytes)
+}
+
+/// [`emit`] to `out`: `follow` passes the job's stderr on to ours, which a
+/// reader may close as well (`2>&1 | head`).
+fn emit_to(out: &mut impl Write, bytes: impl AsRef<[u8]>) -> Result<()> {
+    match out.write_all(bytes.as_ref()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Err(StdoutClosed.into()),
+        r => Ok(r?),
+    }
+}
+
+/// Runs `verb`. A reader that closed stdout early ends it quietly with
+/// exit 0: what was asked of the daemon was done (a job submitted or
+/// cancelled, a table answered) and the reader took what it wanted, so a
+/// pipeline under `set -o pipefail` (`memgang status | grep -q x`) does
+/// not fail for it, and a script does not submit again a job whose id it
+/// cut off. (141, a SIGPIPE death, would tell a shell the command failed.)
+/// `wait`'s exit code stays the job's: it writes only to stderr.
 pub fn run(verb: Verb) -> Result<ExitCode> {
+    match run_verb(verb) {
+        Err(e) if e.is::<StdoutClosed>() => Ok(ExitCode::SUCCESS),
+        r => r,
+    }
+}
+
+fn run_verb(verb: Verb) -> Result<ExitCode> {
     match verb {
         Verb::Submit {
             memory,
@@ -111,7 +156,7 @@ pub fn run(verb: Verb) -> Result<ExitCode> {
             let Response::Submitted { id } = ask(&req)? else {
                 bail!("unexpected answer to submit");
             };
-            println!("{id}");
+            emit(format!("{id}\n"))?;
         }
         Verb::Status {
             json,
@@ -134,52 +179,22 @@ pub fn run(verb: Verb) -> Result<ExitCode> {
                         elapsed_s: elapsed(j, now),
                     })
                     .collect();
-                println!("{}", serde_json::to_string_pretty(&rows)?);
+                emit(serde_json::to_string_pretty(&rows)? + "\n")?;
             } else {
-                print!("{}", status_table(&jobs, now, terminal_width()));
+                emit(status_table(&jobs, now, terminal_width()))?;
             }
         }
         Verb::Show { id, json } => {
             let j = job(id)?;
             if json {
-                println!("{}", serde_json::to_string_pretty(&j)?);
+                emit(serde_json::to_string_pretty(&j)? + "\n")?;
             } else {
-                println!(
-                    "id:       {}\nuser:     {}\nname:     {}\ncommand:  {}\nstate:    {}",
-                    j.id,
-                    user_name(j.uid),
-                    printable(&j.name),
-                    printable(&j.command.join(" ")),
-                    j.state.name()
-                );
-                if let Some(r) = &j.reason {
-                    println!("why:      {}", printable(r));
-                }
-                if let Some(c) = j.exit_code {
-                    println!("exit:     {c}");
-                }
-                if let Some(s) = j.signal {
-                    println!("signal:   {s}");
-                }
-                println!(
-                    "memory:   {}\nranks:    {}\ncwd:      {}",
-                    format_bytes(j.memory_bytes),
-                    j.ranks,
-                    printable(&j.cwd.display().to_string())
-                );
-                if let Some(a) = &j.account {
-                    // A daemon of another version may send an account
-                    // this client cannot read: then it is shown as sent.
-                    match serde_json::from_value::<JobAccount>(a.clone()) {
-                        Ok(a) => print!("time:     {}", crate::report::job_account(&a)),
-                        Err(_) => println!("time:     {a}"),
-                    }
-                }
+                emit(show_text(&j))?;
             }
         }
         Verb::Cancel { id } => {
             ask(&Request::Cancel { id })?;
-            println!("cancelled {id}");
+            emit(format!("cancelled {id}\n"))?;
         }
         Verb::Follow { id } => {
             let mut offsets = [0u64, 0u64];
@@ -204,11 +219,9 @@ pub fn run(verb: Verb) -> Result<ExitCode> {
                     finished = f;
                     // The job's bytes as they are: not text to decode.
                     if stream == Stream::Stdout {
-                        let mut out = std::io::stdout().lock();
-                        out.write_all(&data)?;
-                        out.flush()?;
+                        emit(&data)?;
                     } else {
-                        std::io::stderr().lock().write_all(&data)?;
+                        emit_to(&mut std::io::stderr().lock(), &data)?;
                     }
                 }
                 if finished && !got {
@@ -222,7 +235,10 @@ pub fn run(verb: Verb) -> Result<ExitCode> {
         Verb::Wait { id } => loop {
             let j = job(id)?;
             if j.state.is_final() {
-                eprintln!(
+                // The job's exit code is the answer: a closed stderr
+                // loses only this line.
+                let _ = writeln!(
+                    std::io::stderr(),
                     "job {id} {}{}",
                     j.state.name(),
                     j.reason
@@ -240,6 +256,42 @@ pub fn run(verb: Verb) -> Result<ExitCode> {
 
 /// A user's name, looked up once per uid (a history of thousands of jobs
 /// has few users).
+/// `memgang show`'s text: one field a line.
+fn show_text(j: &JobInfo) -> String {
+    let mut s = format!(
+        "id:       {}\nuser:     {}\nname:     {}\ncommand:  {}\nstate:    {}\n",
+        j.id,
+        user_name(j.uid),
+        printable(&j.name),
+        printable(&j.command.join(" ")),
+        j.state.name()
+    );
+    if let Some(r) = &j.reason {
+        s += &format!("why:      {}\n", printable(r));
+    }
+    if let Some(c) = j.exit_code {
+        s += &format!("exit:     {c}\n");
+    }
+    if let Some(sig) = j.signal {
+        s += &format!("signal:   {sig}\n");
+    }
+    s += &format!(
+        "memory:   {}\nranks:    {}\ncwd:      {}\n",
+        format_bytes(j.memory_bytes),
+        j.ranks,
+        printable(&j.cwd.display().to_string())
+    );
+    if let Some(a) = &j.account {
+        // A daemon of another version may send an account this client
+        // cannot read: then it is shown as sent.
+        match serde_json::from_value::<JobAccount>(a.clone()) {
+            Ok(a) => s += &format!("time:     {}", crate::report::job_account(&a)),
+            Err(_) => s += &format!("time:     {a}\n"),
+        }
+    }
+    s
+}
+
 fn user_name(uid: u32) -> String {
     use std::collections::HashMap;
     use std::sync::Mutex;
