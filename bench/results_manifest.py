@@ -169,17 +169,19 @@ def manifest():
         raw = "; raw runs in REMOVED.md" if d in gone else ""
         out.append(f"{date}; {machine}; by {made_by(d)}; cited in {', '.join(cited) or '-'}{raw}")
         out.append("")
-        for f in dirs[d]:
-            p = os.path.join(ROOT, RESULTS, f)
-            data = open(p, "rb").read()
-            try:
-                doc = json.loads(data) if f.endswith(".json") else None
-            except ValueError:
-                doc = None
-            rel = f[len(d) + 1:] if d != "." else f
-            out.append(f"- `{rel}` {len(data)} {hashlib.sha256(data).hexdigest()}: {kind(f, doc)}")
+        out += [file_line(d, f, read_tree(f)) for f in dirs[d]]
         out.append("")
     return "\n".join(out)
+
+
+def file_line(d, f, data):
+    """A manifest's line for file `f` of directory `d`: name, bytes, sha256, what it is."""
+    try:
+        doc = json.loads(data) if f.endswith(".json") else None
+    except ValueError:
+        doc = None
+    rel = f[len(d) + 1:] if d != "." else f
+    return f"- `{rel}` {len(data)} {hashlib.sha256(data).hexdigest()}: {kind(f, doc)}"
 
 
 def by_dir(files):
@@ -223,14 +225,7 @@ def record_removed(base="HEAD", new=None):
     for d, fs in sorted(by_dir(files).items()):
         date, machine, _ = describe(d, fs, {}, read_old)
         out += [f"### {d}", "", f"{date}; {machine}; by {made_by(d)}", ""]
-        for f, was, what in gone:
-            if f in fs:
-                try:
-                    doc = json.loads(was) if f.endswith(".json") else None
-                except ValueError:
-                    doc = None
-                rel = f[len(d) + 1:] if d != "." else f
-                out.append(f"- `{rel}` {len(was)} {hashlib.sha256(was).hexdigest()}: {kind(f, doc)}; {what}")
+        out += [f"{file_line(d, f, was)}; {what}" for f, was, what in gone if f in fs]
         out.append("")
     open(path, "w").write(text.rstrip("\n") + "\n\n" + "\n".join(out))
     print(f"{REMOVED}: recorded {len(gone)} files of {len(by_dir(files))} directories")
