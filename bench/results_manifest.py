@@ -39,6 +39,7 @@ NOT_LISTED = ("MANIFEST.md", "README.md", "REMOVED.md")
 MADE_BY = [
     ("adaptive-trace", "bench/adaptive.sh"), ("adaptive", "bench/adaptive.sh"),
     ("baseline", "bench/baseline.sh"), ("calibrate", "memgang calibrate"),
+    ("daemon-hostile", "bench/daemon_hostile.sh"),
     ("daemon", "bench/daemon.sh"), ("dyncosched", "bench/dyncosched.sh"),
     ("fault-rate", "bench/fault_rate.sh"), ("hybrid", "bench/hybrid.sh"),
     ("memadapt_memgang", "bench/memadapt_memgang.sh"), ("memadapt", "bench/memadapt.sh"),
