@@ -128,10 +128,7 @@ impl Agent {
         let jobs = self.jobs.lock().unwrap();
         let backend = self.backend();
         let mut out = Vec::new();
-        for group in backend
-            .list_children(&self.engine.pool)
-            .unwrap_or_default()
-        {
+        for group in backend.list_children(&self.engine.pool).unwrap_or_default() {
             let Some(job) = group
                 .name()
                 .strip_prefix("job-")

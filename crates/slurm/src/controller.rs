@@ -112,6 +112,9 @@ struct Controller {
     taken_back: BTreeMap<JobId, Vec<String>>,
     /// Each job's state in Slurm's last answer.
     slurm_state: BTreeMap<u32, String>,
+    /// Jobs of the run partition on nodes outside the submit partition's:
+    /// not this controller's (said once).
+    foreign: BTreeSet<u32>,
     t0: Instant,
     record: Record,
 }
@@ -165,9 +168,10 @@ pub fn run(s: Settings, stop: Arc<AtomicBool>) -> Result<Record> {
         held: BTreeSet::new(),
         taken_back: BTreeMap::new(),
         slurm_state: BTreeMap::new(),
+        foreign: BTreeSet::new(),
         t0: Instant::now(),
     };
-    let result = c.take_back().and_then(|()| c.main_loop(&stop));
+    let result = c.main_loop(&stop);
     c.let_go();
     c.record.makespan_s = c
         .record
@@ -215,6 +219,7 @@ impl Controller {
                     continue;
                 }
             };
+            seen_any |= self.take_back(&queue);
             let mut actions = Vec::new();
             for j in &queue {
                 let j = &j.info;
@@ -279,22 +284,29 @@ impl Controller {
         id
     }
 
-    /// On start: every job of the run partition was started by an earlier
-    /// run of the controller. Each joins the policy's rotation as a job
-    /// just queued, on the nodes Slurm runs it on; the policy's first start
-    /// of it pages it in and resumes it if Slurm has it suspended, and
+    /// A job of the run partition this controller does not know was
+    /// started by an earlier run of it (at its start: every job there).
+    /// Each joins the policy's rotation as a job just queued, on the nodes
+    /// Slurm runs it on; the policy's first start of it pages it in and
+    /// resumes it if Slurm has it suspended, and
     /// [`reconcile`](Self::reconcile) suspends the ones that run outside
     /// their turn. The running ones are queued first, so that the policy's
     /// first turn (first fit, in queue order) goes to them and they go on
-    /// without a stop.
-    fn take_back(&mut self) -> Result<()> {
-        let queue = self.read_queue()?;
+    /// without a stop. A job moved there whose nodes Slurm has not chosen
+    /// yet (no node list) is taken once it has them. True if any was taken.
+    fn take_back(&mut self, queue: &[Job]) -> bool {
         let mut theirs: Vec<&Job> = queue
             .iter()
-            .filter(|j| j.info.partition == self.s.run_partition && !j.info.is_over())
+            .filter(|j| {
+                j.info.partition == self.s.run_partition
+                    && !j.info.is_over()
+                    && !self.core.contains_key(&j.info.id)
+                    && !self.foreign.contains(&j.info.id)
+                    && (!j.node_list.is_empty() || !j.required_nodes.is_empty())
+            })
             .collect();
         if theirs.is_empty() {
-            return Ok(());
+            return false;
         }
         theirs.sort_by_key(|j| (j.info.state == "SUSPENDED", j.info.id));
         let held = self.agent_states();
@@ -312,6 +324,7 @@ impl Controller {
                     self.s.run_partition,
                     self.s.partition
                 );
+                self.foreign.insert(j.info.id);
                 continue;
             }
             let id = self.submit(&j.info, nodes.len() as u32, true);
@@ -328,7 +341,7 @@ impl Controller {
             );
             self.taken_back.insert(id, nodes);
         }
-        Ok(())
+        true
     }
 
     /// What each agent holds ([`Request::State`]), asked of all at once.
@@ -787,7 +800,7 @@ impl Controller {
 /// What node `node`'s agent holds of job `job`, for the log.
 fn describe_held(node: &str, held: Option<&Result<Vec<HeldJob>>>, job: SlurmJob) -> String {
     match held {
-        None => format!("{node}"),
+        None => node.to_string(),
         Some(Err(e)) => format!("{node} (its agent did not say what it holds: {e:#})"),
         Some(Ok(jobs)) => match jobs.iter().find(|h| h.job == job) {
             None => format!("{node} (nothing of it in the pool)"),
