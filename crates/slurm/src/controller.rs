@@ -346,30 +346,11 @@ impl Controller {
 
     /// What each agent holds ([`Request::State`]), asked of all at once.
     fn agent_states(&self) -> BTreeMap<String, Result<Vec<HeldJob>>> {
-        let handles: Vec<_> = self
-            .nodes
-            .iter()
-            .map(|node| {
-                let socket = agent_socket(&self.s.agents, node);
-                let timeout = self.s.switch_timeout;
-                let h = std::thread::spawn(move || {
-                    match wire::call(&socket, &Request::State, timeout)? {
-                        Response::State { jobs } => Ok(jobs),
-                        r => bail!("unexpected answer {r:?}"),
-                    }
-                });
-                (node.clone(), h)
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|(n, h)| {
-                let r = h
-                    .join()
-                    .unwrap_or_else(|_| Err(anyhow::anyhow!("the request thread panicked")));
-                (n, r)
-            })
-            .collect()
+        let requests = self.nodes.iter().map(|n| (n.clone(), Request::State));
+        self.ask(requests.collect(), |r| match r {
+            Response::State { jobs } => Ok(jobs),
+            r => bail!("unexpected answer {r:?}"),
+        })
     }
 
     /// Square Slurm with the policy's decision (`actions` are about to be
@@ -681,17 +662,34 @@ impl Controller {
         work: BTreeMap<String, Vec<T>>,
         req: impl Fn(Vec<T>) -> Request,
     ) -> BTreeMap<String, Result<SwitchReport, anyhow::Error>> {
-        let handles: Vec<_> = work
+        let requests = work.into_iter().map(|(node, v)| (node, req(v)));
+        let answers = self.ask(requests.collect(), |r| match r {
+            Response::Switched(r) => Ok(r),
+            Response::Ok => Ok(SwitchReport::default()),
+            r => bail!("unexpected answer {r:?}"),
+        });
+        for (n, r) in &answers {
+            for w in r.iter().flat_map(|r| &r.warnings) {
+                tracing::warn!("node {n}: {w}");
+            }
+        }
+        answers
+    }
+
+    /// Each node's request sent at once, one thread per node; every
+    /// answer, read by `answer`, waited for (at most the switch timeout
+    /// each).
+    fn ask<T: Send + 'static>(
+        &self,
+        requests: BTreeMap<String, Request>,
+        answer: fn(Response) -> Result<T>,
+    ) -> BTreeMap<String, Result<T>> {
+        let handles: Vec<_> = requests
             .into_iter()
-            .map(|(node, v)| {
+            .map(|(node, req)| {
                 let socket = agent_socket(&self.s.agents, &node);
-                let req = req(v);
                 let timeout = self.s.switch_timeout;
-                let h = std::thread::spawn(move || match wire::call(&socket, &req, timeout)? {
-                    Response::Switched(r) => Ok(r),
-                    Response::Ok => Ok(SwitchReport::default()),
-                    r => bail!("unexpected answer {r:?}"),
-                });
+                let h = std::thread::spawn(move || answer(wire::call(&socket, &req, timeout)?));
                 (node, h)
             })
             .collect();
@@ -701,9 +699,6 @@ impl Controller {
                 let r = h
                     .join()
                     .unwrap_or_else(|_| Err(anyhow::anyhow!("the request thread panicked")));
-                for w in r.iter().flat_map(|r| &r.warnings) {
-                    tracing::warn!("node {n}: {w}");
-                }
                 (n, r)
             })
             .collect()
