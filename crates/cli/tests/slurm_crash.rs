@@ -185,16 +185,40 @@ fn killed_at_many_points(select: &str) {
             == 2
     };
     let mut kills = Vec::new();
-    // Kill points: after 1 to 4 more lines of the controller's log (a
-    // start, a take-back, a switch's beginning or end, a job's end), then
-    // 0 to 1.5 s more (inside a switch's page-out or page-in, or between
-    // two polls).
+    // Kill points: after 1 to 3 more steps of the rotation in the
+    // controller's log (a switch's beginning or end, a start, a job
+    // suspended or resumed by the reconciliation), or every fourth kill
+    // after one more line of any kind (most often a restarted controller
+    // taking its jobs back); then 0 to 1.5 s more (inside a switch's
+    // page-out or page-in, or between two polls).
+    let steps = |c: &Cluster| {
+        c.log()
+            .lines()
+            .filter(|l| {
+                ["switch begins", "switch at", "started on", "their turn"]
+                    .iter()
+                    .any(|m| l.contains(m))
+            })
+            .count()
+    };
     while kills.len() < KILLS && !done(&c) {
         assert!(t0.elapsed() < Duration::from_secs(300), "{}", c.log());
-        let lines = c.log().lines().count();
-        let more = 1 + rng.below(4) as usize;
+        let any_line = kills.len() % 4 == 3;
+        let count = |c: &Cluster| {
+            if any_line {
+                c.log().lines().count()
+            } else {
+                steps(c)
+            }
+        };
+        let target = count(&c)
+            + if any_line {
+                1
+            } else {
+                1 + rng.below(3) as usize
+            };
         let waited = Instant::now();
-        while c.log().lines().count() < lines + more && waited.elapsed() < Duration::from_secs(20) {
+        while count(&c) < target && waited.elapsed() < Duration::from_secs(20) {
             std::thread::sleep(Duration::from_millis(20));
         }
         std::thread::sleep(Duration::from_millis(rng.below(1500)));
