@@ -58,7 +58,7 @@ for nodes in $NODE_COUNTS; do
     step "$nodes nodes: $row"
     case $row in
       batch | memgang)
-        scripts/slurm-cluster up --nodes "$nodes" --pool "$NODE_POOL" --mode memgang --quantum "$SLICE" > "$dir/cluster.txt"
+        scripts/slurm-cluster up --nodes "$nodes" --pool "$NODE_POOL" --mode memgang --quantum "$SLICE" --no-controller > "$dir/cluster.txt"
         policy=gang
         [ $row = batch ] && policy=batch
         submit_pair "$dir" "$nodes"

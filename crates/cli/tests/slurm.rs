@@ -41,6 +41,8 @@ impl Cluster {
                 "3",
                 "--select",
                 select,
+                // Each test runs its own controller, with --json.
+                "--no-controller",
             ],
         );
         assert!(out.status.success(), "slurm-cluster up: {}", text(&out));

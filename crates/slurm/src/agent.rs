@@ -10,7 +10,7 @@
 //! the rank and everything it forks run in the pool from their first
 //! instruction.
 
-use crate::wire::{Request, Response, SlurmJob, Step, SwitchReport};
+use crate::wire::{HeldJob, Request, Response, SlurmJob, Step, SwitchReport};
 use anyhow::{bail, Context, Result};
 use memgang_core::units::format_bytes;
 use memgang_core::PageInPlan;
@@ -115,7 +115,39 @@ impl Agent {
             Request::Adopt { pid, job } => self.adopt(pid, job, uid),
             Request::Check { incoming } => self.check(&incoming),
             Request::Switch { steps } => Ok(Response::Switched(self.switch(steps))),
+            Request::State => Ok(Response::State {
+                jobs: self.held_jobs(),
+            }),
         }
+    }
+
+    /// Every job with a group in the pool: what a restarted controller
+    /// asks to see which jobs are paged out and stopped. Waits for a
+    /// switch in progress (the jobs' lock), so it sees the switch's end.
+    fn held_jobs(&self) -> Vec<HeldJob> {
+        let jobs = self.jobs.lock().unwrap();
+        let backend = self.backend();
+        let mut out = Vec::new();
+        for group in backend.list_children(&self.engine.pool).unwrap_or_default() {
+            let Some(job) = group
+                .name()
+                .strip_prefix("job-")
+                .and_then(|j| j.parse::<SlurmJob>().ok())
+            else {
+                continue;
+            };
+            let pids = backend.procs_recursive(&group).unwrap_or_default();
+            let stat = backend.memory_stat(&group).ok();
+            out.push(HeldJob {
+                job,
+                processes: pids.len(),
+                stopped: !pids.is_empty() && pids.iter().all(|&p| is_stopped(p)),
+                resident_bytes: stat.as_ref().map_or(0, |s| s.usage_bytes),
+                swap_bytes: stat.and_then(|s| s.swap_bytes),
+            });
+        }
+        drop(jobs);
+        out
     }
 
     fn adopt(&self, pid: i32, job: SlurmJob, uid: u32) -> Result<Response> {
@@ -310,6 +342,18 @@ impl Agent {
     }
 }
 
+/// Process `pid` is stopped (state `T`, Slurm's SIGSTOP); one that is
+/// gone counts as stopped (it runs nothing).
+fn is_stopped(pid: i32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return true;
+    };
+    // The state follows the command's closing parenthesis.
+    stat.rsplit_once(')')
+        .and_then(|(_, rest)| rest.split_whitespace().next())
+        .is_none_or(|s| s == "T")
+}
+
 /// Serve `agent` on `socket` until `stop` is set, sweeping ended jobs;
 /// then release the pool.
 pub fn serve(agent: Arc<Agent>, socket: &Path, stop: Arc<AtomicBool>) -> Result<()> {
@@ -439,6 +483,60 @@ mod tests {
             .unwrap(),
             Response::Ok
         );
+    }
+
+    #[test]
+    fn state_lists_the_jobs_in_the_pool_and_whether_slurm_stopped_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = agent(dir.path(), 0, 1 << 30);
+        let mut child = std::process::Command::new("sleep")
+            .arg("60")
+            .spawn()
+            .unwrap();
+        let pid = child.id() as i32;
+        let pool = dir.path().join("memgang-slurm-n1");
+        for (job, procs) in [("job-7", pid.to_string()), ("job-8", String::new())] {
+            let g = pool.join(job);
+            std::fs::create_dir_all(&g).unwrap();
+            std::fs::write(g.join("cgroup.procs"), &procs).unwrap();
+            std::fs::write(g.join("memory.usage_in_bytes"), "4096").unwrap();
+            let stat = "total_rss 4096\ntotal_cache 0\ntotal_swap 8192\ntotal_pgmajfault 0\n";
+            std::fs::write(g.join("memory.stat"), stat).unwrap();
+        }
+        // Not a job's group: not listed.
+        std::fs::create_dir_all(pool.join("other")).unwrap();
+        let state = |a: &Agent| match a.handle(Request::State, 0).unwrap() {
+            Response::State { jobs } => jobs,
+            r => panic!("{r:?}"),
+        };
+        let jobs = state(&a);
+        assert_eq!(jobs.len(), 2, "{jobs:?}");
+        assert_eq!(
+            jobs[0],
+            HeldJob {
+                job: 7,
+                processes: 1,
+                stopped: false,
+                resident_bytes: 4096,
+                swap_bytes: Some(8192),
+            }
+        );
+        assert!(!jobs[1].stopped && jobs[1].processes == 0);
+        // Slurm's suspend: SIGSTOP.
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid),
+            nix::sys::signal::Signal::SIGSTOP,
+        )
+        .unwrap();
+        let t = Instant::now();
+        while !state(&a)[0].stopped {
+            assert!(t.elapsed() < Duration::from_secs(5), "never seen stopped");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        child.kill().unwrap();
+        child.wait().unwrap();
+        // Only root may see it.
+        assert!(a.handle(Request::State, 1000).is_err());
     }
 
     #[test]

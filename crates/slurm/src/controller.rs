@@ -10,13 +10,28 @@
 //! it in. A node that fails or does not answer in time leaves its jobs
 //! stopped (not resumed half-paged), says so in the log and in the job's
 //! Slurm record, and is retried at the next poll.
+//!
+//! Crash-safe without a state file of its own: Slurm's records hold every
+//! fact the controller needs, and hold them in the order they happen. A
+//! job in the submit partition was never started; a job in the run
+//! partition was started by a controller (one `scontrol update`), and
+//! Slurm says whether it runs or is suspended; each agent says what it
+//! holds paged out and stopped ([`Request::State`]). A restarted
+//! controller ([`run`]) takes every job of the run partition back into
+//! the policy's rotation (see [`Controller::take_back`]), so a `kill -9` at
+//! any instant leaves no job suspended for good, none lost, none started
+//! twice. Each poll also squares Slurm with the policy
+//! ([`Controller::reconcile`]): a job that runs outside its turn is
+//! suspended, one whose turn it is and that Slurm keeps suspended (a
+//! resume that failed) is resumed.
 
+use crate::slurm_json::{self, Job};
 use crate::slurmctl::{self, JobInfo};
-use crate::wire::{self, Request, Response, SlurmJob, Step, SwitchReport};
+use crate::wire::{self, HeldJob, Request, Response, SlurmJob, Step, SwitchReport};
 use anyhow::{bail, Context, Result};
 use memgang_core::{
-    Action, Cluster, Event, JobId, JobSpec, JobStatus, Node, NodeId, PolicyKind, Scheduler,
-    Switching,
+    Action, Cluster, Event, JobId, JobSpec, JobStatus, Node, NodeId, PageInPlan, PageOutPlan,
+    PolicyKind, Scheduler, Switching,
 };
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
@@ -67,6 +82,8 @@ pub struct JobRecord {
     pub started_s: Option<f64>,
     pub ended_s: Option<f64>,
     pub final_state: String,
+    /// Started by an earlier run of the controller, taken back by this one.
+    pub taken_back: bool,
 }
 
 #[derive(Debug, Serialize)]
@@ -89,6 +106,15 @@ struct Controller {
     /// Jobs the policy runs that Slurm keeps stopped: a node failed to page
     /// them in.
     held: BTreeSet<JobId>,
+    /// Jobs an earlier run of the controller started, with the nodes Slurm
+    /// runs them on: the policy's first start of one continues it there
+    /// (page-in, resume) rather than start it.
+    taken_back: BTreeMap<JobId, Vec<String>>,
+    /// Each job's state in Slurm's last answer.
+    slurm_state: BTreeMap<u32, String>,
+    /// Jobs of the run partition on nodes outside the submit partition's:
+    /// not this controller's (said once).
+    foreign: BTreeSet<u32>,
     t0: Instant,
     record: Record,
 }
@@ -97,7 +123,7 @@ struct Controller {
 /// empty); on the way out every job this controller stopped is resumed,
 /// so that none is left suspended without anyone to resume it.
 pub fn run(s: Settings, stop: Arc<AtomicBool>) -> Result<Record> {
-    let nodes = slurmctl::nodes(&s.partition)?;
+    let nodes = slurm_json::nodes(&s.partition)?;
     let mut cluster_nodes = Vec::new();
     for (i, n) in nodes.iter().enumerate() {
         let pool = match wire::call(
@@ -140,6 +166,9 @@ pub fn run(s: Settings, stop: Arc<AtomicBool>) -> Result<Record> {
         slurm: Vec::new(),
         core: BTreeMap::new(),
         held: BTreeSet::new(),
+        taken_back: BTreeMap::new(),
+        slurm_state: BTreeMap::new(),
+        foreign: BTreeSet::new(),
         t0: Instant::now(),
     };
     let result = c.main_loop(&stop);
@@ -166,15 +195,37 @@ impl Controller {
         self.t0.elapsed()
     }
 
+    /// Slurm's jobs of both partitions, each one's state kept for
+    /// [`reconcile`](Self::reconcile).
+    fn read_queue(&mut self) -> Result<Vec<Job>> {
+        let queue = slurm_json::jobs(&[&self.s.partition, &self.s.run_partition])?;
+        self.slurm_state = queue
+            .iter()
+            .map(|j| (j.info.id, j.info.state.clone()))
+            .collect();
+        Ok(queue)
+    }
+
     fn main_loop(&mut self, stop: &AtomicBool) -> Result<()> {
-        let mut seen_any = false;
+        let mut seen_any = !self.core.is_empty();
         while !stop.load(Ordering::Relaxed) {
-            let queue = slurmctl::jobs(&[&self.s.partition, &self.s.run_partition])?;
+            let queue = match self.read_queue() {
+                Ok(q) => q,
+                Err(e) => {
+                    // slurmctld restarting or busy: nothing is decided
+                    // until it answers again.
+                    tracing::warn!("reading Slurm's queue: {e:#}; trying again");
+                    std::thread::sleep(self.s.poll);
+                    continue;
+                }
+            };
+            seen_any |= self.take_back(&queue);
             let mut actions = Vec::new();
             for j in &queue {
+                let j = &j.info;
                 if !self.core.contains_key(&j.id) && j.partition == self.s.partition && !j.is_over()
                 {
-                    actions.extend(self.arrive(j));
+                    self.submit(j, j.nodes.max(1), false);
                     seen_any = true;
                 }
             }
@@ -183,13 +234,14 @@ impl Controller {
                 if !matches!(status, JobStatus::Running | JobStatus::Suspended) {
                     continue;
                 }
-                let info = queue.iter().find(|j| j.id == sid);
-                if info.is_none_or(JobInfo::is_over) {
-                    let state = info.map_or("GONE".to_string(), |i| i.state.clone());
+                let info = queue.iter().find(|j| j.info.id == sid);
+                if info.is_none_or(|j| j.info.is_over()) {
+                    let state = info.map_or("GONE".to_string(), |i| i.info.state.clone());
                     actions.extend(self.finished(job, &state));
                 }
             }
             actions.extend(self.sched.advance(self.now()));
+            self.reconcile(&actions);
             self.carry_out(actions)?;
             self.retry_held();
             let alive = self
@@ -204,12 +256,12 @@ impl Controller {
         Ok(())
     }
 
-    fn arrive(&mut self, j: &JobInfo) -> Vec<Action> {
-        let nodes = j.nodes.max(1);
+    /// A job joins the policy's queue: `ranks` nodes of its memory.
+    fn submit(&mut self, j: &JobInfo, ranks: u32, taken_back: bool) -> JobId {
         let spec = JobSpec {
             name: j.id.to_string(),
-            ranks: nodes,
-            memory_bytes: j.mem_per_node.map(|m| m * nodes as u64),
+            ranks,
+            memory_bytes: j.mem_per_node.map(|m| m * ranks as u64),
             arrival: self.now(),
         };
         let id = self.sched.submit(spec);
@@ -224,9 +276,142 @@ impl Controller {
             started_s: None,
             ended_s: None,
             final_state: String::new(),
+            taken_back,
         });
-        tracing::info!("job {} ({}) queued: {} nodes", j.id, j.name, nodes);
-        Vec::new()
+        if !taken_back {
+            tracing::info!("job {} ({}) queued: {} nodes", j.id, j.name, ranks);
+        }
+        id
+    }
+
+    /// A job of the run partition this controller does not know was
+    /// started by an earlier run of it (at its start: every job there).
+    /// Each joins the policy's rotation as a job just queued, on the nodes
+    /// Slurm runs it on; the policy's first start of it pages it in and
+    /// resumes it if Slurm has it suspended, and
+    /// [`reconcile`](Self::reconcile) suspends the ones that run outside
+    /// their turn. The running ones are queued first, so that the policy's
+    /// first turn (first fit, in queue order) goes to them and they go on
+    /// without a stop. A job moved there whose nodes Slurm has not chosen
+    /// yet (no node list) is taken once it has them. True if any was taken.
+    fn take_back(&mut self, queue: &[Job]) -> bool {
+        let mut theirs: Vec<&Job> = queue
+            .iter()
+            .filter(|j| {
+                j.info.partition == self.s.run_partition
+                    && !j.info.is_over()
+                    && !self.core.contains_key(&j.info.id)
+                    && !self.foreign.contains(&j.info.id)
+                    && (!j.node_list.is_empty() || !j.required_nodes.is_empty())
+            })
+            .collect();
+        if theirs.is_empty() {
+            return false;
+        }
+        theirs.sort_by_key(|j| (j.info.state == "SUSPENDED", j.info.id));
+        let held = self.agent_states();
+        for j in theirs {
+            let list = if j.node_list.is_empty() {
+                &j.required_nodes
+            } else {
+                &j.node_list
+            };
+            let nodes = slurm_json::expand_hostlist(list).unwrap_or_default();
+            if nodes.is_empty() || nodes.iter().any(|n| !self.nodes.contains(n)) {
+                tracing::warn!(
+                    "job {} in {} runs on {list:?}, not on nodes of {}: left to Slurm",
+                    j.info.id,
+                    self.s.run_partition,
+                    self.s.partition
+                );
+                self.foreign.insert(j.info.id);
+                continue;
+            }
+            let id = self.submit(&j.info, nodes.len() as u32, true);
+            let on: Vec<String> = nodes
+                .iter()
+                .map(|n| describe_held(n, held.get(n), j.info.id))
+                .collect();
+            tracing::info!(
+                "job {} ({}) taken back: {} on {}",
+                j.info.id,
+                j.info.name,
+                j.info.state,
+                on.join("; ")
+            );
+            self.taken_back.insert(id, nodes);
+        }
+        true
+    }
+
+    /// What each agent holds ([`Request::State`]), asked of all at once.
+    fn agent_states(&self) -> BTreeMap<String, Result<Vec<HeldJob>>> {
+        let requests = self.nodes.iter().map(|n| (n.clone(), Request::State));
+        self.ask(requests.collect(), |r| match r {
+            Response::State { jobs } => Ok(jobs),
+            r => bail!("unexpected answer {r:?}"),
+        })
+    }
+
+    /// Square Slurm with the policy's decision (`actions` are about to be
+    /// carried out): a job Slurm runs while the policy has it stopped or
+    /// queued (taken back from an earlier run, or a suspend that failed)
+    /// is suspended and paged out; a job the policy runs that Slurm keeps
+    /// suspended, not held by a failed node (a resume that failed), is
+    /// resumed.
+    fn reconcile(&mut self, actions: &[Action]) {
+        let acting: BTreeSet<JobId> = actions.iter().map(Action::job).collect();
+        let mut stop = Vec::new();
+        let mut go = Vec::new();
+        for (&sid, &job) in &self.core {
+            if acting.contains(&job) {
+                continue;
+            }
+            let status = self.sched.state().job(job).status;
+            match (self.slurm_state.get(&sid).map(String::as_str), status) {
+                (Some("RUNNING"), JobStatus::Queued | JobStatus::Suspended) => stop.push(job),
+                (Some("SUSPENDED"), JobStatus::Running) if !self.held.contains(&job) => {
+                    go.push(job)
+                }
+                _ => {}
+            }
+        }
+        if !stop.is_empty() {
+            let ids: Vec<u32> = stop.iter().map(|j| self.slurm[j.index()]).collect();
+            tracing::info!("jobs {ids:?} run outside their turn: suspended and paged out");
+            match slurmctl::suspend(&ids) {
+                Ok(()) => {
+                    let mut steps: BTreeMap<String, Vec<Step>> = BTreeMap::new();
+                    for (job, &sid) in stop.iter().zip(&ids) {
+                        self.slurm_state.insert(sid, "SUSPENDED".into());
+                        for n in self.node_names(*job) {
+                            steps.entry(n).or_default().push(Step::PageOut {
+                                job: sid,
+                                plan: PageOutPlan::Aggressive { record: true },
+                            });
+                        }
+                    }
+                    for (n, r) in self.per_node(steps, |v| Request::Switch { steps: v }) {
+                        if let Err(e) = r {
+                            tracing::warn!("node {n}: paging out {ids:?}: {e:#}");
+                        }
+                    }
+                }
+                Err(e) => tracing::warn!("suspending {ids:?}: {e:#}"),
+            }
+        }
+        if !go.is_empty() {
+            let ids: Vec<u32> = go.iter().map(|j| self.slurm[j.index()]).collect();
+            tracing::info!("jobs {ids:?} are in their turn but suspended: resumed");
+            match slurmctl::resume(&ids) {
+                Ok(()) => {
+                    for sid in ids {
+                        self.slurm_state.insert(sid, "RUNNING".into());
+                    }
+                }
+                Err(e) => tracing::warn!("resuming {ids:?}: {e:#}"),
+            }
+        }
     }
 
     fn finished(&mut self, job: JobId, state: &str) -> Vec<Action> {
@@ -235,11 +420,17 @@ impl Controller {
         r.ended_s = Some(now.as_secs_f64());
         r.final_state = state.to_string();
         self.held.remove(&job);
+        self.taken_back.remove(&job);
         tracing::info!("job {} ended: {state}", self.slurm[job.index()]);
         self.sched.handle(now, Event::JobFinished(job))
     }
 
+    /// The nodes `job` runs on: the policy's, or for a job taken back from
+    /// an earlier run, Slurm's.
     fn node_names(&self, job: JobId) -> Vec<String> {
+        if let Some(nodes) = self.taken_back.get(&job) {
+            return nodes.clone();
+        }
         self.sched
             .state()
             .job(job)
@@ -277,6 +468,15 @@ impl Controller {
                     }
                 };
                 match action {
+                    // A job taken back: its first start continues it where
+                    // Slurm runs it, as a resume does.
+                    Action::Start { .. } if self.taken_back.contains_key(&job) => {
+                        resumed.push(job);
+                        each(Step::PageIn {
+                            job: sid,
+                            plan: PageInPlan::Recorded,
+                        });
+                    }
                     Action::Start { .. } => starts.push(job),
                     Action::Suspend { page_out, .. } => {
                         suspended.push(sid);
@@ -323,6 +523,14 @@ impl Controller {
                 }
             }
             if is_switch {
+                tracing::info!(
+                    "switch begins: out {suspended:?} in {:?}",
+                    resumed
+                        .iter()
+                        .chain(&starts)
+                        .map(|j| self.slurm[j.index()])
+                        .collect::<Vec<_>>()
+                );
                 // Refuse before anything moves: a full swap device is said
                 // now, not found out by the OOM killer.
                 let refusals = self.per_node(incoming, |v| Request::Check { incoming: v });
@@ -350,8 +558,13 @@ impl Controller {
                     queue.extend(self.sched.handle(self.now(), Event::SwitchDone { took }));
                     continue;
                 }
-                if let Err(e) = slurmctl::suspend(&suspended) {
-                    tracing::warn!("suspending {suspended:?}: {e:#}");
+                match slurmctl::suspend(&suspended) {
+                    Ok(()) => {
+                        for sid in &suspended {
+                            self.slurm_state.insert(*sid, "SUSPENDED".into());
+                        }
+                    }
+                    Err(e) => tracing::warn!("suspending {suspended:?}: {e:#}"),
                 }
             }
             let reports = self.per_node(steps, |v| Request::Switch { steps: v });
@@ -384,13 +597,27 @@ impl Controller {
                     self.held.insert(*job);
                 }
             }
+            for job in &go {
+                if self.record.jobs[job.index()].started_s.is_none() {
+                    let nodes = self.node_names(*job);
+                    let r = &mut self.record.jobs[job.index()];
+                    r.started_s = Some(self.t0.elapsed().as_secs_f64());
+                    r.nodes = nodes;
+                }
+            }
+            // A job taken back that Slurm still runs needs no resume.
             let resume_ids: Vec<u32> = go
                 .iter()
-                .filter(|j| resumed.contains(j))
                 .map(|j| self.slurm[j.index()])
+                .filter(|sid| self.slurm_state.get(sid).is_none_or(|s| s != "RUNNING"))
                 .collect();
-            if let Err(e) = slurmctl::resume(&resume_ids) {
-                tracing::warn!("resuming {resume_ids:?}: {e:#}");
+            match slurmctl::resume(&resume_ids) {
+                Ok(()) => {
+                    for sid in &resume_ids {
+                        self.slurm_state.insert(*sid, "RUNNING".into());
+                    }
+                }
+                Err(e) => tracing::warn!("resuming {resume_ids:?}: {e:#}"),
             }
             for job in starts {
                 let sid = self.slurm[job.index()];
@@ -435,17 +662,34 @@ impl Controller {
         work: BTreeMap<String, Vec<T>>,
         req: impl Fn(Vec<T>) -> Request,
     ) -> BTreeMap<String, Result<SwitchReport, anyhow::Error>> {
-        let handles: Vec<_> = work
+        let requests = work.into_iter().map(|(node, v)| (node, req(v)));
+        let answers = self.ask(requests.collect(), |r| match r {
+            Response::Switched(r) => Ok(r),
+            Response::Ok => Ok(SwitchReport::default()),
+            r => bail!("unexpected answer {r:?}"),
+        });
+        for (n, r) in &answers {
+            for w in r.iter().flat_map(|r| &r.warnings) {
+                tracing::warn!("node {n}: {w}");
+            }
+        }
+        answers
+    }
+
+    /// Each node's request sent at once, one thread per node; every
+    /// answer, read by `answer`, waited for (at most the switch timeout
+    /// each).
+    fn ask<T: Send + 'static>(
+        &self,
+        requests: BTreeMap<String, Request>,
+        answer: fn(Response) -> Result<T>,
+    ) -> BTreeMap<String, Result<T>> {
+        let handles: Vec<_> = requests
             .into_iter()
-            .map(|(node, v)| {
+            .map(|(node, req)| {
                 let socket = agent_socket(&self.s.agents, &node);
-                let req = req(v);
                 let timeout = self.s.switch_timeout;
-                let h = std::thread::spawn(move || match wire::call(&socket, &req, timeout)? {
-                    Response::Switched(r) => Ok(r),
-                    Response::Ok => Ok(SwitchReport::default()),
-                    r => bail!("unexpected answer {r:?}"),
-                });
+                let h = std::thread::spawn(move || answer(wire::call(&socket, &req, timeout)?));
                 (node, h)
             })
             .collect();
@@ -455,9 +699,6 @@ impl Controller {
                 let r = h
                     .join()
                     .unwrap_or_else(|_| Err(anyhow::anyhow!("the request thread panicked")));
-                for w in r.iter().flat_map(|r| &r.warnings) {
-                    tracing::warn!("node {n}: {w}");
-                }
                 (n, r)
             })
             .collect()
@@ -486,7 +727,8 @@ impl Controller {
             {
                 continue;
             }
-            let started = self.record.jobs[job.index()].started_s.is_some();
+            let started = self.record.jobs[job.index()].started_s.is_some()
+                || self.taken_back.contains_key(&job);
             let steps = nodes
                 .iter()
                 .map(|n| {
@@ -507,7 +749,10 @@ impl Controller {
                 continue;
             }
             let go = if started {
-                slurmctl::resume(&[sid])
+                match self.slurm_state.get(&sid).map(String::as_str) {
+                    Some("RUNNING") => Ok(()),
+                    _ => slurmctl::resume(&[sid]),
+                }
             } else {
                 self.record.jobs[job.index()].nodes = nodes.clone();
                 self.record.jobs[job.index()].started_s = Some(self.now().as_secs_f64());
@@ -523,14 +768,20 @@ impl Controller {
         }
     }
 
-    /// On the way out: no job this controller stopped stays stopped.
+    /// On the way out: no job this controller stopped (or took back
+    /// stopped) stays stopped.
     fn let_go(&mut self) {
         let stopped: Vec<u32> = self
             .core
             .iter()
-            .filter(|(_, &j)| self.sched.state().job(j).status == JobStatus::Suspended)
+            .filter(|(sid, &j)| {
+                let status = self.sched.state().job(j).status;
+                status == JobStatus::Suspended
+                    || self.held.contains(&j)
+                    || (status != JobStatus::Finished
+                        && self.slurm_state.get(sid).is_some_and(|s| s == "SUSPENDED"))
+            })
             .map(|(&sid, _)| sid)
-            .chain(self.held.iter().map(|j| self.slurm[j.index()]))
             .collect();
         if !stopped.is_empty() {
             tracing::info!("resuming {stopped:?} on the way out");
@@ -538,5 +789,24 @@ impl Controller {
                 tracing::error!("resuming {stopped:?} on the way out: {e:#}");
             }
         }
+    }
+}
+
+/// What node `node`'s agent holds of job `job`, for the log.
+fn describe_held(node: &str, held: Option<&Result<Vec<HeldJob>>>, job: SlurmJob) -> String {
+    match held {
+        None => node.to_string(),
+        Some(Err(e)) => format!("{node} (its agent did not say what it holds: {e:#})"),
+        Some(Ok(jobs)) => match jobs.iter().find(|h| h.job == job) {
+            None => format!("{node} (nothing of it in the pool)"),
+            Some(h) => format!(
+                "{node} ({} processes{}, {} in memory, {} on swap)",
+                h.processes,
+                if h.stopped { ", stopped" } else { "" },
+                memgang_core::units::format_bytes(h.resident_bytes),
+                h.swap_bytes
+                    .map_or("?".to_string(), memgang_core::units::format_bytes)
+            ),
+        },
     }
 }

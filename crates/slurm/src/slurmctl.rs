@@ -1,8 +1,9 @@
-//! The Slurm commands the controller runs (`sinfo`, `squeue`, `scontrol`)
-//! and the parsing of what they print. Slurm's own client commands rather
-//! than its C API or REST daemon: they come with every Slurm install, keep
-//! their output format across versions, and need no plugin built against
-//! one Slurm release.
+//! The Slurm commands the controller runs to act (`scontrol suspend`,
+//! `resume`, `update`) and `squeue`'s text, which the controller no longer
+//! reads (it reads Slurm's JSON, [`crate::slurm_json`]) but the cluster
+//! tests check the JSON against. Slurm's own client commands rather than
+//! its C API or REST daemon: they come with every Slurm install and need
+//! no plugin built against one Slurm release.
 
 use anyhow::{bail, Context, Result};
 use std::process::Command;
@@ -44,18 +45,6 @@ fn run(cmd: &str, args: &[&str]) -> Result<String> {
         );
     }
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-}
-
-/// The nodes of `partition`, in Slurm's order.
-pub fn nodes(partition: &str) -> Result<Vec<String>> {
-    let text = run("sinfo", &["-h", "-N", "-p", partition, "-o", "%N"])?;
-    let mut nodes: Vec<String> = text.lines().map(|l| l.trim().to_string()).collect();
-    nodes.retain(|n| !n.is_empty());
-    nodes.dedup();
-    if nodes.is_empty() {
-        bail!("Slurm partition {partition} has no nodes (see `sinfo -p {partition}`)");
-    }
-    Ok(nodes)
 }
 
 const SQUEUE_FORMAT: &str = "%i|%T|%D|%m|%P|%j";

@@ -29,6 +29,10 @@ pub enum Request {
     /// A switch's steps on this node, in order (the jobs were stopped by
     /// Slurm before).
     Switch { steps: Vec<Step> },
+    /// What the agent holds: every job with a group in the pool, how much
+    /// of it is in memory and on swap, and whether its processes are
+    /// stopped. A restarted controller asks it to take its jobs back.
+    State,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -83,7 +87,22 @@ pub enum Response {
     Adopted { job: SlurmJob },
     Ok,
     Switched(SwitchReport),
+    State { jobs: Vec<HeldJob> },
     Error { message: String },
+}
+
+/// A job as a node's agent holds it (the answer to [`Request::State`]).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HeldJob {
+    pub job: SlurmJob,
+    /// Its processes on this node.
+    pub processes: usize,
+    /// Every one of them stopped (Slurm's suspend: SIGSTOP), and at least
+    /// one.
+    pub stopped: bool,
+    pub resident_bytes: u64,
+    /// On swap: paged out (None without swap accounting).
+    pub swap_bytes: Option<u64>,
 }
 
 /// One round trip to the agent at `socket`, waiting at most `timeout` for

@@ -1,0 +1,328 @@
+//! memgang's Slurm controller killed with SIGKILL at many points of its
+//! switches, on the emulated cluster (scripts/slurm-cluster, which starts
+//! the controller and restarts it when it dies, as systemd's
+//! Restart=on-failure would): two MPI jobs of two nodes each that together
+//! overfill every node's pool complete exactly once with exit 0, and none
+//! stays suspended (issue 35's "Done when"), with Slurm's select/cons_tres
+//! and select/linear.
+
+mod common;
+
+use common::*;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// Not slurm.rs's directory: the two files' tests never run at once
+/// (the machine lock), but a leftover of one must not stop the other.
+const STATE: &str = "/run/memgang-slurm-crash";
+/// Each job's rank on each node; two of them overfill a pool.
+const MIB: u32 = 170;
+const POOL: &str = "256M";
+/// Sweeps of each job: about 40 s of work alone on this machine, so that
+/// the kills land over many switches.
+const SWEEPS: u32 = 1500;
+const KILLS: usize = 12;
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn script(verb: &str, args: &[&str]) -> std::process::Output {
+    Command::new(repo().join("scripts/slurm-cluster"))
+        .arg(verb)
+        .args(args)
+        .env("STATE_DIR", STATE)
+        .env("MEMGANG", env!("CARGO_BIN_EXE_memgang"))
+        .output()
+        .unwrap()
+}
+
+/// The cluster with its supervised controller, brought down (controller
+/// and its loop, jobs, daemons, namespaces) when the test ends, also when
+/// it fails.
+struct Cluster {
+    _bed: Bed,
+    dir: tempfile::TempDir,
+}
+
+impl Cluster {
+    fn up(select: &str) -> Cluster {
+        let bed = Bed::new();
+        let _ = script("down", &[]);
+        let out = script(
+            "up",
+            &[
+                "--nodes",
+                "2",
+                "--pool",
+                POOL,
+                "--quantum",
+                "3",
+                "--select",
+                select,
+            ],
+        );
+        assert!(out.status.success(), "slurm-cluster up: {}", text(&out));
+        let dir = tempfile::tempdir().unwrap();
+        let cc = Command::new("mpicc")
+            .args(["-O2", "-o"])
+            .arg(dir.path().join("mpi_sweep"))
+            .arg(repo().join("bench/slurm/mpi_sweep.c"))
+            .output()
+            .expect("mpicc (openmpi, installed by scripts/slurm-cluster)");
+        assert!(cc.status.success(), "mpicc: {}", text(&cc));
+        Cluster { _bed: bed, dir }
+    }
+
+    fn slurm(&self, cmd: &str, args: &[&str]) -> String {
+        let out = Command::new(cmd)
+            .args(args)
+            .env("SLURM_CONF", format!("{STATE}/slurm.conf"))
+            .current_dir(self.dir.path())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{cmd} {args:?}: {}", text(&out));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    fn submit(&self, name: &str) {
+        let tmp = self.dir.path().join("tmp");
+        // As in slurm.rs: mpirun forwards no signal (Slurm stops every
+        // rank itself) and keeps its session files in the test's dir.
+        let wrap = format!(
+            "mkdir -p {tmp} && TMPDIR={tmp} mpirun --allow-run-as-root --mca ess_base_forward_signals none --mca btl self,tcp {} {MIB} {SWEEPS}",
+            self.dir.path().join("mpi_sweep").display(),
+            tmp = tmp.display()
+        );
+        self.slurm(
+            "sbatch",
+            &[
+                "-N2",
+                "--ntasks-per-node=1",
+                &format!("--mem={MIB}M"),
+                "-J",
+                name,
+                "-o",
+                &format!("{}/{name}.out", self.dir.path().display()),
+                "--wrap",
+                &wrap,
+            ],
+        );
+    }
+
+    /// `scontrol show job -o`'s fields of every job Slurm knows, by name.
+    fn jobs(&self) -> Vec<std::collections::BTreeMap<String, String>> {
+        self.slurm("scontrol", &["show", "job", "-o"])
+            .lines()
+            .filter(|l| l.starts_with("JobId="))
+            .map(|l| {
+                l.split_whitespace()
+                    .filter_map(|f| f.split_once('='))
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect()
+            })
+            .collect()
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(format!("{STATE}/controller.log")).unwrap_or_default()
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let out = script("down", &[]);
+        if !out.status.success() {
+            eprintln!("slurm-cluster down: {}", text(&out));
+        }
+    }
+}
+
+/// The controller's pid, if it runs now (its loop may be between two).
+fn controller() -> Option<i32> {
+    let pid: i32 = std::fs::read_to_string(format!("{STATE}/controller.pid"))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()?;
+    let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+    String::from_utf8_lossy(&cmd)
+        .contains("slurm\0run")
+        .then_some(pid)
+}
+
+/// A small generator for the kill points; its seed is printed, so that a
+/// failing sequence can be told apart from another.
+struct Lcg(u64);
+
+impl Lcg {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (self.0 >> 33) % n
+    }
+}
+
+fn killed_at_many_points(select: &str) {
+    let c = Cluster::up(select);
+    c.submit("a");
+    c.submit("b");
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64;
+    eprintln!("kill points from seed {seed}");
+    let mut rng = Lcg(seed);
+    let t0 = Instant::now();
+    let done = |c: &Cluster| {
+        c.jobs()
+            .iter()
+            .filter(|j| j.get("JobState").is_some_and(|s| s == "COMPLETED"))
+            .count()
+            == 2
+    };
+    let mut kills = Vec::new();
+    // Kill points: after 1 to 3 more steps of the rotation in the
+    // controller's log (a switch's beginning or end, a start, a job
+    // suspended or resumed by the reconciliation), or every fourth kill
+    // after one more line of any kind (most often a restarted controller
+    // taking its jobs back); then 0 to 1.5 s more (inside a switch's
+    // page-out or page-in, or between two polls).
+    let steps = |c: &Cluster| {
+        c.log()
+            .lines()
+            .filter(|l| {
+                ["switch begins", "switch at", "started on", "their turn"]
+                    .iter()
+                    .any(|m| l.contains(m))
+            })
+            .count()
+    };
+    while kills.len() < KILLS && !done(&c) {
+        assert!(t0.elapsed() < Duration::from_secs(300), "{}", c.log());
+        let any_line = kills.len() % 4 == 3;
+        let count = |c: &Cluster| {
+            if any_line {
+                c.log().lines().count()
+            } else {
+                steps(c)
+            }
+        };
+        let target = count(&c)
+            + if any_line {
+                1
+            } else {
+                1 + rng.below(3) as usize
+            };
+        let waited = Instant::now();
+        while count(&c) < target && waited.elapsed() < Duration::from_secs(20) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        std::thread::sleep(Duration::from_millis(rng.below(1500)));
+        let Some(pid) = controller() else {
+            std::thread::sleep(Duration::from_millis(200));
+            continue;
+        };
+        let states: Vec<String> = c
+            .jobs()
+            .iter()
+            .map(|j| format!("{}={}", j["JobName"], j["JobState"]))
+            .collect();
+        // SAFETY: kill(2) on the controller's pid, checked just above to
+        // be `memgang slurm run`.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+        let last = c.log().lines().last().unwrap_or_default().to_string();
+        eprintln!(
+            "kill {} at {:.1} s: jobs {states:?}, last line {last:?}",
+            kills.len() + 1,
+            t0.elapsed().as_secs_f64()
+        );
+        kills.push(last);
+        // Its loop starts another within about a second.
+        let t = Instant::now();
+        while controller().is_none_or(|p| p == pid) {
+            assert!(
+                t.elapsed() < Duration::from_secs(15),
+                "not restarted: {}",
+                c.log()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    assert!(
+        kills.len() >= 10,
+        "only {} kills before the jobs ended: make them longer",
+        kills.len()
+    );
+    // The last controller finishes the work.
+    let t = Instant::now();
+    while !done(&c) {
+        let jobs = c.jobs();
+        assert!(
+            t.elapsed() < Duration::from_secs(300),
+            "jobs never completed: {jobs:?}\n{}",
+            c.log()
+        );
+        assert!(
+            jobs.iter().all(|j| matches!(
+                j["JobState"].as_str(),
+                "PENDING" | "RUNNING" | "SUSPENDED" | "COMPLETED" | "COMPLETING"
+            )),
+            "a job failed: {jobs:?}\n{}",
+            c.log()
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    // Each exactly once, exit 0, never requeued; the same checksum (the
+    // same sweeps, whatever stopped them), printed once.
+    let jobs = c.jobs();
+    assert_eq!(jobs.len(), 2, "{jobs:?}");
+    for j in &jobs {
+        assert_eq!(j["ExitCode"], "0:0", "{j:?}");
+        assert_eq!(j["Restarts"], "0", "{j:?}");
+        assert_eq!(j["Partition"], "memgang-run", "{j:?}");
+    }
+    let sums: Vec<Vec<String>> = ["a", "b"]
+        .iter()
+        .map(|n| {
+            std::fs::read_to_string(c.dir.path().join(format!("{n}.out")))
+                .unwrap_or_default()
+                .lines()
+                .filter_map(|l| l.split("checksum ").nth(1).map(str::to_string))
+                .collect()
+        })
+        .collect();
+    assert!(
+        sums[0].len() == 1 && sums[0] == sums[1],
+        "checksums {sums:?}"
+    );
+    let log = c.log();
+    assert!(log.contains("taken back"), "no job was taken back:\n{log}");
+    // The controller's own record of the run agrees: nothing it stopped
+    // is left stopped (Slurm shows both COMPLETED, above) and it is alive.
+    assert!(controller().is_some(), "{log}");
+    eprintln!(
+        "{} kills; both jobs completed in {:.1} s; switches begun {}, jobs taken back {}",
+        kills.len(),
+        t0.elapsed().as_secs_f64(),
+        log.matches("switch begins").count(),
+        log.matches("taken back").count()
+    );
+}
+
+#[test]
+#[ignore = "needs root, Slurm, munge and Open MPI (scripts/test installs them and runs it as root)"]
+fn a_controller_killed_at_many_points_loses_no_job_under_cons_tres() {
+    require_root("a_controller_killed_at_many_points_loses_no_job_under_cons_tres");
+    killed_at_many_points("cons_tres");
+}
+
+#[test]
+#[ignore = "needs root, Slurm, munge and Open MPI (scripts/test installs them and runs it as root)"]
+fn a_controller_killed_at_many_points_loses_no_job_under_linear() {
+    require_root("a_controller_killed_at_many_points_loses_no_job_under_linear");
+    killed_at_many_points("linear");
+}
