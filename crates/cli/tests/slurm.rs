@@ -114,7 +114,8 @@ impl Cluster {
 
     fn controller(&self, json: &Path) -> Child {
         memgang()
-            .args(["slurm", "run", "--agents", STATE, "--quantum", "3s"])
+            .args(["slurm", "run", "--quantum", "3s", "--munge-socket"])
+            .arg(format!("{STATE}/munge/munge.socket"))
             .args(["--switch-timeout", "5s", "--exit-when-idle", "--json"])
             .arg(json)
             .env("SLURM_CONF", format!("{STATE}/slurm.conf"))
@@ -306,7 +307,7 @@ fn agent_lost(select: &str) {
     let out = wait(&mut ctl, Duration::from_secs(30));
     let said = String::from_utf8_lossy(&out.stderr);
     assert!(
-        said.contains("agent-n2.sock") && said.contains("resuming"),
+        said.contains("10.77.0.2:6828") && said.contains("resuming"),
         "{}",
         text(&out)
     );

@@ -29,7 +29,7 @@ pub enum Error {
     Closed { what: &'static str },
     #[error("timed out reading the {what}")]
     Timeout { what: &'static str },
-    #[error("unreadable {what} ({source})")]
+    #[error("unreadable {what} ({})", short(source))]
     Garbage {
         what: &'static str,
         source: serde_json::Error,
@@ -39,6 +39,16 @@ pub enum Error {
         what: &'static str,
         source: io::Error,
     },
+}
+
+/// serde's message, which quotes the offending value, cut to a sentence's
+/// length: a hostile peer's megabyte must not come back in an answer.
+fn short(e: &serde_json::Error) -> String {
+    let s = e.to_string();
+    match s.char_indices().nth(200) {
+        Some((i, _)) => format!("{}...", &s[..i]),
+        None => s,
+    }
 }
 
 /// `v` as one line, newline included. The protocols' types always
@@ -88,8 +98,16 @@ impl LineBuf {
     pub fn push(&mut self, bytes: &[u8], cap: usize) -> Frame {
         let start = self.data.len();
         self.data.extend_from_slice(bytes);
-        if let Some(i) = self.data[start..].iter().position(|&b| b == b'\n') {
-            self.data.truncate(start + i);
+        let end = self.data[start..]
+            .iter()
+            .position(|&b| b == b'\n')
+            .map(|i| start + i);
+        if end.unwrap_or(self.data.len()) > cap {
+            self.data.clear();
+            return Frame::TooLong;
+        }
+        if let Some(end) = end {
+            self.data.truncate(end);
             return Frame::Line(std::mem::take(&mut self.data));
         }
         if self.data.len() > cap {
@@ -281,6 +299,12 @@ mod tests {
         assert_eq!(b.push(b":1}\nrest", 10), Frame::Line(b"{\"a\":1}".to_vec()));
         assert_eq!(b.push(b"0123456789", 10), Frame::More);
         assert_eq!(b.push(b"x", 10), Frame::TooLong);
+        // A whole line that arrives at once is held to the cap too.
+        assert_eq!(b.push(&[b'x'; 11], 10), Frame::TooLong);
+        assert_eq!(
+            b.push(b"0123456789\n", 10),
+            Frame::Line(b"0123456789".to_vec())
+        );
     }
 
     #[test]

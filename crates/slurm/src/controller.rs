@@ -11,8 +11,9 @@
 //! stopped (not resumed half-paged), says so in the log and in the job's
 //! Slurm record, and is retried at the next poll.
 
+use crate::agents::Agents;
 use crate::slurmctl::{self, JobInfo};
-use crate::wire::{self, Request, Response, SlurmJob, Step, SwitchReport};
+use crate::wire::{Request, Response, SlurmJob, Step, SwitchReport};
 use anyhow::{bail, Context, Result};
 use memgang_core::{
     Action, Cluster, Event, JobId, JobSpec, JobStatus, Node, NodeId, PolicyKind, Scheduler,
@@ -20,7 +21,7 @@ use memgang_core::{
 };
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -33,8 +34,9 @@ pub struct Settings {
     /// Where the controller moves a job to start it: UP, hidden, with
     /// `OverSubscribe=FORCE` so jobs share nodes.
     pub run_partition: String,
-    /// The agent of node N listens on `<agents>/agent-N.sock`.
-    pub agents: PathBuf,
+    /// The nodes' agents: each at its node's Slurm `NodeAddr`, over TCP
+    /// with MUNGE credentials.
+    pub agents: Agents,
     pub policy: PolicyKind,
     pub quantum: Duration,
     pub switching: Switching,
@@ -100,11 +102,7 @@ pub fn run(s: Settings, stop: Arc<AtomicBool>) -> Result<Record> {
     let nodes = slurmctl::nodes(&s.partition)?;
     let mut cluster_nodes = Vec::new();
     for (i, n) in nodes.iter().enumerate() {
-        let pool = match wire::call(
-            &agent_socket(&s.agents, n),
-            &Request::Hello,
-            s.switch_timeout,
-        )? {
+        let pool = match s.agents.call(n, &Request::Hello, s.switch_timeout)? {
             Response::Hello { pool_bytes, .. } => pool_bytes,
             r => bail!("the agent of node {n} answered {r:?} to hello"),
         };
@@ -155,10 +153,6 @@ pub fn run(s: Settings, stop: Arc<AtomicBool>) -> Result<Record> {
             .with_context(|| format!("writing {}", path.display()))?;
     }
     result.map(|()| c.record)
-}
-
-pub fn agent_socket(dir: &Path, node: &str) -> PathBuf {
-    dir.join(format!("agent-{node}.sock"))
 }
 
 impl Controller {
@@ -438,10 +432,11 @@ impl Controller {
         let handles: Vec<_> = work
             .into_iter()
             .map(|(node, v)| {
-                let socket = agent_socket(&self.s.agents, &node);
+                let node2 = node.clone();
+                let agents = self.s.agents.clone();
                 let req = req(v);
                 let timeout = self.s.switch_timeout;
-                let h = std::thread::spawn(move || match wire::call(&socket, &req, timeout)? {
+                let h = std::thread::spawn(move || match agents.call(&node2, &req, timeout)? {
                     Response::Switched(r) => Ok(r),
                     Response::Ok => Ok(SwitchReport::default()),
                     r => bail!("unexpected answer {r:?}"),
