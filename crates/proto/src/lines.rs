@@ -133,6 +133,7 @@ pub trait Timed {
     fn set_read_timeout(&self, t: Option<Duration>) -> io::Result<()>;
     fn set_write_timeout(&self, t: Option<Duration>) -> io::Result<()>;
     fn shutdown_write(&self) -> io::Result<()>;
+    fn set_nonblocking(&self, on: bool) -> io::Result<()>;
 }
 
 macro_rules! timed {
@@ -146,6 +147,9 @@ macro_rules! timed {
             }
             fn shutdown_write(&self) -> io::Result<()> {
                 self.shutdown(Shutdown::Write)
+            }
+            fn set_nonblocking(&self, on: bool) -> io::Result<()> {
+                <$t>::set_nonblocking(self, on)
             }
         }
     };
@@ -245,15 +249,22 @@ where
 /// What [`close`] reads at most before it gives up on a peer.
 const MAX_DRAIN: u64 = 2 << 20;
 
-/// Refuse a connection with `answer` (e.g. "busy") before reading it: a
-/// short line into an empty socket buffer, then [`close`].
+/// Refuse a connection with `answer` (e.g. "busy") before reading it,
+/// without waiting on the peer (a flood's refusals must not hold the
+/// accepting thread): a short line into an empty socket buffer, then what
+/// the peer has sent so far is read (so that the close does not reset the
+/// connection and lose the answer) and the connection closed.
 pub fn refuse<S: Timed, T: Serialize>(stream: &S, answer: &T)
 where
     for<'s> &'s S: Read + Write,
 {
-    let _ = stream.set_write_timeout(Some(Duration::from_secs(1)));
+    if stream.set_nonblocking(true).is_err() {
+        return;
+    }
     let _ = write(stream, answer);
-    close(stream, Duration::from_millis(100));
+    let _ = stream.shutdown_write();
+    let mut r = stream.take(MAX_DRAIN);
+    let _ = io::copy(&mut r, &mut io::sink());
 }
 
 /// The client's side of one round trip on a connected `stream`: send
