@@ -773,6 +773,17 @@ mod tests {
         let s = UnixStream::connect(&path).unwrap();
         (&s).write_all(b"\xff\xfe\n").unwrap();
         assert!(answer(&s).contains("malformed request"));
+        // More than a request may be: answered so, not read as a request.
+        let s = UnixStream::connect(&path).unwrap();
+        let w = s.try_clone().unwrap();
+        let writer = std::thread::spawn(move || {
+            let _ = (&w).write_all(&vec![b'x'; MAX_REQUEST_BYTES as usize + 1]);
+        });
+        assert!(
+            answer(&s).contains("the request is longer than 1048576 bytes"),
+            "an over-long request"
+        );
+        writer.join().unwrap();
     }
 
     /// Beyond the caps a connection is answered "busy" and closed; root
