@@ -12,20 +12,6 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn listen_addresses_get_the_agents_port() {
-        use super::listen_addr;
-        assert_eq!(listen_addr("10.0.0.1"), "10.0.0.1:6828");
-        assert_eq!(listen_addr("10.0.0.1:7000"), "10.0.0.1:7000");
-        assert_eq!(listen_addr("::"), "[::]:6828");
-        assert_eq!(listen_addr("[::1]:7000"), "[::1]:7000");
-        assert_eq!(listen_addr("node1"), "node1:6828");
-        assert_eq!(listen_addr("node1:7000"), "node1:7000");
-    }
-}
-
 #[derive(Subcommand)]
 pub enum Slurm {
     /// The node agent (root): this node's memory pool, and the memory work
@@ -213,5 +199,19 @@ pub fn run(cmd: Slurm) -> Result<()> {
             );
             Ok(())
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn listen_addresses_get_the_agents_port() {
+        use super::listen_addr;
+        assert_eq!(listen_addr("10.0.0.1"), "10.0.0.1:6828");
+        assert_eq!(listen_addr("10.0.0.1:7000"), "10.0.0.1:7000");
+        assert_eq!(listen_addr("::"), "[::]:6828");
+        assert_eq!(listen_addr("[::1]:7000"), "[::1]:7000");
+        assert_eq!(listen_addr("node1"), "node1:6828");
+        assert_eq!(listen_addr("node1:7000"), "node1:7000");
     }
 }
