@@ -62,7 +62,7 @@ for nodes in $NODE_COUNTS; do
         policy=gang
         [ $row = batch ] && policy=batch
         submit_pair "$dir" "$nodes"
-        "$bin" slurm run --agents "$STATE_DIR" --policy $policy --quantum "${SLICE}s" \
+        "$bin" slurm run --munge-socket "$STATE_DIR/munge/munge.socket" --policy $policy --quantum "${SLICE}s" \
           --switch so/ao/ai --exit-when-idle --json "$dir/memgang.json" 2> "$dir/controller.log"
         python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['makespan_s'])" "$dir/memgang.json" > "$dir/makespan"
         ;;

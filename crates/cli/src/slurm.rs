@@ -23,8 +23,16 @@ pub enum Slurm {
         /// The node's memory for jobs, e.g. 8G: the pool's limit.
         #[arg(long, value_parser = parse_bytes)]
         pool: u64,
-        /// The agent's socket.
+        /// Where the controller reaches this agent: ADDR[:PORT] (port
+        /// 6828 unless given), TCP; every request needs a MUNGE credential
+        /// of root for this node.
+        #[arg(long, default_value = "0.0.0.0")]
+        listen: String,
+        /// munged's socket (default: MUNGE's own, /run/munge/munge.socket.2).
         #[arg(long)]
+        munge_socket: Option<PathBuf>,
+        /// The local socket the tasks' prolog adopts them through.
+        #[arg(long, default_value = DEFAULT_LOCAL_SOCKET)]
         socket: PathBuf,
         /// Write the agent's pid here once it listens.
         #[arg(long)]
@@ -34,7 +42,8 @@ pub enum Slurm {
     /// prolog's parent process) into its job's group. Fails the task if the
     /// agent cannot: a rank outside the pool would escape memgang.
     Adopt {
-        #[arg(long)]
+        /// The agent's local socket (its --socket).
+        #[arg(long, default_value = DEFAULT_LOCAL_SOCKET)]
         socket: PathBuf,
         /// The process to adopt; default: the caller's parent.
         #[arg(long)]
@@ -52,9 +61,13 @@ pub enum Slurm {
         /// The hidden partition jobs run in (State=UP, OverSubscribe=FORCE).
         #[arg(long, default_value = "memgang-run")]
         run_partition: String,
-        /// Directory of the agents' sockets (agent-<node>.sock).
-        #[arg(long, default_value = "/run/memgang")]
-        agents: PathBuf,
+        /// The agents' TCP port; each node's agent is reached at the
+        /// node's NodeAddr in Slurm (`sinfo -N -o '%N %o'`).
+        #[arg(long, default_value_t = memgang_slurm::net::DEFAULT_PORT)]
+        agent_port: u16,
+        /// munged's socket (default: MUNGE's own, /run/munge/munge.socket.2).
+        #[arg(long)]
+        munge_socket: Option<PathBuf>,
         #[arg(long, default_value = "gang")]
         policy: PolicyKind,
         #[arg(long, default_value = "10s", value_parser = crate::humantime_arg)]
@@ -76,6 +89,23 @@ pub enum Slurm {
     },
 }
 
+/// The agent's local socket unless configured.
+const DEFAULT_LOCAL_SOCKET: &str = "/run/memgang/slurm-agent.sock";
+
+/// `ADDR[:PORT]` with the agents' port when none is given.
+fn listen_addr(s: &str) -> String {
+    use std::net::{IpAddr, SocketAddr};
+    if s.parse::<SocketAddr>().is_ok() {
+        return s.to_string();
+    }
+    match s.parse::<IpAddr>() {
+        Ok(ip) => SocketAddr::new(ip, memgang_slurm::net::DEFAULT_PORT).to_string(),
+        // A host name, with or without its port.
+        Err(_) if s.contains(':') => s.to_string(),
+        Err(_) => format!("{s}:{}", memgang_slurm::net::DEFAULT_PORT),
+    }
+}
+
 fn stop_flag() -> Result<Arc<AtomicBool>> {
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
@@ -89,6 +119,8 @@ pub fn run(cmd: Slurm) -> Result<()> {
         Slurm::Agent {
             node,
             pool,
+            listen,
+            munge_socket,
             socket,
             pid_file,
         } => {
@@ -106,11 +138,25 @@ pub fn run(cmd: Slurm) -> Result<()> {
                 std::fs::write(&p, format!("{}\n", std::process::id()))
                     .with_context(|| format!("writing {}", p.display()))?;
             }
-            agent::serve(agent, &socket, stop)
+            let munge = Arc::new(memgang_slurm::auth::Munge::new(munge_socket));
+            let listen = agent::Listen {
+                tcp: listen_addr(&listen),
+                // MUNGE's default lifetime (300 s) at most; the replay
+                // cache holds every credential seen until it expires.
+                verifier: memgang_slurm::auth::Verifier::new(
+                    munge,
+                    &node,
+                    Duration::from_secs(300),
+                    100_000,
+                ),
+                limits: memgang_slurm::net::Limits::default(),
+                local: socket,
+            };
+            agent::serve(agent, listen, stop)
         }
         Slurm::Adopt { socket, pid, job } => {
             let pid = pid.unwrap_or_else(|| nix::unistd::getppid().as_raw());
-            wire::call(
+            wire::call_local(
                 &socket,
                 &wire::Request::Adopt { pid, job },
                 Duration::from_secs(30),
@@ -121,7 +167,8 @@ pub fn run(cmd: Slurm) -> Result<()> {
         Slurm::Run {
             partition,
             run_partition,
-            agents,
+            agent_port,
+            munge_socket,
             policy,
             quantum,
             switch,
@@ -134,7 +181,7 @@ pub fn run(cmd: Slurm) -> Result<()> {
             let settings = controller::Settings {
                 partition,
                 run_partition,
-                agents,
+                agents: memgang_slurm::agents::Agents::from_slurm(agent_port, munge_socket),
                 policy,
                 quantum,
                 switching: switch,
@@ -152,5 +199,19 @@ pub fn run(cmd: Slurm) -> Result<()> {
             );
             Ok(())
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn listen_addresses_get_the_agents_port() {
+        use super::listen_addr;
+        assert_eq!(listen_addr("10.0.0.1"), "10.0.0.1:6828");
+        assert_eq!(listen_addr("10.0.0.1:7000"), "10.0.0.1:7000");
+        assert_eq!(listen_addr("::"), "[::]:6828");
+        assert_eq!(listen_addr("[::1]:7000"), "[::1]:7000");
+        assert_eq!(listen_addr("node1"), "node1:6828");
+        assert_eq!(listen_addr("node1:7000"), "node1:7000");
     }
 }

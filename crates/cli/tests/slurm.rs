@@ -116,13 +116,40 @@ impl Cluster {
 
     fn controller(&self, json: &Path) -> Child {
         memgang()
-            .args(["slurm", "run", "--agents", STATE, "--quantum", "3s"])
+            .args(["slurm", "run", "--quantum", "3s", "--munge-socket"])
+            .arg(format!("{STATE}/munge/munge.socket"))
             .args(["--switch-timeout", "5s", "--exit-when-idle", "--json"])
             .arg(json)
             .env("SLURM_CONF", format!("{STATE}/slurm.conf"))
             .stderr(Stdio::piped())
             .spawn()
             .unwrap()
+    }
+
+    /// Wait until each job has been suspended once (then both have
+    /// started and their ranks sit in their pools; killing the agent before
+    /// the second job's first start makes that start fail, not a switch),
+    /// then SIGKILL node n2's agent: it does not release its pool, the
+    /// ranks stay in it.
+    fn kill_agent_n2_once_both_ran(&self) {
+        let t = Instant::now();
+        let mut seen = std::collections::BTreeSet::new();
+        while seen.len() < 2 {
+            for (name, s) in self.states() {
+                if s == "SUSPENDED" {
+                    seen.insert(name);
+                }
+            }
+            assert!(t.elapsed() < Duration::from_secs(90), "{:?}", self.states());
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        let pid: i32 = std::fs::read_to_string(format!("{STATE}/agent-n2.pid"))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        // SAFETY: kill(2) on a pid we read from the agent's own pid file.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
     }
 
     /// `id state` of every job Slurm knows.
@@ -264,28 +291,7 @@ fn agent_lost(select: &str) {
     c.submit_pair(120, 2000);
     let json = c.dir.path().join("record.json");
     let mut ctl = c.controller(&json);
-    // Wait until each job has been suspended once: then both have started
-    // and their ranks sit in their pools. (Killing the agent before the
-    // second job's first start makes that start fail, not a switch.)
-    let t = Instant::now();
-    let mut seen = std::collections::BTreeSet::new();
-    while seen.len() < 2 {
-        for (name, s) in c.states() {
-            if s == "SUSPENDED" {
-                seen.insert(name);
-            }
-        }
-        assert!(t.elapsed() < Duration::from_secs(90), "{:?}", c.states());
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    let pid: i32 = std::fs::read_to_string(format!("{STATE}/agent-n2.pid"))
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
-    // SIGKILL: the agent does not release its pool; the ranks stay in it.
-    // SAFETY: kill(2) on a pid we read from the agent's own pid file.
-    unsafe { libc::kill(pid, libc::SIGKILL) };
+    c.kill_agent_n2_once_both_ran();
     // The next switches are refused on n2: both jobs end up stopped, and
     // the one the policy wanted to run says why in Slurm's record.
     let t = Instant::now();
@@ -308,7 +314,7 @@ fn agent_lost(select: &str) {
     let out = wait(&mut ctl, Duration::from_secs(30));
     let said = String::from_utf8_lossy(&out.stderr);
     assert!(
-        said.contains("agent-n2.sock") && said.contains("resuming"),
+        said.contains("10.77.0.2:6828") && said.contains("resuming"),
         "{}",
         text(&out)
     );
@@ -316,6 +322,194 @@ fn agent_lost(select: &str) {
     assert!(
         states.iter().all(|(_, s)| s != "SUSPENDED"),
         "left suspended: {states:?}"
+    );
+    c.slurm("scancel", &["--user=root"]);
+}
+
+/// A stand-in for node n2's agent at its address (10.77.0.2:6828, in its
+/// network namespace) that reads each request and then answers garbage,
+/// or (`slow`) says nothing for longer than the controller waits.
+struct Impostor {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    slow: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Impostor {
+    fn start() -> Impostor {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        use std::sync::Arc;
+        let stop = Arc::new(AtomicBool::new(false));
+        let slow = Arc::new(AtomicBool::new(false));
+        let (s, w) = (stop.clone(), slow.clone());
+        let (ready, bound) = std::sync::mpsc::channel();
+        let thread = std::thread::spawn(move || {
+            // setns(2) moves this thread only: its sockets are n2's.
+            let ns = std::fs::File::open("/run/netns/memgang-n2").unwrap();
+            use std::os::fd::AsRawFd;
+            // SAFETY: setns(2) on a descriptor we hold open; it changes
+            // this thread's network namespace only.
+            let r = unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) };
+            assert_eq!(r, 0, "setns: {}", std::io::Error::last_os_error());
+            // The killed agent's port is free once the kernel has reaped it.
+            let t = Instant::now();
+            let l = loop {
+                match std::net::TcpListener::bind("10.77.0.2:6828") {
+                    Ok(l) => break l,
+                    Err(e) if t.elapsed() > Duration::from_secs(10) => {
+                        panic!("binding 10.77.0.2:6828 in memgang-n2: {e}")
+                    }
+                    Err(_) => std::thread::sleep(Duration::from_millis(100)),
+                }
+            };
+            l.set_nonblocking(true).unwrap();
+            ready.send(()).unwrap();
+            while !s.load(Ordering::SeqCst) {
+                let Ok((mut conn, _)) = l.accept() else {
+                    std::thread::sleep(Duration::from_millis(20));
+                    continue;
+                };
+                let slow = w.load(Ordering::SeqCst);
+                std::thread::spawn(move || {
+                    use std::io::{Read, Write};
+                    conn.set_nonblocking(false).unwrap();
+                    conn.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+                    // The credential line and the request line.
+                    let mut got = Vec::new();
+                    let mut buf = [0u8; 4096];
+                    while got.iter().filter(|&&b| b == b'\n').count() < 2 {
+                        match conn.read(&mut buf) {
+                            Ok(n) if n > 0 => got.extend_from_slice(&buf[..n]),
+                            _ => break,
+                        }
+                    }
+                    if slow {
+                        std::thread::sleep(Duration::from_secs(8));
+                    } else {
+                        let _ = conn.write_all(b"\x00 this is no answer {\n");
+                    }
+                });
+            }
+        });
+        if bound.recv_timeout(Duration::from_secs(20)).is_err() {
+            let e = thread
+                .join()
+                .err()
+                .and_then(|p| p.downcast::<String>().ok());
+            panic!("the impostor did not start: {e:?}");
+        }
+        Impostor {
+            stop,
+            slow,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for Impostor {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// A hostile network: requests to an agent without a valid credential, or
+/// replayed, are refused and logged; an agent replaced by one that answers
+/// garbage, then by one that does not answer in time, keeps the incoming
+/// job stopped with the reason in its `AdminComment`.
+#[test]
+#[ignore = "needs root, Slurm, munge and Open MPI (scripts/test installs them and runs it as root)"]
+fn forged_requests_and_garbage_or_slow_agents_are_refused_over_tcp() {
+    use memgang_slurm::auth::{payload, CredentialService, Munge};
+    use memgang_slurm::net::exchange;
+    require_root("forged_requests_and_garbage_or_slow_agents_are_refused_over_tcp");
+    let c = Cluster::up("192M", "linear");
+    const T: Duration = Duration::from_secs(10);
+
+    // Node n1's agent, from the host (the controller's side of the bridge).
+    let n1 = "10.77.0.1:6828";
+    let hello = r#"{"op":"hello"}"#;
+    let e = exchange(n1, "MUNGE:forged:", hello, T, T).unwrap_err();
+    assert!(
+        e.to_string().contains("not a credential of this cluster"),
+        "{e:#}"
+    );
+    let munge = Munge::new(Some(format!("{STATE}/munge/munge.socket").into()));
+    let cred = munge
+        .encode(&payload("n1", hello.as_bytes()), Duration::from_secs(60))
+        .unwrap();
+    exchange(n1, &cred, hello, T, T).unwrap();
+    let e = exchange(n1, &cred, hello, T, T).unwrap_err();
+    assert!(e.to_string().contains("replayed credential"), "{e:#}");
+    // Good for n1, not for n2.
+    let cred = munge
+        .encode(&payload("n1", hello.as_bytes()), Duration::from_secs(60))
+        .unwrap();
+    let e = exchange("10.77.0.2:6828", &cred, hello, T, T).unwrap_err();
+    assert!(
+        e.to_string().contains("another request or another node"),
+        "{e:#}"
+    );
+    let log = std::fs::read_to_string(format!("{STATE}/agent-n1.log")).unwrap();
+    for why in ["not a credential of this cluster", "replayed credential"] {
+        assert!(
+            log.lines()
+                .any(|l| l.contains("refused a request from 10.77.0.254") && l.contains(why)),
+            "agent-n1.log does not say {why:?}:\n{log}"
+        );
+    }
+
+    c.submit_pair(120, 2000);
+    let log = c.dir.path().join("controller.log");
+    let mut ctl = memgang()
+        .args(["slurm", "run", "--quantum", "3s", "--munge-socket"])
+        .arg(format!("{STATE}/munge/munge.socket"))
+        .args(["--switch-timeout", "5s", "--exit-when-idle"])
+        .env("SLURM_CONF", format!("{STATE}/slurm.conf"))
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    c.kill_agent_n2_once_both_ran();
+    let impostor = Impostor::start();
+    let refused_with = |why: &str| {
+        let t = Instant::now();
+        loop {
+            let shown = c.slurm("scontrol", &["show", "job", "-o"]);
+            let stopped = c.states().iter().all(|(_, s)| s == "SUSPENDED");
+            if stopped && shown.contains("AdminComment=memgang:") && shown.contains(why) {
+                return;
+            }
+            assert!(
+                t.elapsed() < Duration::from_secs(60),
+                "no refusal saying {why:?}: {:?}\n{shown}",
+                c.states()
+            );
+            std::thread::sleep(Duration::from_millis(300));
+        }
+    };
+    refused_with("the agent at 10.77.0.2:6828 answered something unreadable");
+    impostor
+        .slow
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    refused_with("no answer from the agent at 10.77.0.2:6828 within 5s");
+    drop(impostor);
+    // SAFETY: kill(2) on our own child.
+    unsafe { libc::kill(ctl.id() as i32, libc::SIGTERM) };
+    let t = Instant::now();
+    while ctl.try_wait().unwrap().is_none() {
+        if t.elapsed() > Duration::from_secs(60) {
+            let _ = ctl.kill();
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let said = std::fs::read_to_string(&log).unwrap();
+    assert!(said.contains("resuming"), "{said}");
+    let states = c.states();
+    assert!(
+        states.iter().all(|(_, s)| s != "SUSPENDED"),
+        "left suspended: {states:?}\n{said}"
     );
     c.slurm("scancel", &["--user=root"]);
 }

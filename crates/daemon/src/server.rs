@@ -13,6 +13,7 @@ use crate::service::Shared;
 use anyhow::{Context, Result};
 use memgang_linux::cgroup::Credentials;
 use memgang_linux::process::Lookup;
+use memgang_proto::lines::{self, Frame, LineBuf};
 use memgang_proto::{JobInfo, JobState, Request, Response, MAX_REQUEST_BYTES, OUTPUT_CHUNK};
 use nix::poll::{PollFd, PollFlags, PollTimeout};
 use std::collections::{HashMap, VecDeque};
@@ -91,7 +92,7 @@ pub fn serve(listener: UnixListener, shared: Arc<Shared>) {
 
 enum State {
     /// The request line so far.
-    Reading(Vec<u8>),
+    Reading(LineBuf),
     /// With a worker.
     Working,
     /// The answer and how much of it is written.
@@ -260,6 +261,11 @@ impl Server {
             State::Reading(_) => match read_some(c, buf) {
                 Step::Wait => false,
                 Step::Close => true,
+                Step::Answer(out) => {
+                    c.state = State::Writing(out, 0);
+                    c.deadline = Some(Instant::now() + self.limits.timeout);
+                    write_some(c)
+                }
                 Step::Request(line) => {
                     c.state = State::Working;
                     c.deadline = None;
@@ -366,7 +372,7 @@ impl Server {
                 stream: s,
                 caller,
                 deadline: Some(Instant::now() + l.timeout),
-                state: State::Reading(Vec::new()),
+                state: State::Reading(LineBuf::default()),
             },
         );
     }
@@ -397,12 +403,13 @@ enum Step {
     Wait,
     Close,
     Request(Vec<u8>),
+    /// Refused before a worker sees it (too long).
+    Answer(Vec<u8>),
 }
 
 /// Read what the client has sent: a whole line (without its newline) is
-/// a request; so is what came before the client closed its end, or the
-/// first MAX_REQUEST_BYTES of a line that does not end (it reads as
-/// malformed and is answered so).
+/// a request; so is what came before the client closed its end. A line
+/// longer than MAX_REQUEST_BYTES is answered so, unread.
 fn read_some(c: &mut Conn, buf: &mut [u8]) -> Step {
     let State::Reading(data) = &mut c.state else {
         return Step::Wait;
@@ -412,19 +419,20 @@ fn read_some(c: &mut Conn, buf: &mut [u8]) -> Step {
     for _ in 0..4 {
         match (&c.stream).read(buf) {
             Ok(0) if data.is_empty() => return Step::Close,
-            Ok(0) => return Step::Request(std::mem::take(data)),
-            Ok(n) => {
-                let start = data.len();
-                data.extend_from_slice(&buf[..n]);
-                if let Some(i) = data[start..].iter().position(|&b| b == b'\n') {
-                    data.truncate(start + i);
-                    return Step::Request(std::mem::take(data));
+            Ok(0) => return Step::Request(data.take()),
+            Ok(n) => match data.push(&buf[..n], max) {
+                Frame::More => {}
+                Frame::Line(line) => return Step::Request(line),
+                Frame::TooLong => {
+                    let e = lines::Error::TooLong {
+                        what: "request",
+                        cap: max,
+                    };
+                    return Step::Answer(answer_line(&Response::Error {
+                        message: format!("malformed request: {e}"),
+                    }));
                 }
-                if data.len() >= max {
-                    data.truncate(max);
-                    return Step::Request(std::mem::take(data));
-                }
-            }
+            },
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Step::Wait,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
             Err(_) => return Step::Close,
@@ -492,24 +500,22 @@ fn worker(
 }
 
 fn answer_line(resp: &Response) -> Vec<u8> {
-    let mut out = serde_json::to_vec(resp).unwrap_or_else(|e| {
-        format!("{{\"kind\":\"error\",\"message\":\"answer not encodable: {e}\"}}").into_bytes()
-    });
-    out.push(b'\n');
-    out
+    lines::encode(resp)
 }
 
 /// The answer line to one request line.
 fn respond(line: &[u8], caller: &Caller, shared: &Shared) -> Vec<u8> {
-    let line = line.strip_suffix(b"\r").unwrap_or(line);
-    let resp = match serde_json::from_slice::<Request>(line) {
+    let resp = match lines::decode::<Request>(line, "request") {
         Ok(req) => handle(req, caller, shared).unwrap_or_else(|e| Response::Error {
             message: format!("{e:#}"),
         }),
-        Err(e) => Response::Error {
+        Err(lines::Error::Garbage { source, .. }) => Response::Error {
             message: format!(
-                "malformed request ({e}); expected one JSON object per line, e.g. {{\"op\":\"list\"}}"
+                "malformed request ({source}); expected one JSON object per line, e.g. {{\"op\":\"list\"}}"
             ),
+        },
+        Err(e) => Response::Error {
+            message: format!("malformed request: {e}"),
         },
     };
     answer_line(&resp)
@@ -767,6 +773,17 @@ mod tests {
         let s = UnixStream::connect(&path).unwrap();
         (&s).write_all(b"\xff\xfe\n").unwrap();
         assert!(answer(&s).contains("malformed request"));
+        // More than a request may be: answered so, not read as a request.
+        let s = UnixStream::connect(&path).unwrap();
+        let w = s.try_clone().unwrap();
+        let writer = std::thread::spawn(move || {
+            let _ = (&w).write_all(&vec![b'x'; MAX_REQUEST_BYTES as usize + 1]);
+        });
+        assert!(
+            answer(&s).contains("the request is longer than 1048576 bytes"),
+            "an over-long request"
+        );
+        writer.join().unwrap();
     }
 
     /// Beyond the caps a connection is answered "busy" and closed; root

@@ -1,7 +1,6 @@
 //! One round trip to memgangd.
 
-use crate::{Request, Response};
-use std::io::{BufRead, BufReader, Write};
+use crate::{lines, Request, Response};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
 
@@ -33,43 +32,39 @@ pub enum Error {
 /// not answer in this time is stuck, and the user is told so.
 pub const ANSWER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
 
+/// Largest answer a client reads: a job list of every user's jobs, or an
+/// output chunk (`OUTPUT_CHUNK`, at most 6 bytes per byte as JSON).
+pub const MAX_ANSWER_BYTES: usize = 64 << 20;
+
 /// Send `req` to the daemon at `socket` and return its answer (an
 /// [`Response::Error`] is an answer, not an `Err`).
 pub fn call(socket: &Path, req: &Request) -> Result<Response, Error> {
-    let mut stream = UnixStream::connect(socket).map_err(|source| Error::Connect {
+    let stream = UnixStream::connect(socket).map_err(|source| Error::Connect {
         path: socket.display().to_string(),
         source,
     })?;
-    stream.set_read_timeout(Some(ANSWER_TIMEOUT))?;
-    stream.set_write_timeout(Some(ANSWER_TIMEOUT))?;
-    let mut line = serde_json::to_string(req).expect("requests serialize");
-    line.push('\n');
-    // A busy daemon answers and closes before it reads: its answer is
-    // still there to read when the write fails.
-    let sent = stream.write_all(line.as_bytes());
-    let mut answer = String::new();
-    let read = BufReader::new(stream).read_line(&mut answer);
-    if answer.is_empty() {
-        sent?;
-        return Err(match read {
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                ) =>
-            {
-                Error::Timeout
-            }
-            Err(e) => Error::Io(e),
-            Ok(_) => Error::NoAnswer,
-        });
-    }
-    serde_json::from_str(&answer).map_err(Error::Decode)
+    let line = lines::call(
+        &stream,
+        &[&lines::encode(req)],
+        MAX_ANSWER_BYTES,
+        ANSWER_TIMEOUT,
+    )
+    .map_err(|e| match e {
+        lines::Error::Timeout { .. } => Error::Timeout,
+        lines::Error::Closed { .. } | lines::Error::Truncated { .. } => Error::NoAnswer,
+        lines::Error::Io { source, .. } => Error::Io(source),
+        e => Error::Io(std::io::Error::other(e)),
+    })?;
+    lines::decode(&line, "answer").map_err(|e| match e {
+        lines::Error::Garbage { source, .. } => Error::Decode(source),
+        e => Error::Io(std::io::Error::other(e)),
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::{BufRead, BufReader, Write};
     use std::os::unix::net::UnixListener;
 
     #[test]

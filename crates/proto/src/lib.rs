@@ -1,11 +1,13 @@
 //! memgangd's protocol: requests and responses, one JSON object per line
-//! over a Unix stream socket, one request per connection (see README).
+//! over a Unix stream socket, one request per connection (see README);
+//! [`lines`] is the framing, which the Slurm agents' protocol shares.
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 pub mod client;
+pub mod lines;
 
 /// Where memgangd listens unless its configuration says otherwise.
 pub const DEFAULT_SOCKET: &str = "/run/memgang/memgang.sock";

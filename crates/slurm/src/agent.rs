@@ -10,6 +10,8 @@
 //! the rank and everything it forks run in the pool from their first
 //! instruction.
 
+use crate::auth::Verifier;
+use crate::net;
 use crate::wire::{HeldJob, Request, Response, SlurmJob, Step, SwitchReport};
 use anyhow::{bail, Context, Result};
 use memgang_core::units::format_bytes;
@@ -17,19 +19,19 @@ use memgang_core::PageInPlan;
 use memgang_linux::cgroup::{CgroupBackend, GroupPath};
 use memgang_linux::counters::NodeCounters;
 use memgang_linux::paging::Paging;
+use memgang_proto::lines;
 use memgang_runtime::engine::{JobMemory, NodeSwitch};
 use memgang_runtime::memory::GroupMemory;
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
-use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// A request is one line of a few hundred bytes; more is not a client.
-const MAX_REQUEST_BYTES: u64 = 1 << 20;
+const MAX_REQUEST_BYTES: usize = 1 << 20;
 /// A task's prolog sends its line at once; a connection that does not
 /// must not hold a thread. The controller's switches answer on their own
 /// time: this only bounds the read of the request.
@@ -354,9 +356,53 @@ fn is_stopped(pid: i32) -> bool {
         .is_none_or(|s| s == "T")
 }
 
-/// Serve `agent` on `socket` until `stop` is set, sweeping ended jobs;
-/// then release the pool.
-pub fn serve(agent: Arc<Agent>, socket: &Path, stop: Arc<AtomicBool>) -> Result<()> {
+/// Where and how an agent listens.
+pub struct Listen {
+    /// The controller's requests: TCP at this address, each verified by
+    /// `verifier` (MUNGE, this node's name).
+    pub tcp: String,
+    pub verifier: Verifier,
+    pub limits: net::Limits,
+    /// The tasks' `adopt`: a local socket anyone may connect to (0666);
+    /// the caller is who the kernel says it is (SO_PEERCRED).
+    pub local: PathBuf,
+}
+
+/// Local connections served at once: a task's prolog takes
+/// milliseconds; a user opening more is refused "busy".
+const MAX_LOCAL: usize = 64;
+
+/// Serve `agent` until `stop` is set: the controller over TCP, the tasks'
+/// `adopt` over the local socket; sweep ended jobs; then release the pool.
+pub fn serve(agent: Arc<Agent>, listen: Listen, stop: Arc<AtomicBool>) -> Result<()> {
+    let server = net::Server::bind(listen.tcp.as_str(), listen.verifier, listen.limits)?;
+    let stopper = server.stopper();
+    let tcp = server.local_addr();
+    let a = agent.clone();
+    let network = std::thread::spawn(move || {
+        server.run(move |req| {
+            // Verified: root on a host of the cluster, for this node.
+            a.handle(req, 0).unwrap_or_else(|e| Response::Error {
+                message: format!("{e:#}"),
+            })
+        })
+    });
+    let local = serve_local(&agent, &listen.local, tcp, &stop);
+    stopper.stop();
+    let network = network
+        .join()
+        .unwrap_or_else(|_| Err(anyhow::anyhow!("the TCP server panicked")));
+    let released = agent.release();
+    local.and(network).and(released)
+}
+
+/// The local socket's loop (and the sweep) until `stop`.
+fn serve_local(
+    agent: &Arc<Agent>,
+    socket: &Path,
+    tcp: std::net::SocketAddr,
+    stop: &AtomicBool,
+) -> Result<()> {
     if let Some(dir) = socket.parent() {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
@@ -367,56 +413,87 @@ pub fn serve(agent: Arc<Agent>, socket: &Path, stop: Arc<AtomicBool>) -> Result<
     std::fs::set_permissions(socket, std::fs::Permissions::from_mode(0o666))?;
     listener.set_nonblocking(true)?;
     tracing::info!(
-        "agent of node {} listening on {} (pool {})",
+        "agent of node {} listening on {tcp} (MUNGE) and {} (adopt) (pool {})",
         agent.node,
         socket.display(),
         format_bytes(agent.engine.pool_memory)
     );
+    let active = Arc::new(AtomicUsize::new(0));
     let mut last_sweep = Instant::now();
-    while !stop.load(Ordering::Relaxed) {
+    let result = loop {
+        if stop.load(Ordering::Relaxed) {
+            break Ok(());
+        }
         match listener.accept() {
             Ok((conn, _)) => {
-                let agent = agent.clone();
+                if conn.set_nonblocking(false).is_err() {
+                    continue;
+                }
+                if active.fetch_add(1, Ordering::SeqCst) >= MAX_LOCAL {
+                    active.fetch_sub(1, Ordering::SeqCst);
+                    lines::refuse(
+                        &conn,
+                        &Response::Error {
+                            message: format!(
+                                "agent {} busy: {MAX_LOCAL} local requests in progress, try again",
+                                agent.node
+                            ),
+                        },
+                    );
+                    continue;
+                }
+                let (agent, active) = (agent.clone(), active.clone());
                 std::thread::spawn(move || {
-                    if let Err(e) = connection(conn, &agent) {
-                        tracing::debug!("connection: {e:#}");
+                    if let Err(e) = connection(&conn, &agent) {
+                        tracing::debug!("local connection: {e:#}");
                     }
+                    lines::close(&conn, Duration::from_millis(100));
+                    active.fetch_sub(1, Ordering::SeqCst);
                 });
             }
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
                 std::thread::sleep(Duration::from_millis(20))
             }
-            Err(e) => return Err(e).context("accepting a connection"),
+            Err(e) => break Err(e).context("accepting a connection"),
         }
         if last_sweep.elapsed() >= SWEEP_EVERY {
             agent.sweep();
             last_sweep = Instant::now();
         }
-    }
+    };
     let _ = std::fs::remove_file(socket);
-    agent.release()
+    result
 }
 
-fn connection(conn: UnixStream, agent: &Agent) -> Result<()> {
+/// One request on the local socket: `adopt` (and `hello`); what moves
+/// memory comes over TCP with a MUNGE credential only, so that there is
+/// one way to drive an agent to check.
+fn connection(conn: &UnixStream, agent: &Agent) -> Result<()> {
     use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
-    conn.set_nonblocking(false)?;
-    let uid = getsockopt(&conn, PeerCredentials)
+    let uid = getsockopt(conn, PeerCredentials)
         .context("SO_PEERCRED")?
         .uid();
-    conn.set_read_timeout(Some(READ_TIMEOUT))?;
-    let mut line = String::new();
-    BufReader::new((&conn).take(MAX_REQUEST_BYTES)).read_line(&mut line)?;
-    let resp = match serde_json::from_str::<Request>(&line) {
-        Ok(req) => agent.handle(req, uid).unwrap_or_else(|e| Response::Error {
-            message: format!("{e:#}"),
-        }),
+    let resp = match lines::read_line(
+        &mut lines::reader(conn, READ_TIMEOUT),
+        MAX_REQUEST_BYTES,
+        "request",
+    )
+    .and_then(|l| lines::decode::<Request>(&l, "request"))
+    {
+        Ok(req @ (Request::Adopt { .. } | Request::Hello)) => {
+            agent.handle(req, uid).unwrap_or_else(|e| Response::Error {
+                message: format!("{e:#}"),
+            })
+        }
+        Ok(_) => Response::Error {
+            message: "the agent's local socket takes adopt only; switches come over TCP with a MUNGE credential (`memgang slurm run`)".into(),
+        },
         Err(e) => Response::Error {
-            message: format!("malformed request ({e}); expected one JSON object per line"),
+            message: format!("malformed request: {e}; expected one JSON object per line"),
         },
     };
-    let mut out = serde_json::to_vec(&resp)?;
-    out.push(b'\n');
-    (&conn).write_all(&out)?;
+    conn.set_write_timeout(Some(READ_TIMEOUT))?;
+    lines::write(conn, &resp)?;
     Ok(())
 }
 

@@ -25,9 +25,10 @@
 //! suspended, one whose turn it is and that Slurm keeps suspended (a
 //! resume that failed) is resumed.
 
+use crate::agents::Agents;
 use crate::slurm_json::{self, Job};
 use crate::slurmctl::{self, JobInfo};
-use crate::wire::{self, HeldJob, Request, Response, SlurmJob, Step, SwitchReport};
+use crate::wire::{HeldJob, Request, Response, SlurmJob, Step, SwitchReport};
 use anyhow::{bail, Context, Result};
 use memgang_core::{
     Action, Cluster, Event, JobId, JobSpec, JobStatus, Node, NodeId, PageInPlan, PageOutPlan,
@@ -35,7 +36,7 @@ use memgang_core::{
 };
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -48,8 +49,9 @@ pub struct Settings {
     /// Where the controller moves a job to start it: UP, hidden, with
     /// `OverSubscribe=FORCE` so jobs share nodes.
     pub run_partition: String,
-    /// The agent of node N listens on `<agents>/agent-N.sock`.
-    pub agents: PathBuf,
+    /// The nodes' agents: each at its node's Slurm `NodeAddr`, over TCP
+    /// with MUNGE credentials.
+    pub agents: Agents,
     pub policy: PolicyKind,
     pub quantum: Duration,
     pub switching: Switching,
@@ -126,11 +128,7 @@ pub fn run(s: Settings, stop: Arc<AtomicBool>) -> Result<Record> {
     let nodes = slurm_json::nodes(&s.partition)?;
     let mut cluster_nodes = Vec::new();
     for (i, n) in nodes.iter().enumerate() {
-        let pool = match wire::call(
-            &agent_socket(&s.agents, n),
-            &Request::Hello,
-            s.switch_timeout,
-        )? {
+        let pool = match s.agents.call(n, &Request::Hello, s.switch_timeout)? {
             Response::Hello { pool_bytes, .. } => pool_bytes,
             r => bail!("the agent of node {n} answered {r:?} to hello"),
         };
@@ -184,10 +182,6 @@ pub fn run(s: Settings, stop: Arc<AtomicBool>) -> Result<Record> {
             .with_context(|| format!("writing {}", path.display()))?;
     }
     result.map(|()| c.record)
-}
-
-pub fn agent_socket(dir: &Path, node: &str) -> PathBuf {
-    dir.join(format!("agent-{node}.sock"))
 }
 
 impl Controller {
@@ -687,9 +681,10 @@ impl Controller {
         let handles: Vec<_> = requests
             .into_iter()
             .map(|(node, req)| {
-                let socket = agent_socket(&self.s.agents, &node);
+                let agents = self.s.agents.clone();
                 let timeout = self.s.switch_timeout;
-                let h = std::thread::spawn(move || answer(wire::call(&socket, &req, timeout)?));
+                let n = node.clone();
+                let h = std::thread::spawn(move || answer(agents.call(&n, &req, timeout)?));
                 (node, h)
             })
             .collect();

@@ -16,13 +16,16 @@
 //!   job to the run partition on the nodes the policy chose), suspend, then
 //!   every node's page-out and page-in in parallel, and resume only once
 //!   every node has paged in.
-//! - [`wire`]: the agent's protocol, JSON lines over a Unix socket.
-//! - [`net`]: the same over TCP, for a controller on another host, each
-//!   request authenticated by [`auth`] (MUNGE).
+//! - [`wire`]: the agent's requests and answers, JSON lines in memgang's
+//!   one transport (`memgang_proto::lines`).
+//! - [`net`]: the agent's TCP server and client, each request
+//!   authenticated by [`auth`] (MUNGE); [`agents`]: the controller's
+//!   address book of the agents (each node's `NodeAddr` from Slurm).
 //! - [`slurmctl`]: the Slurm commands the controller runs, and the parsing
 //!   of what they print; [`slurm_json`]: the same read from Slurm's JSON.
 
 pub mod agent;
+pub mod agents;
 pub mod auth;
 pub mod controller;
 pub mod net;

@@ -9,6 +9,9 @@
 //! server: {"kind":"hello",...}\n  the answer, one JSON line
 //! ```
 //!
+//! The lines are memgang's one transport ([`memgang_proto::lines`]); what
+//! is Slurm's here is the credential line before the request.
+//!
 //! The credential's payload is a hash of the request line's exact bytes
 //! and the agent's name ([`auth::payload`]). The server reads with a
 //! deadline for the whole request (not per read: a client sending a byte a
@@ -20,11 +23,11 @@
 
 use crate::auth::{Signer, Verifier};
 use crate::wire::{self, Request, Response};
-use anyhow::{anyhow, bail, Context, Result};
-use std::io::{self, BufRead, BufReader, Read, Write};
-use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use anyhow::{anyhow, Context, Result};
+use memgang_proto::lines;
+use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// The agents' TCP port unless configured: beside Slurm's own
@@ -53,48 +56,6 @@ impl Default for Limits {
     }
 }
 
-/// Largest answer a client reads (a switch report with its warnings).
-const MAX_ANSWER: usize = 1 << 20;
-
-/// A stream whose reads all end by one deadline.
-struct Deadline<'a> {
-    stream: &'a TcpStream,
-    until: Instant,
-}
-
-impl Read for Deadline<'_> {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let left = self.until.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return Err(io::Error::new(io::ErrorKind::TimedOut, "deadline passed"));
-        }
-        self.stream.set_read_timeout(Some(left))?;
-        self.stream.read(buf)
-    }
-}
-
-/// One line of at most `cap` bytes, without its newline.
-fn read_line(r: &mut impl BufRead, cap: usize, what: &str) -> Result<Vec<u8>> {
-    let mut buf = Vec::new();
-    let n = r
-        .take(cap as u64 + 1)
-        .read_until(b'\n', &mut buf)
-        .map_err(|e| match e.kind() {
-            io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock => {
-                anyhow!("timed out reading the {what}")
-            }
-            _ => anyhow!("reading the {what}: {e}"),
-        })?;
-    if buf.last() == Some(&b'\n') {
-        buf.pop();
-        return Ok(buf);
-    }
-    if n > cap {
-        bail!("the {what} is longer than {cap} bytes");
-    }
-    bail!("the connection closed before the end of the {what}")
-}
-
 /// Stops a running [`Server`].
 #[derive(Clone)]
 pub struct Stopper {
@@ -117,6 +78,33 @@ pub struct Server {
     limits: Limits,
     stop: Arc<AtomicBool>,
     active: Arc<AtomicUsize>,
+    log: Arc<Throttled>,
+}
+
+/// Warnings of a flood, at most one per [`LOG_EVERY`] with a count of
+/// the others: a flood of connections must not flood the log.
+#[derive(Default)]
+struct Throttled(Mutex<(Option<Instant>, u64)>);
+
+const LOG_EVERY: Duration = Duration::from_secs(10);
+
+impl Throttled {
+    fn warn(&self, msg: impl FnOnce() -> String) {
+        let mut g = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let (last, unlogged) = &mut *g;
+        if last.is_some_and(|t| t.elapsed() < LOG_EVERY) {
+            *unlogged += 1;
+            return;
+        }
+        let more = std::mem::take(unlogged);
+        let more = if more > 0 {
+            format!(" (and {more} more like it since the last)")
+        } else {
+            String::new()
+        };
+        tracing::warn!("{}{more}", msg());
+        *last = Some(Instant::now());
+    }
 }
 
 /// Decrements the count of connections being served when one ends.
@@ -143,6 +131,7 @@ impl Server {
             limits,
             stop: Arc::default(),
             active: Arc::default(),
+            log: Arc::default(),
         })
     }
 
@@ -190,22 +179,19 @@ impl Server {
                 .unwrap_or_else(|_| "?".into());
             if self.active.fetch_add(1, Ordering::SeqCst) >= self.limits.max_connections {
                 self.active.fetch_sub(1, Ordering::SeqCst);
-                tracing::warn!(
-                    "refused a connection from {peer}: {} already being served",
-                    self.limits.max_connections
-                );
-                let _ = stream.set_write_timeout(Some(Duration::from_secs(1)));
-                let _ = answer(
+                let max = self.limits.max_connections;
+                self.log.warn(|| {
+                    format!("refused a connection from {peer}: {max} already being served")
+                });
+                lines::refuse(
                     &stream,
                     &Response::Error {
                         message: format!(
-                            "agent {} busy: {} requests in progress, try again",
+                            "agent {} busy: {max} requests in progress, try again",
                             self.verifier.audience(),
-                            self.limits.max_connections
                         ),
                     },
                 );
-                close(&stream, Duration::from_millis(100));
                 continue;
             }
             let active = Active(self.active.clone());
@@ -227,11 +213,11 @@ impl Server {
                 };
                 if let Err(e) = stream
                     .set_write_timeout(Some(limits.io_timeout))
-                    .and_then(|()| answer(&stream, &reply))
+                    .and_then(|()| lines::write(&stream, &reply))
                 {
                     tracing::warn!("answering {peer}: {e}");
                 }
-                close(&stream, Duration::from_secs(1));
+                lines::close(&stream, Duration::from_secs(1));
             });
         }
         Ok(())
@@ -241,34 +227,12 @@ impl Server {
 /// Reads a request and its credential, and verifies the credential before
 /// parsing the request.
 fn receive(stream: &TcpStream, verifier: &Verifier, limits: &Limits) -> Result<Request> {
-    let mut r = BufReader::new(Deadline {
-        stream,
-        until: Instant::now() + limits.io_timeout,
-    });
-    let cred = read_line(&mut r, limits.max_credential, "credential")?;
+    let mut r = lines::reader(stream, limits.io_timeout);
+    let cred = lines::read_line(&mut r, limits.max_credential, "credential")?;
     let cred = std::str::from_utf8(&cred).map_err(|_| anyhow!("the credential is not text"))?;
-    let body = read_line(&mut r, limits.max_request, "request")?;
+    let body = lines::read_line(&mut r, limits.max_request, "request")?;
     verifier.verify(cred, &body)?;
-    serde_json::from_slice(&body).context("unreadable request (not one of the agent's requests)")
-}
-
-/// Closes after the answer, reading what the client still sends for a
-/// moment first: closing with unread input resets the connection, and the
-/// client could lose the answer (a refusal's reason) to the reset.
-fn close(stream: &TcpStream, linger: Duration) {
-    let _ = stream.shutdown(Shutdown::Write);
-    let mut rest = Deadline {
-        stream,
-        until: Instant::now() + linger,
-    }
-    .take(MAX_ANSWER as u64);
-    let _ = io::copy(&mut rest, &mut io::sink());
-}
-
-fn answer(mut stream: &TcpStream, reply: &Response) -> io::Result<()> {
-    let mut line = serde_json::to_string(reply).expect("responses serialize");
-    line.push('\n');
-    stream.write_all(line.as_bytes())
+    lines::decode(&body, "request").context("not one of the agent's requests")
 }
 
 /// Sends `body` (one line) with `credential` to the agent at `addr` and
@@ -282,21 +246,16 @@ pub fn exchange(
     timeout: Duration,
 ) -> Result<Response> {
     let stream = connect(addr, connect_timeout)?;
-    stream.set_write_timeout(Some(timeout))?;
-    (&stream)
-        .write_all(format!("{credential}\n{body}\n").as_bytes())
-        .with_context(|| format!("sending to the agent at {addr}"))?;
-    let mut r = BufReader::new(Deadline {
-        stream: &stream,
-        until: Instant::now() + timeout,
-    });
-    let line = read_line(&mut r, MAX_ANSWER, "answer").with_context(|| {
-        format!(
-            "no answer from the agent at {addr} within {}",
-            humantime::format_duration(timeout)
-        )
-    })?;
-    wire::parse_response(&String::from_utf8_lossy(&line), addr)
+    let cred = format!("{credential}\n");
+    let body = format!("{body}\n");
+    let line = lines::call(
+        &stream,
+        &[cred.as_bytes(), body.as_bytes()],
+        wire::MAX_ANSWER,
+        timeout,
+    )
+    .map_err(|e| wire::call_error(e, addr, timeout))?;
+    wire::parse_response(&line, addr)
 }
 
 fn connect(addr: &str, timeout: Duration) -> Result<TcpStream> {
@@ -347,7 +306,7 @@ impl Client {
         let cred = self
             .signer
             .sign(node, body.as_bytes())
-            .with_context(|| format!("signing the request to {node}"))?;
+            .map_err(|e| anyhow!("signing the request to {node}: {e}"))?;
         exchange(addr, &cred, &body, self.connect_timeout, timeout)
     }
 }
@@ -358,6 +317,8 @@ mod tests {
     use crate::auth::fake::Fake;
     use crate::auth::payload;
     use crate::auth::CredentialService;
+    use std::io::{Read, Write};
+    use std::net::Shutdown;
     use std::sync::mpsc;
 
     struct Running {

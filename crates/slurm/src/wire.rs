@@ -1,11 +1,13 @@
-//! The agent's protocol: one JSON request per line, one answer, one
-//! request per connection, over a Unix socket (root only, 0600, but for
-//! `adopt`, which tasks of every user send: see [`agent`](crate::agent)).
+//! The agent's protocol: its requests and answers, one JSON line each in
+//! memgang's one transport ([`memgang_proto::lines`]), one request per
+//! connection. The controller sends them over TCP, each with a MUNGE
+//! credential ([`net`](crate::net)); a task's prolog sends `adopt` over
+//! the node's local socket ([`agent::serve`](crate::agent::serve)).
 
 use anyhow::{bail, Context, Result};
 use memgang_core::{PageInPlan, PageOutPlan};
+use memgang_proto::lines;
 use serde::{Deserialize, Serialize};
-use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::time::Duration;
@@ -105,60 +107,45 @@ pub struct HeldJob {
     pub swap_bytes: Option<u64>,
 }
 
-/// One round trip to the agent at `socket`, waiting at most `timeout` for
-/// the answer. An [`Response::Error`] comes back as an `Err` with the
-/// agent's message.
-pub fn call(socket: &Path, req: &Request, timeout: Duration) -> Result<Response> {
-    let stream = UnixStream::connect(socket).with_context(|| {
-        format!(
-            "cannot reach the memgang agent at {} (is `memgang slurm agent` running on this node?)",
-            socket.display()
-        )
-    })?;
-    stream.set_read_timeout(Some(timeout))?;
-    stream.set_write_timeout(Some(timeout))?;
-    let mut line = serde_json::to_string(req).expect("requests serialize");
-    line.push('\n');
-    (&stream).write_all(line.as_bytes())?;
-    let mut answer = String::new();
-    BufReader::new(&stream)
-        .read_line(&mut answer)
-        .with_context(|| {
-            format!(
-                "no answer from the agent at {} within {}",
-                socket.display(),
-                humantime::format_duration(timeout)
-            )
-        })?;
-    if answer.is_empty() {
-        bail!(
-            "the agent at {} closed the connection without answering (see its log)",
-            socket.display()
-        );
-    }
-    match serde_json::from_str(&answer).with_context(|| {
-        format!(
-            "the agent at {} answered something unreadable",
-            socket.display()
-        )
-    })? {
-        Response::Error { message } => bail!("{message}"),
-        r => Ok(r),
+/// Largest answer a controller reads: a switch report with its warnings.
+pub const MAX_ANSWER: usize = 1 << 20;
+
+/// An agent's answer line (from `peer`); an [`Response::Error`] comes
+/// back as an `Err` with the agent's message. Errors are one sentence
+/// with their cause (the controller writes them to the job's
+/// `AdminComment` as they are).
+pub fn parse_response(line: &[u8], peer: &str) -> Result<Response> {
+    match lines::decode(line, "answer") {
+        Ok(Response::Error { message }) => bail!("{message}"),
+        Ok(r) => Ok(r),
+        Err(e) => bail!("the agent at {peer} answered something unreadable: {e}"),
     }
 }
 
-/// An agent's answer line (from `peer`); an [`Response::Error`] comes
-/// back as an `Err` with the agent's message.
-pub fn parse_response(line: &str, peer: &str) -> Result<Response> {
-    if line.trim().is_empty() {
-        bail!("the agent at {peer} closed the connection without answering (see its log)");
+/// A failed round trip to the agent at `peer` as one sentence.
+pub fn call_error(e: lines::Error, peer: &str, timeout: Duration) -> anyhow::Error {
+    match e {
+        lines::Error::Timeout { .. } => anyhow::anyhow!(
+            "no answer from the agent at {peer} within {}",
+            humantime::format_duration(timeout)
+        ),
+        lines::Error::Closed { .. } => anyhow::anyhow!(
+            "the agent at {peer} closed the connection without answering (see its log)"
+        ),
+        e => anyhow::anyhow!("the agent at {peer}: {e}"),
     }
-    match serde_json::from_str(line)
-        .with_context(|| format!("the agent at {peer} answered something unreadable"))?
-    {
-        Response::Error { message } => bail!("{message}"),
-        r => Ok(r),
-    }
+}
+
+/// One round trip to the agent's local socket (the task prolog's
+/// `adopt`), waiting at most `timeout` for the answer.
+pub fn call_local(socket: &Path, req: &Request, timeout: Duration) -> Result<Response> {
+    let peer = socket.display().to_string();
+    let stream = UnixStream::connect(socket).with_context(|| {
+        format!("cannot reach the memgang agent at {peer} (is `memgang slurm agent` running on this node?)")
+    })?;
+    let line = lines::call(&stream, &[&lines::encode(req)], MAX_ANSWER, timeout)
+        .map_err(|e| call_error(e, &peer, timeout))?;
+    parse_response(&line, &peer)
 }
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! The agent's TCP protocol with a real MUNGE: a munged of the test's own
 //! (its own key and socket, stopped by its pid), a server on loopback,
 //! and requests good, replayed, foreign, of a non-root user, garbage and
-//! oversized.
+//! oversized, and a flood of connections.
 
 use memgang_slurm::auth::{payload, Munge, Signer, Verifier};
 use memgang_slurm::net::{exchange, Client, Limits, Server, Stopper};
@@ -244,4 +244,58 @@ fn without_munged_requests_are_refused_with_the_reason() {
         .call("n1", &agent.addr, &Request::Hello, T)
         .unwrap_err();
     assert!(format!("{e:#}").contains("MUNGE is not available"), "{e:#}");
+}
+
+/// Threads of this process.
+fn threads() -> usize {
+    std::fs::read_dir("/proc/self/task").unwrap().count()
+}
+
+#[test]
+#[ignore = "needs root and munge (scripts/test runs it as root)"]
+fn a_flood_of_connections_is_bounded_and_the_agent_recovers() {
+    require_root_and_munge();
+    let m = Munged::start();
+    let v = Verifier::new(m.service(), "n1", Duration::from_secs(300), 1000);
+    let limits = Limits {
+        io_timeout: Duration::from_secs(1),
+        max_connections: 8,
+        ..Limits::default()
+    };
+    let server = Server::bind("127.0.0.1:0", v, limits).unwrap();
+    let addr = server.local_addr().to_string();
+    let stopper = server.stopper();
+    let before = threads();
+    let thread = std::thread::spawn(move || server.run(|_| Response::Ok).unwrap());
+    let agent = Agent {
+        addr: addr.clone(),
+        stopper,
+        thread: Some(thread),
+    };
+    let client = Client::new(Signer::new(m.service(), Duration::from_secs(60)));
+    // 200 connections that say nothing: 8 hold a place until their
+    // deadline, the others are told "busy" at once.
+    let flood: Vec<TcpStream> = (0..200)
+        .map(|_| TcpStream::connect(&addr).unwrap())
+        .collect();
+    let mut busy = 0;
+    for mut s in flood {
+        s.set_read_timeout(Some(T)).unwrap();
+        let mut got = String::new();
+        let _ = s.read_to_string(&mut got);
+        if got.contains("busy") {
+            busy += 1;
+        } else {
+            assert!(got.contains("timed out reading the credential"), "{got}");
+        }
+        assert!(
+            threads() <= before + 1 + 8,
+            "{} threads for 8 connections",
+            threads() - before
+        );
+    }
+    assert!(busy >= 200 - 8, "{busy} of 200 told busy");
+    // Once the silent ones are cut off, the controller is served.
+    let r = client.call("n1", &agent.addr, &Request::Hello, T).unwrap();
+    assert_eq!(r, Response::Ok);
 }
