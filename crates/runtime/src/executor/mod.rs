@@ -56,6 +56,19 @@ pub struct Env {
     pub progress: indicatif::ProgressBar,
 }
 
+impl Env {
+    /// Say `msg` on the progress line, or in a service's log.
+    pub(crate) fn say(&self, msg: String) {
+        if self.progress.is_hidden() {
+            // A service's log: a job's error may quote what a user wrote
+            // (its working directory), which must not forge a line.
+            tracing::info!("{}", memgang_core::text::printable(&msg));
+        } else {
+            self.progress.println(msg);
+        }
+    }
+}
+
 /// Run every job of `exp` to its end (or until `env.stop` is set) and
 /// return what happened.
 pub fn execute(exp: &Experiment, env: &Env) -> Result<RunResult> {
