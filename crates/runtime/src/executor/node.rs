@@ -6,10 +6,9 @@ use super::sampling::{Sampling, Traffic};
 use super::switch::{NodeParts, SwitchState};
 use super::Env;
 use crate::engine::NodeSwitch;
-use crate::experiment::Experiment;
 use crate::memory::GroupMemory;
 use crate::procs::Launch;
-use crate::results::{Interval, JobResult, Machine, Sample, Switch};
+use crate::results::{Interval, JobResult, Sample, Switch};
 use anyhow::{bail, Context, Result};
 use memgang_core::policy::DynamicCosched;
 use memgang_core::{Action, Cluster, Event, JobId, JobSpec, Policy, Scheduler};
@@ -39,27 +38,6 @@ pub struct NodeSettings {
     /// is what a switch's page-outs leave free
     /// ([`memgang_core::capacity::SWAP_RESERVE`]).
     pub swap_reserve: u64,
-}
-
-impl NodeSettings {
-    /// The node an experiment runs on: this process's pool, the machine's
-    /// CPUs or the widest job's ranks, the experiment's policy.
-    pub fn for_experiment(exp: &Experiment, machine: &Machine) -> NodeSettings {
-        NodeSettings {
-            pool: format!("memgang-{}", std::process::id()),
-            pool_memory: exp.pool_memory,
-            cpus: machine
-                .cpus
-                .max(exp.jobs.iter().map(|j| j.spec.ranks).max().unwrap_or(1)),
-            policy: exp
-                .policy
-                .build_with(exp.quantum(), exp.switch, exp.overlap),
-            label: exp.policy.to_string(),
-            sample_interval: exp.sample_interval,
-            dynamic_coscheduling: exp.dynamic_coscheduling,
-            swap_reserve: memgang_core::capacity::SWAP_RESERVE,
-        }
-    }
 }
 
 /// What a node recorded, once it is torn down.
