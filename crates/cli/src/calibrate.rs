@@ -17,9 +17,9 @@
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use memgang_core::units::{format_bytes, parse_bytes};
+use memgang_experiment::{Baseline, Experiment, Overrides, RunOptions, RunResult};
 use memgang_linux::faults::{self, Order};
 use memgang_linux::swap;
-use memgang_runtime::{Baseline, Experiment, Overrides, RunOptions, RunResult};
 use serde_json::json;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -226,7 +226,7 @@ fn calibrate(a: &CalibrateArgs, stop: &AtomicBool) -> Result<(serde_json::Value,
             format_bytes(a.pool_memory),
             a.quantum
         );
-        let r = memgang_runtime::run(
+        let r = memgang_experiment::run(
             &exp,
             &RunOptions {
                 logs: Some(logs.0.clone()),

@@ -7,7 +7,7 @@ use memgang_core::text::printable;
 use memgang_core::units::{format_bytes, parse_bytes};
 use memgang_proto::JobState;
 use memgang_proto::{client::call, JobInfo, Request, Response, Stream};
-use memgang_runtime::results::JobAccount;
+use memgang_results::JobAccount;
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;

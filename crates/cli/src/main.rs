@@ -8,7 +8,7 @@ use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
 use memgang_core::units::{format_bytes, parse_bytes};
 use memgang_core::PolicyKind;
-use memgang_runtime::{Baseline, Experiment, Overrides, RunOptions, RunResult};
+use memgang_experiment::{Baseline, Experiment, Overrides, RunOptions, RunResult};
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -239,7 +239,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Report { files, json } => {
             let results = files
                 .iter()
-                .map(|f| memgang_runtime::baseline::load(f))
+                .map(|f| memgang_experiment::baseline::load(f))
                 .collect::<Result<Vec<_>>>()?;
             if json {
                 let rows: Vec<_> = results.iter().map(report::summary).collect();
@@ -346,7 +346,7 @@ fn run(args: RunArgs) -> Result<ExitCode> {
         live: std::io::stderr().is_terminal(),
         signals: args.signals,
     };
-    let result = memgang_runtime::run(&exp, &opts)?;
+    let result = memgang_experiment::run(&exp, &opts)?;
     match &args.json {
         Some(path) if path.as_os_str() == "-" => {
             println!("{}", serde_json::to_string_pretty(&result)?);

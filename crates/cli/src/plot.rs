@@ -5,7 +5,7 @@
 
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, Subcommand};
-use memgang_runtime::results::{RunResult, Switch};
+use memgang_results::{RunResult, Switch};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use serde::Deserialize;

@@ -2,8 +2,8 @@
 //! for people; `--json` gives scripts the same rows.
 
 use comfy_table::{presets::ASCII_MARKDOWN, Cell, CellAlignment, Row, Table};
-use memgang_runtime::results::JobAccount;
-use memgang_runtime::RunResult;
+use memgang_results::JobAccount;
+use memgang_results::RunResult;
 use serde_json::{json, Value};
 use std::fmt::Write;
 
@@ -325,7 +325,7 @@ pub fn account(r: &RunResult) -> String {
             "batch_LLC_misses",
             "batch_dTLB_misses",
         ]);
-        let ipc = |h: &memgang_runtime::results::HwCounts| {
+        let ipc = |h: &memgang_results::HwCounts| {
             if h.cycles > 0 {
                 format!("{:.2}", h.instructions as f64 / h.cycles as f64)
             } else {

@@ -9,7 +9,7 @@ mod common;
 use common::daemon::{memgangd_exe, Daemon};
 use common::*;
 use memgang_linux::swap::TestSwap;
-use memgang_runtime::results::JobAccount;
+use memgang_results::JobAccount;
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::PermissionsExt;
@@ -207,7 +207,7 @@ fn verbs_bad_input_and_socket_permissions() {
         v[k].as_f64()
             .unwrap_or_else(|| panic!("{k} missing in {j:#}"))
     };
-    // It reads as the results' account (one definition, memgang-runtime's).
+    // It reads as the results' account (one definition, memgang-results').
     let a: JobAccount = serde_json::from_value(acct.clone()).unwrap();
     let wall = a.wall_s;
     let parts: f64 = a.parts().iter().map(|(_, v)| v).sum();

@@ -11,22 +11,7 @@ use std::path::{Path, PathBuf};
 /// that import one another. Remove an entry once its circle is broken: the
 /// test fails while an entry matches no circle, so that none comes back
 /// unnoticed.
-const KNOWN_CIRCLES: &[(&str, &[&str])] = &[
-    // Issue 32: `Node`'s impl is spread over node.rs, jobs.rs, sampling.rs
-    // and switch.rs, each importing `Node` while node.rs holds their state
-    // types (`JobRun`, `SwitchState`). procs.rs left the circle (it owns
-    // `Launch` now); the rest goes when each concern owns its state and
-    // node.rs only composes them.
-    (
-        "issue 32: runtime executor node <-> jobs/sampling/switch (Node's impl over four files)",
-        &[
-            "runtime/src/executor/jobs.rs",
-            "runtime/src/executor/node.rs",
-            "runtime/src/executor/sampling.rs",
-            "runtime/src/executor/switch.rs",
-        ],
-    ),
-];
+const KNOWN_CIRCLES: &[(&str, &[&str])] = &[];
 
 fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")

@@ -7,7 +7,8 @@
 //! It owns, per job ([`JobMemory`]): the page records taken at its
 //! page-out, the working-set estimate, background writing, a page-in
 //! started early and the huge-page restore after its resume. Its steps:
-//! page-out ([`NodeSwitch::suspend`]), make-room with a streamed page-in
+//! the switch's opening ([`NodeSwitch::open_switch`]: the page-in budget,
+//! the early page-ins), page-out ([`NodeSwitch::suspend`]), make-room with a streamed page-in
 //! ([`NodeSwitch::make_room`]), early page-in ([`NodeSwitch::page_in_early`])
 //! and page-in at resume ([`NodeSwitch::resume`]), and the check before a
 //! switch ([`NodeSwitch::check`], the capacity model's
@@ -16,10 +17,11 @@
 
 use crate::mechanisms::{self, BgReport, BgWriter, HugeRestore, PageInDone};
 use crate::memory::{self, GroupMemory};
-use memgang_core::{capacity, room, PageOutPlan};
+use memgang_core::{capacity, room, PageInPlan, PageOutPlan};
 use memgang_linux::cgroup::GroupPath;
 use memgang_linux::paging::PageRecord;
 use memgang_linux::runs;
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -113,6 +115,29 @@ pub struct Suspended {
     pub warnings: Vec<String>,
 }
 
+/// Where a switch finds an incoming job's memory by its key: the
+/// executor's jobs by `JobId`, the Slurm agent's by Slurm job.
+pub trait Memories<K> {
+    fn memory(&mut self, job: &K) -> Option<&mut JobMemory>;
+}
+
+impl<K: Ord> Memories<K> for BTreeMap<K, JobMemory> {
+    fn memory(&mut self, job: &K) -> Option<&mut JobMemory> {
+        self.get_mut(job)
+    }
+}
+
+/// How a switch opened ([`NodeSwitch::open_switch`]).
+#[derive(Debug)]
+pub struct Opening<K> {
+    /// Memory left for page-ins started early: the prefetches of the
+    /// switch ([`NodeSwitch::page_in_early`]) take from it.
+    pub budget: u64,
+    /// The incoming jobs brought back from their records: the make-room
+    /// for each streams its page-in (`make_room`'s `stream`).
+    pub paged_in: Vec<K>,
+}
+
 /// One node's pool and the mechanisms its switches move memory with.
 #[derive(Clone, Debug)]
 pub struct NodeSwitch {
@@ -139,6 +164,32 @@ impl NodeSwitch {
     /// Memory the pool has free now, less the margin.
     pub fn free_for_page_in(&self) -> u64 {
         self.memory.free_for_page_in(&self.pool, self.pool_memory)
+    }
+
+    /// Open a switch that brings back the `incoming` jobs (each with its
+    /// page-in plan), found in `jobs`: the page-in budget is the memory the
+    /// pool has free now, and an overlapped set switch's page-ins start at
+    /// once, in that order, beside the page-outs to come (paper 001), from
+    /// that budget. Every executor opens its switches here.
+    pub fn open_switch<K: Copy>(
+        &self,
+        incoming: &[(K, PageInPlan)],
+        jobs: &mut impl Memories<K>,
+    ) -> Opening<K> {
+        let mut budget = self.free_for_page_in();
+        for (job, plan) in incoming {
+            if *plan == PageInPlan::Overlapped {
+                if let Some(j) = jobs.memory(job) {
+                    self.page_in_early(j, &mut budget);
+                }
+            }
+        }
+        let paged_in = incoming
+            .iter()
+            .filter(|(_, plan)| plan.uses_records())
+            .map(|(job, _)| *job)
+            .collect();
+        Opening { budget, paged_in }
     }
 
     /// Page a stopped job out by `plan`, after ending its background

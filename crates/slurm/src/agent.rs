@@ -201,27 +201,16 @@ impl Agent {
     fn switch(&self, steps: Vec<Step>) -> SwitchReport {
         let mut jobs = self.jobs.lock().unwrap();
         let mut report = SwitchReport::default();
-        // As the executor does: an overlapped page-in starts at once,
-        // beside the page-outs; prefetches share its budget.
-        let mut budget = self.engine.free_for_page_in();
-        let paged_in: Vec<SlurmJob> = steps
+        // Opened as the executor opens its switches: an overlapped page-in
+        // starts at once, beside the page-outs; prefetches share its budget.
+        let incoming: Vec<(SlurmJob, PageInPlan)> = steps
             .iter()
             .filter_map(|s| match s {
-                Step::PageIn { job, plan } if plan.uses_records() => Some(*job),
+                Step::PageIn { job, plan } => Some((*job, *plan)),
                 _ => None,
             })
             .collect();
-        for step in &steps {
-            if let Step::PageIn {
-                job,
-                plan: PageInPlan::Overlapped,
-            } = step
-            {
-                if let Some(j) = jobs.get_mut(job) {
-                    self.engine.page_in_early(j, &mut budget);
-                }
-            }
-        }
+        let mut opening = self.engine.open_switch(&incoming, &mut *jobs);
         for step in steps {
             match step {
                 Step::PageOut { job, plan } => {
@@ -264,7 +253,7 @@ impl Agent {
                         None => fresh.insert(self.memory_of(job)),
                     };
                     j.declared = Some(declared);
-                    let stream = paged_in.contains(&job);
+                    let stream = opening.paged_in.contains(&job);
                     let (freed, took) =
                         self.engine
                             .make_room(j, &victims, stream, &mut report.warnings);
@@ -281,7 +270,7 @@ impl Agent {
                 }
                 Step::Prefetch { job } => {
                     if let Some(j) = jobs.get_mut(&job) {
-                        self.engine.page_in_early(j, &mut budget);
+                        self.engine.page_in_early(j, &mut opening.budget);
                     }
                 }
                 Step::WriteBack { job, window_ms } => {

@@ -2,17 +2,18 @@
 //! reaping it, finishing or cancelling it, and tearing every cgroup down
 //! however the node ends.
 
-use super::node::Node;
-use crate::engine::JobMemory;
+use super::Env;
+use crate::account::Tracker;
+use crate::engine::{JobMemory, Memories};
 use crate::procs::{self, Launch, Launched};
-use crate::results::{Interval, JobResult};
+use crate::results::{Interval, JobResult, Switch};
 use anyhow::{Context, Result};
-use memgang_core::{Event, JobId, JobSpec};
+use memgang_core::{JobId, JobSpec};
 use memgang_linux::cgroup::{CgroupBackend, GroupPath, MemoryStat};
 use memgang_linux::process::{self, Exit};
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Lines of a failed job's stderr kept in the results: enough for an error
 /// message and a short backtrace, small enough for a table.
@@ -35,7 +36,7 @@ pub(super) struct JobRun {
     pub(super) allowance: Option<(PathBuf, u64)>,
     /// Cancelled: killed if it runs, never started if it has not.
     pub(super) cancelled: bool,
-    /// Started by an earlier process and taken over ([`Node::adopt`]):
+    /// Started by an earlier process and taken over ([`Jobs::adopt`]):
     /// frozen until the policy starts it, thawed instead of launched,
     /// ended when its group is empty.
     pub(super) adopted: bool,
@@ -96,7 +97,7 @@ pub(super) struct Teardown {
     pool: GroupPath,
     /// Job groups made, with their first process once started.
     pub(super) jobs: Vec<(GroupPath, Option<i32>)>,
-    /// Leave everything as it is ([`Node::release`]).
+    /// Leave everything as it is ([`Jobs::release`]).
     pub(super) keep: bool,
 }
 
@@ -127,14 +128,44 @@ impl Drop for Teardown {
     }
 }
 
-impl Node {
+/// A node's jobs, indexed by [`JobId`] (jobs are never retired from a
+/// node), the cgroups to tear down, the intervals they ran and their time
+/// accounts (crate::account).
+pub(super) struct Jobs {
+    pub(super) runs: Vec<JobRun>,
+    pub(super) teardown: Teardown,
+    pub(super) timeline: Vec<Interval>,
+    pub(super) account: Tracker,
+}
+
+impl Memories<JobId> for Jobs {
+    fn memory(&mut self, job: &JobId) -> Option<&mut JobMemory> {
+        self.runs.get_mut(job.index()).map(|j| &mut j.mem)
+    }
+}
+
+impl Jobs {
+    /// No job yet; the accounts' clock starts at `t0`.
+    pub(super) fn new(teardown: Teardown, t0: Instant) -> Jobs {
+        Jobs {
+            runs: Vec::new(),
+            teardown,
+            timeline: Vec::new(),
+            account: Tracker::start(t0),
+        }
+    }
+
+    pub(super) fn name(&self, job: JobId) -> &str {
+        &self.runs[job.index()].result.name
+    }
+
     /// Cancel a job: one that runs (or is suspended) is killed and
     /// finishes at the next step, with the error "cancelled"; one not
     /// started yet finishes, unstarted, when the policy would start it. A
     /// finished job is left as it is.
-    pub fn cancel(&mut self, job: JobId) -> Result<()> {
+    pub(super) fn cancel(&mut self, env: &Env, job: JobId) -> Result<()> {
         let j = self
-            .jobs
+            .runs
             .get_mut(job.index())
             .with_context(|| format!("no job {} on this node", job.0))?;
         if j.result.finish_s.is_some() || j.cancelled {
@@ -143,53 +174,38 @@ impl Node {
         j.cancelled = true;
         j.result.error = Some("cancelled".into());
         if let Some(p) = &j.proc {
-            procs::kill(self.env.backend.as_ref(), &j.group, &p.pidfd)
+            procs::kill(env.backend.as_ref(), &j.group, &p.pidfd)
                 .with_context(|| format!("cancelling job {}", j.result.name))?;
         } else if j.adopted {
             // Frozen, waiting for its turn: thawed so that it can die.
-            self.env.freezer.thaw(&j.group)?;
-            procs::kill_and_remove(self.env.backend.as_ref(), &j.group, None)
+            env.freezer.thaw(&j.group)?;
+            procs::kill_and_remove(env.backend.as_ref(), &j.group, None)
                 .with_context(|| format!("cancelling job {}", j.result.name))?;
         }
         Ok(())
     }
 
-    /// Take over a job that an earlier process (a service before its
-    /// restart) started and left running in `group`, a child of this
-    /// node's pool: it is frozen now and joins the policy's rotation like
-    /// a job just added; when the policy starts it, it is thawed instead
-    /// of launched. It ends when its group has no process left; its exit
-    /// status is not this process's to read (the result has none).
-    pub fn adopt(&mut self, spec: JobSpec, group: GroupPath) -> Result<JobId> {
-        if group.parent().as_ref() != Some(&self.sw.engine.pool) {
-            anyhow::bail!(
-                "cannot adopt {}: not a group of the pool {}",
-                group.as_str(),
-                self.sw.engine.pool.as_str()
-            );
-        }
-        self.env
-            .freezer
+    /// Take over a job an earlier process left running in `group`: frozen
+    /// now, thawed instead of launched when the policy starts it, ended
+    /// when its group has no process left.
+    pub(super) fn adopt(&mut self, env: &Env, spec: &JobSpec, group: GroupPath) -> Result<()> {
+        env.freezer
             .freeze(&group)
             .with_context(|| format!("freezing adopted job {}", group.as_str()))?;
-        let mut run = JobRun::new(group.clone(), &spec, Launch::default());
+        let mut run = JobRun::new(group.clone(), spec, Launch::default());
         run.adopted = true;
-        let id = self.sched.submit(spec);
         self.teardown.jobs.push((group, None));
-        self.jobs.push(run);
-        Ok(id)
+        self.runs.push(run);
+        Ok(())
     }
 
-    /// End the node but leave its jobs alive, for a service that stops
-    /// and will adopt them from their cgroups when it starts again: every
-    /// job is thawed (nothing stays frozen while no one would resume it),
-    /// its background paging stopped; no process is killed, no cgroup
-    /// removed, the pool's limit stays.
-    pub fn release(mut self) {
-        for j in self.jobs.iter_mut() {
+    /// Leave every job alive for a later process to adopt: thawed, its
+    /// background paging stopped; no process killed, no cgroup removed.
+    pub(super) fn release(&mut self, env: &Env) {
+        for j in self.runs.iter_mut() {
             j.stop_paging();
             if j.proc.is_some() || (j.adopted && j.result.finish_s.is_none()) {
-                if let Err(e) = self.env.freezer.thaw(&j.group) {
+                if let Err(e) = env.freezer.thaw(&j.group) {
                     tracing::error!("thawing {} on release: {e:#}", j.group.as_str());
                 }
             }
@@ -197,130 +213,126 @@ impl Node {
         self.teardown.keep = true;
     }
 
-    pub(super) fn start(&mut self, job: JobId) -> Result<()> {
+    /// Start a job in its cgroup (an adopted one: thaw it), with
+    /// `allowance` bytes written to its allowance file; times are read
+    /// from the node's clock `t0`.
+    pub(super) fn start(
+        &mut self,
+        env: &Env,
+        job: JobId,
+        allowance: u64,
+        t0: Instant,
+    ) -> Result<()> {
         let i = job.index();
-        if self.jobs[i].cancelled {
+        if self.runs[i].cancelled {
             anyhow::bail!("cancelled before it started");
         }
-        if self.jobs[i].adopted {
-            return self.resume_adopted(job);
+        if self.runs[i].adopted {
+            return self.resume_adopted(env, job, t0);
         }
-        let group = self.jobs[i].group.clone();
-        self.env
-            .backend
+        let group = self.runs[i].group.clone();
+        env.backend
             .create(&group)
             .with_context(|| format!("creating cgroup {}", group.as_str()))?;
         self.teardown.jobs.push((group.clone(), None));
-        let name = self.jobs[i].result.name.clone();
-        let mut launch = self.jobs[i].launch.clone();
+        let name = self.runs[i].result.name.clone();
+        let mut launch = self.runs[i].launch.clone();
         let log_dir = launch
             .log_dir
             .clone()
-            .unwrap_or_else(|| self.env.logs.join(&name));
+            .unwrap_or_else(|| env.logs.join(&name));
         // Programs that adapt their memory (memadapt) read how much they
         // may keep here; the samples keep it current.
-        let allowance = log_dir.join("allowance");
-        let bytes = self.allowance_for(job);
+        let allowance_file = log_dir.join("allowance");
         std::fs::create_dir_all(&log_dir)
-            .and_then(|()| write_allowance(&allowance, bytes))
-            .with_context(|| format!("writing {}", allowance.display()))?;
+            .and_then(|()| write_allowance(&allowance_file, allowance))
+            .with_context(|| format!("writing {}", allowance_file.display()))?;
         launch
             .env
-            .insert(ALLOWANCE_ENV.into(), allowance.display().to_string());
-        self.jobs[i].allowance = Some((allowance, bytes));
-        let launched = procs::launch(self.env.backend.as_ref(), &group, &launch, &log_dir)?;
+            .insert(ALLOWANCE_ENV.into(), allowance_file.display().to_string());
+        self.runs[i].allowance = Some((allowance_file, allowance));
+        let launched = procs::launch(env.backend.as_ref(), &group, &launch, &log_dir)?;
         if let Some(entry) = self.teardown.jobs.iter_mut().find(|(g, _)| *g == group) {
             entry.1 = Some(launched.pid);
         }
-        let now = self.now();
+        let now = t0.elapsed();
         self.account.started(i, launched.pid, now.as_secs_f64());
-        let j = &mut self.jobs[i];
+        let j = &mut self.runs[i];
         j.proc = Some(launched);
         j.running_since = Some(now);
         j.result.start_s = Some(now.as_secs_f64());
         j.result.log_dir = Some(log_dir.display().to_string());
-        self.say(format!("{:>7.1}s  {name} started", now.as_secs_f64()));
+        env.say(format!("{:>7.1}s  {name} started", now.as_secs_f64()));
         Ok(())
     }
 
     /// An adopted job's first turn: thawed, watched through one of its
     /// processes (the wait for any job's end wakes on it).
-    fn resume_adopted(&mut self, job: JobId) -> Result<()> {
+    fn resume_adopted(&mut self, env: &Env, job: JobId, t0: Instant) -> Result<()> {
         let i = job.index();
-        let group = self.jobs[i].group.clone();
-        self.env
-            .freezer
+        let group = self.runs[i].group.clone();
+        env.freezer
             .thaw(&group)
             .with_context(|| format!("resuming adopted job {}", group.as_str()))?;
-        let pids = self.env.backend.procs_recursive(&group).unwrap_or_default();
-        let launched = pids
-            .iter()
-            .find_map(|&pid| Some((pid, memgang_linux::pidfd::PidFd::try_open(pid).ok()??)))
-            .map(|(pid, pidfd)| Launched { pid, pidfd })
+        let pids = env.backend.procs_recursive(&group).unwrap_or_default();
+        let launched = watch_one(&pids)
             .with_context(|| format!("adopted job {} has ended", group.as_str()))?;
-        let now = self.now();
-        let j = &mut self.jobs[i];
+        let now = t0.elapsed();
+        let j = &mut self.runs[i];
         j.proc = Some(launched);
         j.running_since = Some(now);
         j.result.start_s = Some(now.as_secs_f64());
         Ok(())
     }
 
-    /// Collect every job whose first process has exited (an adopted job:
-    /// whose group is empty).
-    pub(super) fn reap(&mut self) -> Result<()> {
-        for i in 0..self.jobs.len() {
-            let Some(p) = &self.jobs[i].proc else {
-                continue;
-            };
-            let exit = if self.jobs[i].adopted {
-                let watched = p.pidfd.is_alive();
-                let pids = self
-                    .env
-                    .backend
-                    .procs_recursive(&self.jobs[i].group)
-                    .unwrap_or_default();
-                if !pids.is_empty() {
-                    if !watched {
-                        // The process watched ended before the others:
-                        // watch another, or the wait would not wait.
-                        if let Some((pid, pidfd)) = pids.iter().find_map(|&pid| {
-                            Some((pid, memgang_linux::pidfd::PidFd::try_open(pid).ok()??))
-                        }) {
-                            self.jobs[i].proc = Some(Launched { pid, pidfd });
-                        }
+    /// How job `i` ended, if its first process has exited (an adopted
+    /// job: if its group is empty); None while it runs or has not started.
+    pub(super) fn exited(&mut self, env: &Env, i: usize) -> Option<Exit> {
+        let p = self.runs[i].proc.as_ref()?;
+        if self.runs[i].adopted {
+            let watched = p.pidfd.is_alive();
+            let pids = env
+                .backend
+                .procs_recursive(&self.runs[i].group)
+                .unwrap_or_default();
+            if !pids.is_empty() {
+                if !watched {
+                    // The process watched ended before the others: watch
+                    // another, or the wait would not wait.
+                    if let Some(other) = watch_one(&pids) {
+                        self.runs[i].proc = Some(other);
                     }
-                    continue;
                 }
-                Exit {
-                    code: None,
-                    signal: None,
-                    cpu_s: 0.0,
-                    system_s: 0.0,
-                    major_faults: 0,
-                }
-            } else {
-                if p.pidfd.is_alive() {
-                    continue;
-                }
-                let Some(exit) = process::try_reap(p.pid) else {
-                    continue;
-                };
-                exit
-            };
-            let now = self.now();
-            let job = JobId(i as u32);
-            self.finish_job(job, exit, now);
-            let actions = self.sched.handle(now, Event::JobFinished(job));
-            self.carry_out(actions)?;
+                return None;
+            }
+            return Some(Exit {
+                code: None,
+                signal: None,
+                cpu_s: 0.0,
+                system_s: 0.0,
+                major_faults: 0,
+            });
         }
-        Ok(())
+        if p.pidfd.is_alive() {
+            return None;
+        }
+        process::try_reap(p.pid)
     }
 
-    fn finish_job(&mut self, job: JobId, exit: Exit, now: Duration) {
+    /// Record a job's end: its interval closed, its cgroup's last counters
+    /// read, whatever it left behind killed with its cgroup, its result
+    /// and time account (over the node's `switches` so far) filled in.
+    pub(super) fn finish_job(
+        &mut self,
+        env: &Env,
+        job: JobId,
+        exit: Exit,
+        now: Duration,
+        switches: &[Switch],
+    ) {
         self.stop_interval(job, now);
-        let backend = self.env.backend.as_ref();
-        let j = &mut self.jobs[job.index()];
+        let backend = env.backend.as_ref();
+        let j = &mut self.runs[job.index()];
         j.proc = None;
         j.stop_paging();
         // Read the cgroup's counters before it goes: they include processes
@@ -366,26 +378,25 @@ impl Node {
             _ => "ended".to_string(),
         };
         let name = r.name.clone();
-        self.say(format!(
+        env.say(format!(
             "{:>7.1}s  {name} finished: {status}",
             now.as_secs_f64()
         ));
-        let (i, j) = (job.index(), &self.jobs[job.index()]);
-        let account =
-            (self.account).finish(i, &j.result, &leftovers, &self.timeline, &self.sw.done);
-        self.jobs[i].result.account = account;
+        let (i, j) = (job.index(), &self.runs[job.index()]);
+        let account = (self.account).finish(i, &j.result, &leftovers, &self.timeline, switches);
+        self.runs[i].result.account = account;
     }
 
     /// A job that could not start (or was cancelled before it did) ends
     /// now, without having run.
     pub(super) fn finish_unstarted(&mut self, job: JobId, now: Duration) {
-        let r = &mut self.jobs[job.index()].result;
+        let r = &mut self.runs[job.index()].result;
         r.finish_s = Some(now.as_secs_f64());
         r.completion_s = Some(now.as_secs_f64() - r.arrival_s);
     }
 
     pub(super) fn stop_interval(&mut self, job: JobId, now: Duration) {
-        if let Some(since) = self.jobs[job.index()].running_since.take() {
+        if let Some(since) = self.runs[job.index()].running_since.take() {
             let name = self.name(job).to_string();
             self.timeline.push(Interval {
                 job: name,
@@ -396,8 +407,8 @@ impl Node {
     }
 
     /// At the end: close what is still open; jobs still alive end now.
-    pub(super) fn close_jobs(&mut self, end: Duration) {
-        for j in self.jobs.iter_mut() {
+    pub(super) fn close(&mut self, end: Duration) {
+        for j in self.runs.iter_mut() {
             if let Some(since) = j.running_since.take() {
                 self.timeline.push(Interval {
                     job: j.result.name.clone(),
@@ -419,6 +430,15 @@ impl Node {
             }
         }
     }
+}
+
+/// One of `pids` to watch an adopted job's end through (the first still
+/// there to open).
+fn watch_one(pids: &[i32]) -> Option<Launched> {
+    pids.iter().find_map(|&pid| {
+        let pidfd = memgang_linux::pidfd::PidFd::try_open(pid).ok()??;
+        Some(Launched { pid, pidfd })
+    })
 }
 
 /// The last lines of a job's stderr, read from its last 64 KiB only: the

@@ -1,21 +1,20 @@
 //! The node: the pool cgroup, the scheduler and the jobs, and the loop
 //! that drives them one iteration ([`Node::step`]) at a time.
 
-use super::jobs::{JobRun, Teardown};
-use super::sampling::Traffic;
-use super::switch::SwitchState;
+use super::jobs::{JobRun, Jobs, Teardown};
+use super::sampling::{Sampling, Traffic};
+use super::switch::{NodeParts, SwitchState};
 use super::Env;
 use crate::engine::NodeSwitch;
-use crate::experiment::Experiment;
 use crate::memory::GroupMemory;
 use crate::procs::Launch;
-use crate::results::{Interval, JobResult, Machine, Sample, Switch};
+use crate::results::{Interval, JobResult, Sample, Switch};
 use anyhow::{bail, Context, Result};
 use memgang_core::policy::DynamicCosched;
-use memgang_core::{Cluster, JobId, JobSpec, Policy, Scheduler};
+use memgang_core::{Action, Cluster, Event, JobId, JobSpec, Policy, Scheduler};
 use memgang_linux::cgroup::GroupPath;
-use memgang_linux::counters::VmStat;
 use memgang_linux::pidfd::{self, PidFd};
+use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 /// What a node is set up with.
@@ -41,27 +40,6 @@ pub struct NodeSettings {
     pub swap_reserve: u64,
 }
 
-impl NodeSettings {
-    /// The node an experiment runs on: this process's pool, the machine's
-    /// CPUs or the widest job's ranks, the experiment's policy.
-    pub fn for_experiment(exp: &Experiment, machine: &Machine) -> NodeSettings {
-        NodeSettings {
-            pool: format!("memgang-{}", std::process::id()),
-            pool_memory: exp.pool_memory,
-            cpus: machine
-                .cpus
-                .max(exp.jobs.iter().map(|j| j.spec.ranks).max().unwrap_or(1)),
-            policy: exp
-                .policy
-                .build_with(exp.quantum(), exp.switch, exp.overlap),
-            label: exp.policy.to_string(),
-            sample_interval: exp.sample_interval,
-            dynamic_coscheduling: exp.dynamic_coscheduling,
-            swap_reserve: memgang_core::capacity::SWAP_RESERVE,
-        }
-    }
-}
-
 /// What a node recorded, once it is torn down.
 pub struct NodeReport {
     /// Every job added, in order (their [`JobId`]s index it).
@@ -76,31 +54,20 @@ pub struct NodeReport {
     pub end: Duration,
 }
 
-/// One node's pool, scheduler and jobs. Dropping it (on an error, a panic
-/// or after [`finish`](Self::finish)) kills every job and removes every
-/// cgroup it made.
+/// One node's pool, scheduler and jobs: it composes the concerns (each
+/// owns its state: `jobs`, `sampling`, `switch`) and runs the loop.
+/// Dropping it (on an error, a panic or after [`finish`](Self::finish))
+/// kills every job and removes every cgroup it made.
 pub struct Node {
-    pub(super) env: Env,
+    env: Env,
     /// Its switch state: the engine over the pool, the switches done.
-    pub(super) sw: SwitchState,
-    pub(super) label: String,
-    pub(super) sample_interval: Duration,
-    pub(super) sched: Scheduler,
-    /// Indexed by [`JobId`]: jobs are never retired from a node.
-    pub(super) jobs: Vec<JobRun>,
-    pub(super) teardown: Teardown,
-    pub(super) t0: Instant,
-    pub(super) timeline: Vec<Interval>,
-    pub(super) samples: Vec<Sample>,
-    pub(super) vm_start: VmStat,
-    pub(super) vm_last: VmStat,
-    pub(super) next_sample: Duration,
+    sw: SwitchState,
+    sched: Scheduler,
+    jobs: Jobs,
+    sampling: Sampling,
     /// Message counts for dynamic coscheduling, when it is on.
-    pub(super) traffic: Option<Traffic>,
-    /// The node was under memory pressure at the last sample.
-    pub(super) pressured: bool,
-    /// The jobs' time accounts (crate::account).
-    pub(super) account: crate::account::Tracker,
+    traffic: Option<Traffic>,
+    t0: Instant,
 }
 
 impl Node {
@@ -128,7 +95,7 @@ impl Node {
             .context("reading the node's paging counters (/proc/vmstat)")?;
         let t0 = Instant::now();
         Ok(Node {
-            account: crate::account::Tracker::start(t0),
+            jobs: Jobs::new(teardown, t0),
             sched: Scheduler::new(
                 cluster,
                 Vec::new(),
@@ -153,18 +120,9 @@ impl Node {
                 done: Vec::new(),
                 protect_failed: false,
             },
-            label: settings.label,
-            sample_interval: settings.sample_interval,
+            sampling: Sampling::new(settings.sample_interval, settings.label, vm_start),
             env,
-            jobs: Vec::new(),
-            teardown,
             t0,
-            timeline: Vec::new(),
-            samples: Vec::new(),
-            vm_start,
-            vm_last: vm_start,
-            next_sample: Duration::ZERO,
-            pressured: false,
         })
     }
 
@@ -174,6 +132,7 @@ impl Node {
     pub fn add_job(&mut self, spec: JobSpec, launch: Launch) -> Result<JobId> {
         if let Some(j) = self
             .jobs
+            .runs
             .iter()
             .find(|j| j.result.name == spec.name && j.result.finish_s.is_none())
         {
@@ -187,9 +146,44 @@ impl Node {
             .with_context(|| format!("job name {:?}", spec.name))?;
         let run = JobRun::new(group, &spec, launch);
         let id = self.sched.submit(spec);
-        debug_assert_eq!(id.index(), self.jobs.len());
-        self.jobs.push(run);
+        debug_assert_eq!(id.index(), self.jobs.runs.len());
+        self.jobs.runs.push(run);
         Ok(id)
+    }
+
+    /// Cancel a job: one that runs (or is suspended) is killed and
+    /// finishes at the next step, with the error "cancelled"; one not
+    /// started yet finishes, unstarted, when the policy would start it. A
+    /// finished job is left as it is.
+    pub fn cancel(&mut self, job: JobId) -> Result<()> {
+        self.jobs.cancel(&self.env, job)
+    }
+
+    /// Take over a job that an earlier process (a service before its
+    /// restart) started and left running in `group`, a child of this
+    /// node's pool: it is frozen now and joins the policy's rotation like
+    /// a job just added; when the policy starts it, it is thawed instead
+    /// of launched. It ends when its group has no process left; its exit
+    /// status is not this process's to read (the result has none).
+    pub fn adopt(&mut self, spec: JobSpec, group: GroupPath) -> Result<JobId> {
+        if group.parent().as_ref() != Some(&self.sw.engine.pool) {
+            anyhow::bail!(
+                "cannot adopt {}: not a group of the pool {}",
+                group.as_str(),
+                self.sw.engine.pool.as_str()
+            );
+        }
+        self.jobs.adopt(&self.env, &spec, group)?;
+        Ok(self.sched.submit(spec))
+    }
+
+    /// End the node but leave its jobs alive, for a service that stops
+    /// and will adopt them from their cgroups when it starts again: every
+    /// job is thawed (nothing stays frozen while no one would resume it),
+    /// its background paging stopped; no process is killed, no cgroup
+    /// removed, the pool's limit stays.
+    pub fn release(mut self) {
+        self.jobs.release(&self.env);
     }
 
     /// One iteration of the loop: deliver what is due to the policy and
@@ -206,10 +200,11 @@ impl Node {
         }
         self.sample_if_due()?;
         self.traffic_if_due()?;
+        let next_sample = self.sampling.next();
         let wake = self
             .sched
             .next_wakeup()
-            .map_or(self.next_sample, |w| w.min(self.next_sample));
+            .map_or(next_sample, |w| w.min(next_sample));
         let wake = self.traffic.as_ref().map_or(wake, |t| wake.min(t.next));
         let mut wait = wake.saturating_sub(self.now());
         if let Some(max) = max_wait {
@@ -217,6 +212,7 @@ impl Node {
         }
         let fds: Vec<&PidFd> = self
             .jobs
+            .runs
             .iter()
             .filter_map(|j| j.proc.as_ref())
             .map(|p| &p.pidfd)
@@ -237,7 +233,7 @@ impl Node {
 
     /// What a job has recorded so far (final once `finish_s` is set).
     pub fn result(&self, job: JobId) -> Option<&JobResult> {
-        self.jobs.get(job.index()).map(|j| &j.result)
+        self.jobs.runs.get(job.index()).map(|j| &j.result)
     }
 
     /// The node's scheduler state (read-only), e.g. for a status display.
@@ -251,46 +247,126 @@ impl Node {
         let end = self.now();
         // The run is over: what the jobs measured is of no use to the policy.
         let _ = self.sample(end);
-        self.close_jobs(end);
+        self.jobs.close(end);
         let Node {
             env,
             jobs,
-            teardown,
-            timeline,
             sw,
-            samples,
-            vm_start,
-            vm_last,
+            sampling,
             ..
         } = self;
+        let Jobs {
+            runs,
+            teardown,
+            timeline,
+            ..
+        } = jobs;
         drop(teardown);
-        let vm_end = env.counters.vmstat().unwrap_or(vm_last);
+        let vm_end = env.counters.vmstat().unwrap_or(sampling.vm_last);
         NodeReport {
-            jobs: jobs.into_iter().map(|j| j.result).collect(),
+            jobs: runs.into_iter().map(|j| j.result).collect(),
             timeline,
             switches: sw.done,
-            samples,
-            swap_in_pages: vm_end.pswpin.saturating_sub(vm_start.pswpin),
-            swap_out_pages: vm_end.pswpout.saturating_sub(vm_start.pswpout),
+            samples: sampling.samples,
+            swap_in_pages: vm_end.pswpin.saturating_sub(sampling.vm_start.pswpin),
+            swap_out_pages: vm_end.pswpout.saturating_sub(sampling.vm_start.pswpout),
             end,
         }
     }
 
-    pub(super) fn now(&self) -> Duration {
+    fn now(&self) -> Duration {
         self.t0.elapsed()
     }
 
-    pub(super) fn name(&self, job: JobId) -> &str {
-        &self.jobs[job.index()].result.name
+    /// Carry out actions in order. Actions that stop or restart jobs form a
+    /// switch, timed as one; the policy hears of it as `SwitchDone`, and of
+    /// jobs that could not start as `JobFinished`, which may bring more
+    /// actions.
+    fn carry_out(&mut self, actions: Vec<Action>) -> Result<()> {
+        let mut queue: VecDeque<Action> = actions.into();
+        while !queue.is_empty() {
+            let batch: Vec<Action> = queue.drain(..).collect();
+            let parts = NodeParts {
+                env: &self.env,
+                jobs: &mut self.jobs,
+                sampling: &mut self.sampling,
+                state: self.sched.state(),
+                t0: self.t0,
+            };
+            let carried = self.sw.carry_out(batch, parts)?;
+            if let Some(took) = carried.switch {
+                queue.extend(self.sched.handle(self.now(), Event::SwitchDone { took }));
+            }
+            for job in carried.failed {
+                let now = self.now();
+                self.jobs.finish_unstarted(job, now);
+                queue.extend(self.sched.handle(now, Event::JobFinished(job)));
+            }
+        }
+        Ok(())
     }
 
-    pub(super) fn say(&self, msg: String) {
-        if self.env.progress.is_hidden() {
-            // A service's log: a job's error may quote what a user wrote
-            // (its working directory), which must not forge a line.
-            tracing::info!("{}", memgang_core::text::printable(&msg));
-        } else {
-            self.env.progress.println(msg);
+    /// Collect every job whose first process has exited (an adopted job:
+    /// whose group is empty).
+    fn reap(&mut self) -> Result<()> {
+        for i in 0..self.jobs.runs.len() {
+            let Some(exit) = self.jobs.exited(&self.env, i) else {
+                continue;
+            };
+            let now = self.now();
+            let job = JobId(i as u32);
+            self.jobs
+                .finish_job(&self.env, job, exit, now, &self.sw.done);
+            let actions = self.sched.handle(now, Event::JobFinished(job));
+            self.carry_out(actions)?;
         }
+        Ok(())
+    }
+
+    /// Take the sample that is due, if one is: the jobs' counters (and the
+    /// events they bring), and the node's memory pressure.
+    fn sample_if_due(&mut self) -> Result<()> {
+        let now = self.now();
+        if now < self.sampling.next() {
+            return Ok(());
+        }
+        for event in self.sample(now) {
+            let actions = self.sched.handle(self.now(), event);
+            self.carry_out(actions)?;
+        }
+        self.sampling
+            .show_progress(&self.env, self.sched.state(), self.now());
+        if let Some(event) = self.sampling.pressure_began() {
+            let actions = self.sched.handle(now, event);
+            self.carry_out(actions)?;
+        }
+        self.sampling.taken(now);
+        Ok(())
+    }
+
+    fn sample(&mut self, now: Duration) -> Vec<Event> {
+        let pool = (&self.sw.engine.pool, self.sw.engine.pool_memory);
+        self.sampling.sample(
+            &self.env,
+            &mut self.jobs.runs,
+            self.sched.state(),
+            pool,
+            now,
+        )
+    }
+
+    /// Count each running job's messages over the last period and tell the
+    /// policy, when dynamic coscheduling is on and a count is due.
+    fn traffic_if_due(&mut self) -> Result<()> {
+        let now = self.now();
+        let Some(t) = self.traffic.as_mut() else {
+            return Ok(());
+        };
+        let events = t.count_if_due(&self.env, &self.jobs.runs, self.sched.state(), now);
+        for event in events {
+            let actions = self.sched.handle(now, event);
+            self.carry_out(actions)?;
+        }
+        Ok(())
     }
 }

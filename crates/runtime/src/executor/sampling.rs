@@ -2,12 +2,14 @@
 //! swap traffic (the paging trace, paper 000 Fig. 6), memory pressure, and
 //! the progress line.
 
-use super::node::Node;
+use super::jobs::{write_allowance, JobRun};
+use super::Env;
 use crate::mechanisms::SwitchPoint;
 use crate::results::{JobSample, Sample};
-use anyhow::Result;
 use memgang_core::policy::TRAFFIC_PERIOD;
-use memgang_core::{Event, JobId, JobStatus, NodeId};
+use memgang_core::{Event, JobId, JobStatus, NodeId, State};
+use memgang_linux::cgroup::GroupPath;
+use memgang_linux::counters::VmStat;
 use std::collections::HashMap;
 use std::time::Duration;
 
@@ -31,22 +33,40 @@ const ALLOWANCE_STEP: u64 = 4 << 20;
 /// socket's data segments received at the last count, and when the next
 /// count is due.
 #[derive(Default)]
-pub(crate) struct Traffic {
+pub(super) struct Traffic {
     pub(super) next: Duration,
     seen: HashMap<i32, memgang_linux::process::Wakeups>,
     segments_seen: HashMap<u64, u32>,
 }
 
-impl Node {
-    /// Count each running job's messages over the last period and tell the
-    /// policy, when dynamic coscheduling is on and a count is due.
-    pub(super) fn traffic_if_due(&mut self) -> Result<()> {
-        let now = self.now();
-        let Some(t) = self.traffic.as_mut() else {
-            return Ok(());
-        };
+/// The node's samples (the paging trace) and what they are taken with:
+/// the node's paging counters at its start and at the last sample, when
+/// the next is due, whether the node was under memory pressure at the
+/// last one.
+pub(super) struct Sampling {
+    pub(super) samples: Vec<Sample>,
+    pub(super) interval: Duration,
+    pub(super) vm_start: VmStat,
+    pub(super) vm_last: VmStat,
+    next: Duration,
+    pressured: bool,
+    /// The policy's name for the progress line.
+    label: String,
+}
+
+impl Traffic {
+    /// Count each running job's messages over the last period, when a
+    /// count is due: a `JobTraffic` event for each.
+    pub(super) fn count_if_due(
+        &mut self,
+        env: &Env,
+        jobs: &[JobRun],
+        state: &State,
+        now: Duration,
+    ) -> Vec<Event> {
+        let t = self;
         if now < t.next {
-            return Ok(());
+            return Vec::new();
         }
         t.next = (t.next + TRAFFIC_PERIOD).max(now);
         let mut seen = HashMap::new();
@@ -54,16 +74,12 @@ impl Node {
         // refused) the wake-ups are counted alone.
         let segments = memgang_linux::sockets::tcp_data_segments_in().unwrap_or_default();
         let mut events = Vec::new();
-        for (i, j) in self.jobs.iter().enumerate() {
+        for (i, j) in jobs.iter().enumerate() {
             let id = JobId(i as u32);
-            if j.proc.is_none() || self.sched.state().job(id).status != JobStatus::Running {
+            if j.proc.is_none() || state.job(id).status != JobStatus::Running {
                 continue;
             }
-            let pids = self
-                .env
-                .backend
-                .procs_recursive(&j.group)
-                .unwrap_or_default();
+            let pids = env.backend.procs_recursive(&j.group).unwrap_or_default();
             let (mut wakeups, mut sockets) = (0, std::collections::HashSet::new());
             for pid in pids {
                 let Ok(now) = memgang_linux::process::wakeups(pid) else {
@@ -93,7 +109,7 @@ impl Node {
             // (any transport); one that busy-polls a TCP socket only shows
             // its segments. Summing would count a sleeping TCP receiver twice.
             let messages = wakeups.max(received);
-            let ranks = self.sched.state().job(id).spec.ranks.max(1) as u64;
+            let ranks = state.job(id).spec.ranks.max(1) as u64;
             events.push(Event::JobTraffic {
                 job: id,
                 messages: messages / ranks,
@@ -101,48 +117,61 @@ impl Node {
         }
         t.seen = seen;
         t.segments_seen = segments;
-        for event in events {
-            let actions = self.sched.handle(now, event);
-            self.carry_out(actions)?;
+        events
+    }
+}
+
+impl Sampling {
+    pub(super) fn new(interval: Duration, label: String, vm_start: VmStat) -> Sampling {
+        Sampling {
+            samples: Vec::new(),
+            interval,
+            vm_start,
+            vm_last: vm_start,
+            next: Duration::ZERO,
+            pressured: false,
+            label,
         }
-        Ok(())
     }
 
-    /// Take the sample that is due, if one is: the jobs' counters (and the
-    /// events they bring), and the node's memory pressure.
-    pub(super) fn sample_if_due(&mut self) -> Result<()> {
-        let now = self.now();
-        if now < self.next_sample {
-            return Ok(());
-        }
-        for event in self.sample(now) {
-            let actions = self.sched.handle(self.now(), event);
-            self.carry_out(actions)?;
-        }
-        self.show_progress();
-        // Tell the policy when the node enters memory pressure (edge, not
-        // level: one event per episode, not one per sample).
+    /// When the next sample is due.
+    pub(super) fn next(&self) -> Duration {
+        self.next
+    }
+
+    /// The sample due at `now` is taken: the next is one interval on.
+    pub(super) fn taken(&mut self, now: Duration) {
+        self.next = (self.next + self.interval).max(now);
+    }
+
+    /// `MemoryPressure` when the node has entered memory pressure since
+    /// the last call (edge, not level: one event per episode, not one per
+    /// sample), by the last sample's PSI.
+    pub(super) fn pressure_began(&mut self) -> Option<Event> {
         let psi = self.samples.last().and_then(|s| s.psi_some_avg10);
         let now_pressured = psi.is_some_and(|p| p >= PRESSURE_PSI_SOME);
-        if now_pressured && !self.pressured {
-            let event = Event::MemoryPressure {
-                node: NodeId(0),
-                some_avg10: psi.unwrap_or_default(),
-            };
-            let actions = self.sched.handle(now, event);
-            self.carry_out(actions)?;
-        }
+        let began = now_pressured && !self.pressured;
         self.pressured = now_pressured;
-        self.next_sample = (self.next_sample + self.sample_interval).max(now);
-        Ok(())
+        began.then(|| Event::MemoryPressure {
+            node: NodeId(0),
+            some_avg10: psi.unwrap_or_default(),
+        })
     }
 
     /// Read every job's counters; returns a `JobMemory` event for each
     /// running job whose peak has grown by a step since last reported.
-    pub(super) fn sample(&mut self, now: std::time::Duration) -> Vec<Event> {
+    /// `pool` and `pool_memory` are the node's pool and its limit.
+    pub(super) fn sample(
+        &mut self,
+        env: &Env,
+        runs: &mut [JobRun],
+        state: &State,
+        (pool, pool_memory): (&GroupPath, u64),
+        now: Duration,
+    ) -> Vec<Event> {
         let mut events = Vec::new();
-        let backend = self.env.backend.as_ref();
-        let vm = self.env.counters.vmstat().unwrap_or(self.vm_last);
+        let backend = env.backend.as_ref();
+        let vm = env.counters.vmstat().unwrap_or(self.vm_last);
         let (d_in, d_out) = (
             vm.pswpin.saturating_sub(self.vm_last.pswpin),
             vm.pswpout.saturating_sub(self.vm_last.pswpout),
@@ -152,14 +181,14 @@ impl Node {
         // (index, Δmajor faults, Δswapped bytes) for attributing the node's
         // swap traffic where the cgroup does not count it itself.
         let mut shares: Vec<(usize, u64, u64)> = Vec::new();
-        for (i, j) in self.jobs.iter_mut().enumerate() {
+        for (i, j) in runs.iter_mut().enumerate() {
             if j.proc.is_none() {
                 continue;
             }
             let Ok(stat) = backend.memory_stat(&j.group) else {
                 continue;
             };
-            let frozen = self.env.freezer.is_frozen(&j.group).unwrap_or(false);
+            let frozen = env.freezer.is_frozen(&j.group).unwrap_or(false);
             let r = &mut j.result;
             match (
                 stat.swap_ins,
@@ -199,71 +228,22 @@ impl Node {
         }
         let (maj_total, grow_total) = shares.iter().fold((0, 0), |(a, b), s| (a + s.1, b + s.2));
         for (i, maj, grow) in shares {
-            let r = &mut self.jobs[i].result;
+            let r = &mut runs[i].result;
             r.swap_in_pages += (d_in * maj).checked_div(maj_total).unwrap_or(0);
             r.swap_out_pages += (d_out * grow).checked_div(grow_total).unwrap_or(0);
         }
-        let pool_usage_bytes = backend
-            .memory_stat(&self.sw.engine.pool)
-            .map_or(0, |s| s.usage_bytes);
-        self.update_allowances();
+        let pool_usage_bytes = backend.memory_stat(pool).map_or(0, |s| s.usage_bytes);
+        update_allowances(runs, state, pool_memory);
         self.samples.push(Sample {
             t_s: now.as_secs_f64(),
             swap_in: d_in,
             swap_out: d_out,
             pool_usage_bytes,
-            psi_some_avg10: self.env.counters.memory_pressure().map(|p| p.some_avg10),
+            psi_some_avg10: env.counters.memory_pressure().map(|p| p.some_avg10),
             in_switch: false,
             jobs,
         });
         events
-    }
-
-    /// What running job `job` may keep in memory: the pool less the
-    /// margin a switch keeps free and what the other running jobs hold
-    /// (their last sampled resident memory). A suspended job's memory is
-    /// the policy's to take, so it does not count.
-    pub(super) fn allowance_for(&self, job: JobId) -> u64 {
-        let others: u64 = self
-            .jobs
-            .iter()
-            .enumerate()
-            .filter(|(i, j)| {
-                *i != job.index()
-                    && j.proc.is_some()
-                    && self.sched.state().job(JobId(*i as u32)).status == JobStatus::Running
-            })
-            .map(|(_, j)| j.last.anon_bytes)
-            .sum();
-        memgang_core::room::allowance(
-            self.sw.engine.pool_memory,
-            others,
-            crate::memory::ROOM_MARGIN,
-        )
-    }
-
-    /// Rewrite the allowance file of every running job whose allowance
-    /// moved by a step (at each sample, so after every switch too).
-    fn update_allowances(&mut self) {
-        for i in 0..self.jobs.len() {
-            let id = JobId(i as u32);
-            if self.jobs[i].proc.is_none()
-                || self.sched.state().job(id).status != JobStatus::Running
-            {
-                continue;
-            }
-            let bytes = self.allowance_for(id);
-            let Some((path, last)) = &mut self.jobs[i].allowance else {
-                continue;
-            };
-            if bytes.abs_diff(*last) < ALLOWANCE_STEP {
-                continue;
-            }
-            match super::jobs::write_allowance(path, bytes) {
-                Ok(()) => *last = bytes,
-                Err(e) => tracing::warn!("writing {}: {e}", path.display()),
-            }
-        }
     }
 
     /// A trace sample taken while a switch ran: node counters and the
@@ -281,11 +261,11 @@ impl Node {
         self.vm_last = p.vm;
     }
 
-    fn show_progress(&self) {
-        if self.env.progress.is_hidden() {
+    /// The progress line, at `now`.
+    pub(super) fn show_progress(&self, env: &Env, st: &State, now: Duration) {
+        if env.progress.is_hidden() {
             return;
         }
-        let st = self.sched.state();
         let names = |s: JobStatus| {
             st.with_status(s)
                 .map(|j| j.spec.name.as_str())
@@ -294,10 +274,10 @@ impl Node {
         };
         let done = st.with_status(JobStatus::Finished).count();
         let last = self.samples.last();
-        let per_s = 1.0 / self.sample_interval.as_secs_f64();
-        self.env.progress.set_message(format!(
+        let per_s = 1.0 / self.interval.as_secs_f64();
+        env.progress.set_message(format!(
             "{:.1}s {} | running {} | suspended {} | done {done}/{} | pool {} | swap in {:.0}/s out {:.0}/s pages",
-            self.now().as_secs_f64(),
+            now.as_secs_f64(),
             self.label,
             none_if_empty(names(JobStatus::Running)),
             none_if_empty(names(JobStatus::Suspended)),
@@ -306,6 +286,46 @@ impl Node {
             last.map_or(0.0, |s| s.swap_in as f64 * per_s),
             last.map_or(0.0, |s| s.swap_out as f64 * per_s),
         ));
+    }
+}
+
+/// What running job `job` may keep in memory: the pool less the margin a
+/// switch keeps free and what the other running jobs hold (their last
+/// sampled resident memory). A suspended job's memory is the policy's to
+/// take, so it does not count.
+pub(super) fn allowance_for(jobs: &[JobRun], state: &State, pool_memory: u64, job: JobId) -> u64 {
+    let others: u64 = jobs
+        .iter()
+        .enumerate()
+        .filter(|(i, j)| {
+            *i != job.index()
+                && j.proc.is_some()
+                && state.job(JobId(*i as u32)).status == JobStatus::Running
+        })
+        .map(|(_, j)| j.last.anon_bytes)
+        .sum();
+    memgang_core::room::allowance(pool_memory, others, crate::memory::ROOM_MARGIN)
+}
+
+/// Rewrite the allowance file of every running job whose allowance moved
+/// by a step (at each sample, so after every switch too).
+fn update_allowances(jobs: &mut [JobRun], state: &State, pool_memory: u64) {
+    for i in 0..jobs.len() {
+        let id = JobId(i as u32);
+        if jobs[i].proc.is_none() || state.job(id).status != JobStatus::Running {
+            continue;
+        }
+        let bytes = allowance_for(jobs, state, pool_memory, id);
+        let Some((path, last)) = &mut jobs[i].allowance else {
+            continue;
+        };
+        if bytes.abs_diff(*last) < ALLOWANCE_STEP {
+            continue;
+        }
+        match write_allowance(path, bytes) {
+            Ok(()) => *last = bytes,
+            Err(e) => tracing::warn!("writing {}: {e}", path.display()),
+        }
     }
 }
 

@@ -4,15 +4,15 @@
 //! recorded as a [`Switch`]. What is the executor's own: freezing and
 //! thawing, starting jobs, renicing, the switch's samples and record.
 
-use super::node::Node;
+use super::jobs::Jobs;
+use super::sampling::{allowance_for, Sampling};
+use super::Env;
 use crate::engine::NodeSwitch;
 use crate::mechanisms::SwitchSampler;
 use crate::results::Switch;
 use anyhow::{Context, Result};
-use memgang_core::{Action, Event, JobId, PageInPlan};
-use memgang_linux::cgroup::GroupPath;
+use memgang_core::{Action, JobId, State};
 use memgang_linux::counters::VmStat;
-use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 /// A node's switch state, apart from its jobs and its loop: the switch
@@ -25,206 +25,197 @@ pub(super) struct SwitchState {
     pub(super) protect_failed: bool,
 }
 
-impl Node {
-    /// Carry out actions in order. Actions that stop or restart jobs form a
-    /// switch, timed as one; the policy hears of it as `SwitchDone`, and of
-    /// jobs that could not start as `JobFinished`, which may bring more
-    /// actions.
-    pub(super) fn carry_out(&mut self, actions: Vec<Action>) -> Result<()> {
-        let mut queue: VecDeque<Action> = actions.into();
-        while !queue.is_empty() {
-            let batch: Vec<Action> = queue.drain(..).collect();
-            let began = Instant::now();
-            let at = self.now();
-            let is_switch = batch.iter().any(Action::is_switch);
-            let (mut suspended, mut resumed, mut failed) = (Vec::new(), Vec::new(), Vec::new());
-            let (mut paged_out, mut paged_in) = (0u64, 0u64);
-            let (mut out_time, mut in_time) = (Duration::ZERO, Duration::ZERO);
-            let mut warnings = Vec::new();
-            let mut bg_bytes = 0;
-            if is_switch {
-                warnings.extend(self.check_swap(&batch));
-            }
-            let sampler = is_switch.then(|| {
-                SwitchSampler::start(
-                    self.env.backend.clone(),
-                    self.env.counters.clone(),
-                    self.sw.engine.pool.clone(),
-                    self.t0,
-                    self.sample_interval,
-                )
-            });
-            let vm_before = self.env.counters.vmstat().ok();
-            // Overlapped set switch: the incoming jobs' page-in starts now,
-            // beside the page-outs below, in the memory free right now.
-            // Prefetches (PageIn) share the same budget.
-            let mut budget = self.engine().free_for_page_in();
-            // Jobs this batch brings back from their records: the page-out
-            // that makes their room streams their page-in (`MakeRoom`).
-            let paged_in_jobs: Vec<JobId> = batch
-                .iter()
-                .filter_map(|a| match a {
-                    Action::Resume { job, page_in } if page_in.uses_records() => Some(*job),
-                    _ => None,
-                })
-                .collect();
-            for action in &batch {
-                if let Action::Resume {
-                    job,
-                    page_in: PageInPlan::Overlapped,
-                } = action
-                {
-                    let engine = self.engine();
-                    engine.page_in_early(&mut self.jobs[job.index()].mem, &mut budget);
-                }
-            }
-            for action in batch {
-                let job = action.job();
-                let i = job.index();
-                match action {
-                    Action::Start { .. } => match self.start(job) {
-                        Ok(()) => resumed.push(self.name(job).to_string()),
+/// What a node lends [`SwitchState::carry_out`]: its mechanisms, jobs and
+/// samples, the policy's view (read-only: the policy hears of the batch
+/// once it is carried out) and the node's clock.
+pub(super) struct NodeParts<'a> {
+    pub(super) env: &'a Env,
+    pub(super) jobs: &'a mut Jobs,
+    pub(super) sampling: &'a mut Sampling,
+    pub(super) state: &'a State,
+    pub(super) t0: Instant,
+}
+
+/// What the policy is to hear of a batch carried out.
+pub(super) struct Carried {
+    /// How long the switch took, if the batch was one (`SwitchDone`).
+    pub(super) switch: Option<Duration>,
+    /// Jobs that could not start (`JobFinished`, once finished unstarted).
+    pub(super) failed: Vec<JobId>,
+}
+
+impl SwitchState {
+    /// Carry out one batch of actions in order. Actions that stop or
+    /// restart jobs form a switch, timed as one and recorded.
+    pub(super) fn carry_out(&mut self, batch: Vec<Action>, node: NodeParts) -> Result<Carried> {
+        let NodeParts {
+            env,
+            jobs,
+            sampling,
+            state,
+            t0,
+        } = node;
+        let began = Instant::now();
+        let at = t0.elapsed();
+        let is_switch = batch.iter().any(Action::is_switch);
+        let (mut suspended, mut resumed, mut failed) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut paged_out, mut paged_in) = (0u64, 0u64);
+        let (mut out_time, mut in_time) = (Duration::ZERO, Duration::ZERO);
+        let mut warnings = Vec::new();
+        let mut bg_bytes = 0;
+        if is_switch {
+            warnings.extend(self.check_swap(jobs, &batch));
+        }
+        let sampler = is_switch.then(|| {
+            SwitchSampler::start(
+                env.backend.clone(),
+                env.counters.clone(),
+                self.engine.pool.clone(),
+                t0,
+                sampling.interval,
+            )
+        });
+        let vm_before = env.counters.vmstat().ok();
+        let incoming: Vec<_> = batch
+            .iter()
+            .filter_map(|a| match a {
+                Action::Resume { job, page_in } => Some((*job, *page_in)),
+                _ => None,
+            })
+            .collect();
+        let mut opening = self.engine.open_switch(&incoming, jobs);
+        for action in batch {
+            let job = action.job();
+            let i = job.index();
+            match action {
+                Action::Start { .. } => {
+                    let allowance = allowance_for(&jobs.runs, state, self.engine.pool_memory, job);
+                    match jobs.start(env, job, allowance, t0) {
+                        Ok(()) => resumed.push(jobs.name(job).to_string()),
                         Err(e) => {
-                            self.say(format!(
+                            env.say(format!(
                                 "{:>7.1}s  {} could not start: {e:#}",
                                 at.as_secs_f64(),
-                                self.name(job)
+                                jobs.name(job)
                             ));
-                            self.jobs[i].result.error = Some(format!("{e:#}"));
+                            jobs.runs[i].result.error = Some(format!("{e:#}"));
                             failed.push(job);
                         }
-                    },
-                    Action::Suspend { page_out, .. } => {
-                        self.env
-                            .freezer
-                            .freeze(&self.jobs[i].group)
-                            .with_context(|| format!("suspending job {}", self.name(job)))?;
-                        self.stop_interval(job, self.now());
-                        let engine = self.engine();
-                        let j = &mut self.jobs[i];
-                        let out = engine.suspend(&mut j.mem, page_out);
-                        j.result.huge_restored_bytes += out.huge_restored;
-                        bg_bytes += out.background;
-                        paged_out += out.paged_out;
-                        out_time += out.took;
-                        warnings.extend(out.warnings);
-                        suspended.push(self.name(job).to_string());
-                    }
-                    Action::Protect { on, .. } => self.protect(job, on),
-                    Action::MakeRoom { from, .. } => {
-                        let victims = self.victims(&from);
-                        let stream = paged_in_jobs.contains(&job);
-                        let engine = self.engine();
-                        let (freed, took) = engine.make_room(
-                            &mut self.jobs[i].mem,
-                            &victims,
-                            stream,
-                            &mut warnings,
-                        );
-                        paged_out += freed;
-                        out_time += took;
-                    }
-                    Action::Resume { page_in, .. } => {
-                        // Bring its memory back while it is still frozen, so
-                        // that it resumes without faulting.
-                        let engine = self.engine();
-                        let done = engine.resume(&mut self.jobs[i].mem, page_in.uses_records());
-                        paged_in += done.bytes;
-                        in_time += done.took;
-                        self.env
-                            .freezer
-                            .thaw(&self.jobs[i].group)
-                            .with_context(|| format!("resuming job {}", self.name(job)))?;
-                        self.jobs[i].running_since = Some(self.now());
-                        resumed.push(self.name(job).to_string());
-                    }
-                    Action::WriteBack { until, .. } => {
-                        let window = until.saturating_sub(self.now());
-                        let engine = self.engine();
-                        engine.write_back(&mut self.jobs[i].mem, window);
-                    }
-                    // One budget for all the jobs of the set being
-                    // prefetched (see `NodeSwitch::page_in_early`).
-                    Action::PageIn { .. } => {
-                        let engine = self.engine();
-                        engine.page_in_early(&mut self.jobs[i].mem, &mut budget);
-                    }
-                    Action::Boost { nice, .. } => self.renice(job, nice),
-                    Action::Defer { reason, .. } => {
-                        self.say(format!("{} waits: {reason}", self.name(job)))
                     }
                 }
-            }
-            if is_switch {
-                let took = began.elapsed();
-                let vm_after = self.env.counters.vmstat().ok();
-                let swapped = |f: fn(&VmStat) -> u64| match (&vm_before, &vm_after) {
-                    (Some(a), Some(b)) => f(b).saturating_sub(f(a)),
-                    _ => 0,
-                };
-                for w in &warnings {
-                    self.say(format!("{:>7.1}s  warning: {w}", at.as_secs_f64()));
+                Action::Suspend { page_out, .. } => {
+                    env.freezer
+                        .freeze(&jobs.runs[i].group)
+                        .with_context(|| format!("suspending job {}", jobs.name(job)))?;
+                    jobs.stop_interval(job, t0.elapsed());
+                    let j = &mut jobs.runs[i];
+                    let out = self.engine.suspend(&mut j.mem, page_out);
+                    j.result.huge_restored_bytes += out.huge_restored;
+                    bg_bytes += out.background;
+                    paged_out += out.paged_out;
+                    out_time += out.took;
+                    warnings.extend(out.warnings);
+                    suspended.push(jobs.name(job).to_string());
                 }
-                for point in sampler.map(SwitchSampler::stop).unwrap_or_default() {
-                    self.switch_sample(point);
+                Action::Protect { on, .. } => self.protect(env, jobs, job, on),
+                Action::MakeRoom { from, .. } => {
+                    // The stopped jobs it takes memory from, in the
+                    // policy's order.
+                    let victims: Vec<_> = from
+                        .iter()
+                        .map(|v| {
+                            (
+                                jobs.runs[v.index()].group.clone(),
+                                jobs.name(*v).to_string(),
+                            )
+                        })
+                        .collect();
+                    let stream = opening.paged_in.contains(&job);
+                    let (freed, took) = self.engine.make_room(
+                        &mut jobs.runs[i].mem,
+                        &victims,
+                        stream,
+                        &mut warnings,
+                    );
+                    paged_out += freed;
+                    out_time += took;
                 }
-                self.sw.done.push(Switch {
-                    at_s: at.as_secs_f64(),
-                    took_s: took.as_secs_f64(),
-                    suspended,
-                    resumed,
-                    paged_out_bytes: paged_out,
-                    paged_in_bytes: paged_in,
-                    page_out_s: out_time.as_secs_f64(),
-                    page_in_s: in_time.as_secs_f64(),
-                    swap_in_pages: swapped(|v| v.pswpin),
-                    swap_out_pages: swapped(|v| v.pswpout),
-                    background_bytes: bg_bytes,
-                    warnings,
-                    // Counted from the samples once the run is over.
-                    faults_after: None,
-                    faults_after_before_exit: None,
-                });
-                queue.extend(self.sched.handle(self.now(), Event::SwitchDone { took }));
-            }
-            for job in failed {
-                let now = self.now();
-                self.finish_unstarted(job, now);
-                queue.extend(self.sched.handle(now, Event::JobFinished(job)));
+                Action::Resume { page_in, .. } => {
+                    // Bring its memory back while it is still frozen, so
+                    // that it resumes without faulting.
+                    let done = self
+                        .engine
+                        .resume(&mut jobs.runs[i].mem, page_in.uses_records());
+                    paged_in += done.bytes;
+                    in_time += done.took;
+                    env.freezer
+                        .thaw(&jobs.runs[i].group)
+                        .with_context(|| format!("resuming job {}", jobs.name(job)))?;
+                    jobs.runs[i].running_since = Some(t0.elapsed());
+                    resumed.push(jobs.name(job).to_string());
+                }
+                Action::WriteBack { until, .. } => {
+                    let window = until.saturating_sub(t0.elapsed());
+                    self.engine.write_back(&mut jobs.runs[i].mem, window);
+                }
+                // One budget for all the jobs of the set being
+                // prefetched (see `NodeSwitch::page_in_early`).
+                Action::PageIn { .. } => {
+                    self.engine
+                        .page_in_early(&mut jobs.runs[i].mem, &mut opening.budget);
+                }
+                Action::Boost { nice, .. } => renice(env, jobs, job, nice, t0),
+                Action::Defer { reason, .. } => {
+                    env.say(format!("{} waits: {reason}", jobs.name(job)))
+                }
             }
         }
-        Ok(())
-    }
-
-    /// The switch engine over this node's pool.
-    pub(super) fn engine(&self) -> NodeSwitch {
-        self.sw.engine.clone()
-    }
-
-    /// The stopped jobs a make-room takes memory from, in the policy's
-    /// order.
-    fn victims(&self, from: &[JobId]) -> Vec<(GroupPath, String)> {
-        from.iter()
-            .map(|v| {
-                (
-                    self.jobs[v.index()].group.clone(),
-                    self.name(*v).to_string(),
-                )
-            })
-            .collect()
+        let switch = is_switch.then(|| {
+            let took = began.elapsed();
+            let vm_after = env.counters.vmstat().ok();
+            let swapped = |f: fn(&VmStat) -> u64| match (&vm_before, &vm_after) {
+                (Some(a), Some(b)) => f(b).saturating_sub(f(a)),
+                _ => 0,
+            };
+            for w in &warnings {
+                env.say(format!("{:>7.1}s  warning: {w}", at.as_secs_f64()));
+            }
+            for point in sampler.map(SwitchSampler::stop).unwrap_or_default() {
+                sampling.switch_sample(point);
+            }
+            self.done.push(Switch {
+                at_s: at.as_secs_f64(),
+                took_s: took.as_secs_f64(),
+                suspended,
+                resumed,
+                paged_out_bytes: paged_out,
+                paged_in_bytes: paged_in,
+                page_out_s: out_time.as_secs_f64(),
+                page_in_s: in_time.as_secs_f64(),
+                swap_in_pages: swapped(|v| v.pswpin),
+                swap_out_pages: swapped(|v| v.pswpout),
+                background_bytes: bg_bytes,
+                warnings,
+                // Counted from the samples once the run is over.
+                faults_after: None,
+                faults_after_before_exit: None,
+            });
+            took
+        });
+        Ok(Carried { switch, failed })
     }
 
     /// Selective page-out: protect a job the policy runs, expose one it
     /// suspends. Without the kernel's support the kernel's LRU decides
     /// alone, as under `lru`; said once.
-    fn protect(&mut self, job: JobId, on: bool) {
-        if self.sw.protect_failed {
+    fn protect(&mut self, env: &Env, jobs: &Jobs, job: JobId, on: bool) {
+        if self.protect_failed {
             return;
         }
-        let group = &self.jobs[job.index()].group;
-        if let Err(e) = self.env.backend.protect(group, on) {
-            self.sw.protect_failed = true;
-            self.say(format!(
+        let group = &jobs.runs[job.index()].group;
+        if let Err(e) = env.backend.protect(group, on) {
+            self.protect_failed = true;
+            env.say(format!(
                 "warning: selective page-out (so) is not available, the kernel's LRU chooses \
                  what to page out instead: {e}"
             ));
@@ -234,38 +225,33 @@ impl Node {
     /// Before a switch: will the swap device hold what must leave memory
     /// for the incoming jobs? A full swap device is said before the switch,
     /// not found out by the OOM killer.
-    fn check_swap(&self, batch: &[Action]) -> Option<String> {
+    fn check_swap(&self, jobs: &Jobs, batch: &[Action]) -> Option<String> {
         let incoming = batch
             .iter()
             .filter(|a| matches!(a, Action::Resume { .. } | Action::Start { .. }))
-            .map(|a| &self.jobs[a.job().index()].mem);
-        self.engine().check(incoming).map(|w| {
+            .map(|a| &jobs.runs[a.job().index()].mem);
+        self.engine.check(incoming).map(|w| {
             format!(
                 "{w}; the kernel may kill a job (out of memory). Add swap (memgang testbed up \
                  --swap SIZE) or give the pool more memory"
             )
         })
     }
+}
 
-    fn renice(&mut self, job: JobId, nice: i32) {
-        let now = self.now().as_secs_f64();
-        let j = &mut self.jobs[job.index()];
-        if let Some(since) = j.boosted_since.take() {
-            j.result.boosted_s += now - since;
-        }
-        if nice < 0 {
-            j.boosted_since = Some(now);
-        }
-        j.result.max_boost = j.result.max_boost.max(nice.unsigned_abs());
-        for pid in self
-            .env
-            .backend
-            .procs_recursive(&self.jobs[job.index()].group)
-            .unwrap_or_default()
-        {
-            if let Err(e) = memgang_linux::process::set_nice_process(pid, nice) {
-                tracing::warn!("renice of pid {pid} to {nice}: {e}");
-            }
+fn renice(env: &Env, jobs: &mut Jobs, job: JobId, nice: i32, t0: Instant) {
+    let now = t0.elapsed().as_secs_f64();
+    let j = &mut jobs.runs[job.index()];
+    if let Some(since) = j.boosted_since.take() {
+        j.result.boosted_s += now - since;
+    }
+    if nice < 0 {
+        j.boosted_since = Some(now);
+    }
+    j.result.max_boost = j.result.max_boost.max(nice.unsigned_abs());
+    for pid in env.backend.procs_recursive(&j.group).unwrap_or_default() {
+        if let Err(e) = memgang_linux::process::set_nice_process(pid, nice) {
+            tracing::warn!("renice of pid {pid} to {nice}: {e}");
         }
     }
 }

@@ -8,7 +8,6 @@
 //! launches), which is what lets teardown find and kill them.
 
 use super::*;
-use crate::experiment::{Experiment, Overrides};
 use memgang_core::{JobId, JobSpec, PolicyKind, Switching};
 use memgang_linux::cgroup::{CgroupVersion, GroupPath, MemoryStat};
 use memgang_linux::counters::Psi;
@@ -216,7 +215,14 @@ fn pool_name(test: &str) -> String {
     format!("memgang-test-{}-{test}", std::process::id())
 }
 
-/// An experiment of `sh -c SCRIPT` jobs, each launched into its fake group.
+/// What the tests run: `sh -c SCRIPT` jobs, each launched into its fake
+/// group and declaring 100M, under `policy` and `switch` with a quantum of
+/// 100 ms and a sample every 50 ms.
+struct Experiment {
+    settings: NodeSettings,
+    jobs: Vec<(JobSpec, Launch)>,
+}
+
 fn experiment(pool: &str, policy: &str, switch: &str, jobs: &[(&str, &str)]) -> Experiment {
     experiment_in(pool, "256M", policy, switch, jobs)
 }
@@ -228,33 +234,29 @@ fn experiment_in(
     switch: &str,
     jobs: &[(&str, &str)],
 ) -> Experiment {
-    let mut text = format!(
-        "policy = \"{policy}\"\nquantum = \"100ms\"\nswitch = \"{switch}\"\n\
-         pool_memory = \"{pool_memory}\"\nsample_interval = \"50ms\"\n"
-    );
-    for (name, script) in jobs {
-        text += &format!(
-            "[[job]]\nname = \"{name}\"\ncommand = [\"sh\", \"-c\", \"{script}\"]\nmemory = \"100M\"\n\
-             env = {{ {GROUP_VAR} = \"{pool}/job-{name}\" }}\n"
-        );
-    }
-    Experiment::parse(&text, "test.toml", &Overrides::default()).unwrap()
+    let kind: PolicyKind = policy.parse().unwrap();
+    let mut settings = settings(pool, kind);
+    settings.pool_memory = memgang_core::units::parse_bytes(pool_memory).unwrap();
+    settings.policy = kind.build(Duration::from_millis(100), switch.parse().unwrap());
+    let jobs = jobs
+        .iter()
+        .map(|(name, script)| {
+            let spec = JobSpec {
+                memory_bytes: Some(100 << 20),
+                ..spec(name)
+            };
+            (spec, launch(pool, name, script))
+        })
+        .collect();
+    Experiment { settings, jobs }
 }
 
-fn run(f: &Fakes, exp: &Experiment, pool: &str) -> NodeReport {
-    let mut node = Node::new(
-        NodeSettings {
-            pool: pool.into(),
-            ..NodeSettings::for_experiment(exp, &f.env.machine)
-        },
-        f.env.clone(),
-    )
-    .unwrap();
-    for j in &exp.jobs {
-        node.add_job(j.spec.clone(), Launch::command(&j.command, &j.env))
-            .unwrap();
+fn run(f: &Fakes, exp: Experiment) -> NodeReport {
+    let mut node = Node::new(exp.settings, f.env.clone()).unwrap();
+    for (spec, launch) in exp.jobs {
+        node.add_job(spec, launch).unwrap();
     }
-    while !node.step(None).unwrap() {}
+    assert!(!run_to_end(&mut node, &f.env.stop).unwrap());
     node.finish()
 }
 
@@ -268,7 +270,7 @@ fn batch_runs_jobs_one_after_the_other_and_reports_their_exits() {
         "lru",
         &[("a", "exit 0"), ("b", "echo oops >&2; exit 3")],
     );
-    let r = run(&f, &exp, &pool);
+    let r = run(&f, exp);
     let (a, b) = (&r.jobs[0], &r.jobs[1]);
     assert_eq!((a.exit_code, b.exit_code), (Some(0), Some(3)));
     assert!(a.ok() && !b.ok());
@@ -296,7 +298,7 @@ fn gang_of_two(test: &str, pool_memory: &str, switch: &str) -> (Fakes, NodeRepor
         switch,
         &[("a", "sleep 0.6"), ("b", "sleep 0.6")],
     );
-    let r = run(&f, &exp, &pool);
+    let r = run(&f, exp);
     assert!(r.jobs.iter().all(|j| j.ok()), "{:?}", r.jobs);
     (f, r)
 }
@@ -380,19 +382,13 @@ fn paging_page() -> u64 {
 }
 
 #[test]
-fn execute_gives_the_run_result() {
+fn a_node_runs_to_its_end_and_records_its_samples() {
     let f = fakes();
-    let exp = experiment(
-        &format!("memgang-{}", std::process::id()),
-        "cosched",
-        "lru",
-        &[("x", "exit 0")],
-    );
-    let r = execute(&exp, &f.env).unwrap();
-    assert_eq!(r.policy, PolicyKind::Cosched.name());
+    let pool = pool_name("to-end");
+    let r = run(&f, experiment(&pool, "cosched", "lru", &[("x", "exit 0")]));
     assert_eq!(r.jobs.len(), 1);
-    assert!(r.jobs[0].ok() && !r.interrupted);
-    assert!(r.makespan_s > 0.0 && !r.samples.is_empty());
+    assert!(r.jobs[0].ok());
+    assert!(r.end > Duration::ZERO && !r.samples.is_empty());
     assert!(f.cgroups.live().is_empty());
 }
 

@@ -1,5 +1,10 @@
-//! The results of a run: one JSON document (schema in docs/results.md) from
-//! which every table, plot and report is made.
+//! memgang-results: the results of a run, one JSON document (schema in
+//! docs/results.md) from which every table, plot and report is made. The
+//! executor (memgang-runtime) records its jobs, switches and samples in
+//! these types, `memgang run` (memgang-experiment) writes the document,
+//! and `memgang report`/`plot` and the batch-baseline cache read it back.
+//! Types only, with the few derived counts that read the document
+//! (`faults_after`); no I/O.
 
 use serde::{Deserialize, Serialize};
 
@@ -71,7 +76,7 @@ pub struct RunResult {
     pub timeline: Vec<Interval>,
     pub switches: Vec<Switch>,
     pub samples: Vec<Sample>,
-    /// Where the makespan went (crate::account); absent in results written
+    /// Where the makespan went (memgang-runtime's `account`); absent in results written
     /// before it was measured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub account: Option<RunAccount>,
@@ -271,7 +276,7 @@ pub struct JobResult {
     /// what huge pages mapped at its page-outs and came back whole.
     #[serde(default)]
     pub huge_restored_bytes: u64,
-    /// Where its time went (crate::account); null for a job that never
+    /// Where its time went (memgang-runtime's `account`); null for a job that never
     /// ran to its end and in results written before it was measured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub account: Option<JobAccount>,

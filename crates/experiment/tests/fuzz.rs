@@ -1,9 +1,9 @@
-//! Every file the runtime reads from outside is fuzzed: experiment TOML
+//! Every file `memgang run` reads from outside is fuzzed: experiment TOML
 //! (written by people), results JSON (read back by `report`, `plot` and as
 //! a batch reference, also from the baseline cache). Whatever the text, a
 //! clear error or a value, never a panic. Case counts are bounded (CI).
 
-use memgang_runtime::{baseline, Experiment, Overrides, RunResult};
+use memgang_experiment::{baseline, Experiment, Overrides, RunResult};
 use proptest::prelude::*;
 
 /// Values that have broken parsers before, and ordinary ones.

@@ -7,8 +7,8 @@
 //! reference is not cached runs the batch experiment first.
 
 use crate::experiment::Experiment;
-use crate::results::{Machine, RunResult};
 use anyhow::{Context, Result};
+use memgang_results::{Machine, RunResult};
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 
