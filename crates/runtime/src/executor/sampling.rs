@@ -160,6 +160,10 @@ impl Node {
                 continue;
             };
             let frozen = self.env.freezer.is_frozen(&j.group).unwrap_or(false);
+            if !frozen && self.account.huge_due(i, now.as_secs_f64()) {
+                let pids = backend.procs_recursive(&j.group).unwrap_or_default();
+                self.account.huge_running(i, &pids, now.as_secs_f64());
+            }
             let r = &mut j.result;
             match (
                 stat.swap_ins,

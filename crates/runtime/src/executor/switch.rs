@@ -100,6 +100,7 @@ impl Node {
                             .freeze(&self.jobs[i].group)
                             .with_context(|| format!("suspending job {}", self.name(job)))?;
                         self.stop_interval(job, self.now());
+                        self.account_frozen(i);
                         let engine = self.engine();
                         let j = &mut self.jobs[i];
                         let out = engine.suspend(&mut j.mem, page_out);
@@ -136,6 +137,7 @@ impl Node {
                             .thaw(&self.jobs[i].group)
                             .with_context(|| format!("resuming job {}", self.name(job)))?;
                         self.jobs[i].running_since = Some(self.now());
+                        self.account_thawed(i);
                         resumed.push(self.name(job).to_string());
                     }
                     Action::WriteBack { until, .. } => {
@@ -267,5 +269,22 @@ impl Node {
                 tracing::warn!("renice of pid {pid} to {nice}: {e}");
             }
         }
+    }
+}
+
+/// The time account's samples at each freeze and thaw (crate::account).
+impl Node {
+    fn account_frozen(&mut self, i: usize) {
+        let pids = (self.env.backend)
+            .procs_recursive(&self.jobs[i].group)
+            .unwrap_or_default();
+        self.account.frozen(i, &pids);
+    }
+
+    fn account_thawed(&mut self, i: usize) {
+        let pids = (self.env.backend)
+            .procs_recursive(&self.jobs[i].group)
+            .unwrap_or_default();
+        self.account.thawed(i, &pids);
     }
 }
