@@ -105,6 +105,16 @@ def main(d):
         v = realapps_account.median_values(realapps_account.values(r) for r in runs[(app, name)].values())
         print(f"| {app} | {label(name)} | " + " | ".join(realapps_account.cells(v)) + " |")
 
+    print()
+    print(f"Counters, median over the {n} rounds (summed over the jobs; bench/realapps_account.py):")
+    print()
+    print(realapps_account.COUNTERS_HEADER)
+    print(realapps_account.COUNTERS_RULE)
+    for (app, name) in sorted(runs, key=lambda k: (k[0], ORDER.get(k[1].replace("q10s-", ""), 9))):
+        c = realapps_account.median_counters(
+            realapps_account.counter_values(r) for r in runs[(app, name)].values())
+        print(f"| {app} | {label(name)} | " + " | ".join(realapps_account.counter_cells(c)) + " |")
+
 
 if __name__ == "__main__":
     main(sys.argv[1])
