@@ -49,7 +49,7 @@ def main(d):
     for k, r in enumerate(rounds):
         for f in glob.glob(os.path.join(r, "*.json")):
             base = os.path.basename(f)[:-5]
-            if base.startswith("bandwidth"):
+            if base.startswith(("bandwidth", "random-reads")):
                 continue
             app, name = base.split("-", 1)
             runs.setdefault((app, name), {})[k] = json.load(open(f))

@@ -137,28 +137,24 @@ def main(d):
     print(realapps_account.HEADER)
     print(realapps_account.RULE)
     apps = sorted({os.path.basename(f).split("-q")[0] for f in files})
+    rows = []
     for app in apps:
         batch_f = os.path.join(d, f"{app}-batch.json")
-        rows = [(batch_f, "batch")] if os.path.exists(batch_f) else []
-        rows += [(f, os.path.basename(f)[:-5].split("-", 2)[-1])
+        rows += [(app, batch_f, "batch")] if os.path.exists(batch_f) else []
+        rows += [(app, f, os.path.basename(f)[:-5].split("-", 2)[-1])
                  for f in files if os.path.basename(f).split("-q")[0] == app]
-        for f, label in rows:
-            v = realapps_account.values(json.load(open(f)))
-            print(f"| {app} | {label} | " + " | ".join(realapps_account.cells(v)) + " |")
+    for app, f, label in rows:
+        v = realapps_account.values(json.load(open(f)))
+        print(f"| {app} | {label} | " + " | ".join(realapps_account.cells(v)) + " |")
 
     print()
     print("Counters (summed over the jobs; bench/realapps_account.py):")
     print()
     print(realapps_account.COUNTERS_HEADER)
     print(realapps_account.COUNTERS_RULE)
-    for app in apps:
-        batch_f = os.path.join(d, f"{app}-batch.json")
-        rows = [(batch_f, "batch")] if os.path.exists(batch_f) else []
-        rows += [(f, os.path.basename(f)[:-5].split("-", 2)[-1])
-                 for f in files if os.path.basename(f).split("-q")[0] == app]
-        for f, label in rows:
-            c = realapps_account.counter_values(json.load(open(f)))
-            print(f"| {app} | {label} | " + " | ".join(realapps_account.counter_cells(c)) + " |")
+    for app, f, label in rows:
+        c = realapps_account.counter_values(json.load(open(f)))
+        print(f"| {app} | {label} | " + " | ".join(realapps_account.counter_cells(c)) + " |")
 
 
 if __name__ == "__main__":

@@ -295,33 +295,11 @@ impl Tracker {
         }
     }
 
-    /// A job's first process `pid` started at `start_s`: its hardware
-    /// counters attach now.
+    /// A job's first process `pid` started at `start_s`: its counters
+    /// attach now.
     pub fn started(&mut self, job: usize, pid: i32, start_s: f64) {
-        let counters = if self.no_hw.is_none() {
-            match Counters::attach(pid, &Event::HARDWARE) {
-                Ok(c) => Some(c),
-                Err(why) => {
-                    tracing::info!("no hardware counters: {why}");
-                    self.no_hw = Some(why);
-                    None
-                }
-            }
-        } else {
-            None
-        };
-        let soft = if self.no_sw.is_none() {
-            match Counters::attach(pid, &Event::SOFTWARE) {
-                Ok(c) => Some(c),
-                Err(why) => {
-                    tracing::info!("no software counters: {why}");
-                    self.no_sw = Some(why);
-                    None
-                }
-            }
-        } else {
-            None
-        };
+        let counters = attach(pid, &Event::HARDWARE, &mut self.no_hw);
+        let soft = attach(pid, &Event::SOFTWARE, &mut self.no_sw);
         self.jobs.insert(
             job,
             Started {
@@ -522,6 +500,22 @@ impl Drop for Tracker {
         self.stop.store(true, Ordering::Relaxed);
         if let Some(t) = self.thread.take() {
             let _ = t.join();
+        }
+    }
+}
+
+/// Counters of `events` on `pid`, unless the kernel refused them before
+/// (`refused`: why, said once and not tried again).
+fn attach(pid: i32, events: &[Event], refused: &mut Option<String>) -> Option<Counters> {
+    if refused.is_some() {
+        return None;
+    }
+    match Counters::attach(pid, events) {
+        Ok(c) => Some(c),
+        Err(why) => {
+            tracing::info!("no {} counters: {why}", events[0].name());
+            *refused = Some(why);
+            None
         }
     }
 }
