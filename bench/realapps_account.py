@@ -142,7 +142,7 @@ def counter_cells(c):
         hw = "not available" + (f": {c['hw_missing'][:60]}" if c["hw_missing"] else "")
     return [n(c["task_clock"], fmt="{:.1f}"), n(c["page_faults"], 1e3, "{:.1f}"), n(c["major_faults"]),
             n(c["context_switches"], 1e3, "{:.1f}"), n(c["cpu_migrations"]),
-            n(c["huge_quantum_end"]), n(c["huge_running"]), str(c["thp_fallback"]),
+            n(c["huge_quantum_end"]), n(c["huge_running"]), n(c["thp_fallback"]),
             f"{c['frozen_io']:.2f} / {c['frozen_cpu']:.2f}", hw]
 
 

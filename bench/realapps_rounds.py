@@ -27,7 +27,8 @@ import sys
 import realapps_account
 from realapps_table import check
 
-ORDER = {"batch": 0, "lru": 1, "so": 2, "so-ao": 3, "so-ao-ai": 4, "so-ao-ai-share5": 5}
+ORDER = {"batch": 0, "lru": 1, "so": 2, "so-ao": 3, "so-ao-ai": 4, "so-ao-ai-share5": 5,
+         "so-ao-ai-share2.5": 5}
 
 
 def label(run_name):

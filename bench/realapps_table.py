@@ -64,7 +64,7 @@ def main(d):
         app = os.path.basename(f).split("-q")[0]
         label = os.path.basename(f)[:-5].split("-", 2)[-1].replace("-", "/").replace("/nohuge", ", no huge-page restore")
         if run.get("max_switch_share"):
-            label = label.split("/share")[0] + f", quantum grows (switching <= {run['max_switch_share'] * 100:.0f}%)"
+            label = label.split("/share")[0] + f", quantum grows (switching <= {run['max_switch_share'] * 100:g}%)"
         batch_f = os.path.join(d, f"{app}-batch.json")
         batch = json.load(open(batch_f)) if os.path.exists(batch_f) else None
         lru_f = os.path.join(d, f"{app}-q10s-lru.json")
