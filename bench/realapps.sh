@@ -20,9 +20,11 @@
 # overhead in each round against that round's batch, and the median; a
 # single run here moves by 5-10% (docs/realapps.md).
 # SHARES adds so/ao/ai runs whose quantum grows after a dear switch until
-# switching is at most that share of the time (--max-switch-share).
+# switching is at most that share of the time (--max-switch-share). 2.5%:
+# at 5% a 0.5 s switch asks for 9.5 s, under the 10 s set, so nothing grew
+# (docs/realapps.md, "One mechanism tried").
 #   sudo bench/realapps.sh [OUT_DIR]        APPS="cg stencil gather" (or hpcc, lammps) SWITCHES="lru so/ao/ai"
-#                                           SHARES="5%" ("" for none) ROUNDS=1
+#                                           SHARES="2.5%" ("" for none) ROUNDS=1
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source bench/lib.sh
@@ -48,7 +50,7 @@ run_round() {
       "$bin" run "$exp" --policy gang --quantum 10s --switch "$sw" --baseline "$dir/$app-batch.json" \
         --json "$dir/$run.json" --logs "$dir/logs/$run" | tail -n 1
     done
-    for share in ${SHARES-5%}; do
+    for share in ${SHARES-2.5%}; do
       run=$app-q10s-so-ao-ai-share${share%\%}
       step "$app / gang q=10s so/ao/ai, switching at most $share${2:+ ($2)}"
       "$bin" run "$exp" --policy gang --quantum 10s --switch so/ao/ai --max-switch-share "$share" \

@@ -27,7 +27,8 @@ import sys
 import realapps_account
 from realapps_table import check
 
-ORDER = {"batch": 0, "lru": 1, "so": 2, "so-ao": 3, "so-ao-ai": 4, "so-ao-ai-share5": 5}
+ORDER = {"batch": 0, "lru": 1, "so": 2, "so-ao": 3, "so-ao-ai": 4, "so-ao-ai-share5": 5,
+         "so-ao-ai-share2.5": 5}
 
 
 def label(run_name):
@@ -49,7 +50,7 @@ def main(d):
     for k, r in enumerate(rounds):
         for f in glob.glob(os.path.join(r, "*.json")):
             base = os.path.basename(f)[:-5]
-            if base.startswith("bandwidth"):
+            if base.startswith(("bandwidth", "random-reads")):
                 continue
             app, name = base.split("-", 1)
             runs.setdefault((app, name), {})[k] = json.load(open(f))
@@ -104,6 +105,16 @@ def main(d):
     for (app, name) in sorted(runs, key=lambda k: (k[0], ORDER.get(k[1].replace("q10s-", ""), 9))):
         v = realapps_account.median_values(realapps_account.values(r) for r in runs[(app, name)].values())
         print(f"| {app} | {label(name)} | " + " | ".join(realapps_account.cells(v)) + " |")
+
+    print()
+    print(f"Counters, median over the {n} rounds (summed over the jobs; bench/realapps_account.py):")
+    print()
+    print(realapps_account.COUNTERS_HEADER)
+    print(realapps_account.COUNTERS_RULE)
+    for (app, name) in sorted(runs, key=lambda k: (k[0], ORDER.get(k[1].replace("q10s-", ""), 9))):
+        c = realapps_account.median_counters(
+            realapps_account.counter_values(r) for r in runs[(app, name)].values())
+        print(f"| {app} | {label(name)} | " + " | ".join(realapps_account.counter_cells(c)) + " |")
 
 
 if __name__ == "__main__":

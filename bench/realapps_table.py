@@ -23,7 +23,9 @@ with the system part of those (page faults, and the reclaim the kernel
 does in the job's context when its cgroup is full; the rest is user time:
 cache and TLB refills after a switch, or noise).
 A third gives each run's time account, measured (realapps_account.py):
-CPU against batch, frozen, switch, io wait, run-queue wait, unaccounted.
+CPU against batch, frozen, switch, io wait, run-queue wait, unaccounted;
+a fourth its counters (software perf events, huge pages, THP fallbacks,
+what the kernel counted while frozen, hardware counters or why none).
 """
 import glob
 import json
@@ -62,7 +64,7 @@ def main(d):
         app = os.path.basename(f).split("-q")[0]
         label = os.path.basename(f)[:-5].split("-", 2)[-1].replace("-", "/").replace("/nohuge", ", no huge-page restore")
         if run.get("max_switch_share"):
-            label = label.split("/share")[0] + f", quantum grows (switching <= {run['max_switch_share'] * 100:.0f}%)"
+            label = label.split("/share")[0] + f", quantum grows (switching <= {run['max_switch_share'] * 100:g}%)"
         batch_f = os.path.join(d, f"{app}-batch.json")
         batch = json.load(open(batch_f)) if os.path.exists(batch_f) else None
         lru_f = os.path.join(d, f"{app}-q10s-lru.json")
@@ -135,14 +137,24 @@ def main(d):
     print(realapps_account.HEADER)
     print(realapps_account.RULE)
     apps = sorted({os.path.basename(f).split("-q")[0] for f in files})
+    rows = []
     for app in apps:
         batch_f = os.path.join(d, f"{app}-batch.json")
-        rows = [(batch_f, "batch")] if os.path.exists(batch_f) else []
-        rows += [(f, os.path.basename(f)[:-5].split("-", 2)[-1])
+        rows += [(app, batch_f, "batch")] if os.path.exists(batch_f) else []
+        rows += [(app, f, os.path.basename(f)[:-5].split("-", 2)[-1])
                  for f in files if os.path.basename(f).split("-q")[0] == app]
-        for f, label in rows:
-            v = realapps_account.values(json.load(open(f)))
-            print(f"| {app} | {label} | " + " | ".join(realapps_account.cells(v)) + " |")
+    for app, f, label in rows:
+        v = realapps_account.values(json.load(open(f)))
+        print(f"| {app} | {label} | " + " | ".join(realapps_account.cells(v)) + " |")
+
+    print()
+    print("Counters (summed over the jobs; bench/realapps_account.py):")
+    print()
+    print(realapps_account.COUNTERS_HEADER)
+    print(realapps_account.COUNTERS_RULE)
+    for app, f, label in rows:
+        c = realapps_account.counter_values(json.load(open(f)))
+        print(f"| {app} | {label} | " + " | ".join(realapps_account.counter_cells(c)) + " |")
 
 
 if __name__ == "__main__":

@@ -306,6 +306,7 @@ pub fn account(r: &RunResult) -> String {
             String::new()
         }
     );
+    out.push_str(&counters(r));
     let hw: Vec<_> = r
         .jobs
         .iter()
@@ -355,6 +356,62 @@ pub fn account(r: &RunResult) -> String {
     out
 }
 
+/// The jobs' software counters (no PMU needed), huge pages and what the
+/// kernel counted while they were frozen, beside their batch run's.
+fn counters(r: &RunResult) -> String {
+    let rows: Vec<_> = r
+        .jobs
+        .iter()
+        .filter_map(|j| Some((j, j.account.as_ref()?)))
+        .filter(|(_, a)| a.sw.is_some() || a.frozen_samples > 0)
+        .collect();
+    if rows.is_empty() {
+        return String::new();
+    }
+    let mut t = table([
+        "job",
+        "task_clock_s",
+        "page_faults",
+        "major_faults",
+        "ctx_switches",
+        "migrations",
+        "batch_page_faults",
+        "huge_MB_quantum_end",
+        "huge_MB_running",
+        "batch_huge_MB",
+        "frozen_io_wait",
+        "frozen_cpu",
+    ]);
+    let mb = |h: Option<&memgang_results::HugeStat>| {
+        h.map_or("-".into(), |h| num(h.mean_bytes as f64 / 1048576.0))
+    };
+    for (j, a) in rows {
+        let sw = a.sw.as_ref();
+        let b = a.batch.as_ref();
+        let n =
+            |f: fn(&memgang_results::SwCounts) -> u64| sw.map_or("-".into(), |s| f(s).to_string());
+        t.add_row(vec![
+            Cell::new(&j.name),
+            Cell::new(sw.map_or("-".into(), |s| num(s.task_clock_ns as f64 * 1e-9))),
+            Cell::new(n(|s| s.page_faults)),
+            Cell::new(n(|s| s.major_faults)),
+            Cell::new(n(|s| s.context_switches)),
+            Cell::new(n(|s| s.cpu_migrations)),
+            Cell::new(
+                b.and_then(|b| b.sw.as_ref())
+                    .map_or("-".into(), |s| s.page_faults.to_string()),
+            ),
+            Cell::new(mb(a.anon_huge_quantum_end.as_ref())),
+            Cell::new(mb(a.anon_huge_running.as_ref())),
+            Cell::new(mb(b.and_then(|b| b.anon_huge_running.as_ref()))),
+            Cell::new(num(a.io_wait_while_frozen_s)),
+            Cell::new(num(a.cpu_while_frozen_s)),
+        ]);
+    }
+    numbers_right(&mut t, 1);
+    format!("counters (perf software events; huge pages: mean AnonHugePages; counted while frozen, s):\n{t}\n")
+}
+
 /// One job's account as a block of lines (`memgang show`): its wall
 /// time, each part with its share, and the stalls inside them.
 pub fn job_account(a: &JobAccount) -> String {
@@ -394,6 +451,23 @@ pub fn job_account(a: &JobAccount) -> String {
         num(a.thrashing_delay_s),
         num(a.reclaim_delay_s)
     );
+    if a.frozen_samples > 0 {
+        let _ = writeln!(
+            out,
+            "  counted while frozen ({} freezes sampled), inside frozen and switches: io wait {} s, cpu {} s, run queue {} s",
+            a.frozen_samples,
+            num(a.io_wait_while_frozen_s),
+            num(a.cpu_while_frozen_s),
+            num(a.run_queue_while_frozen_s)
+        );
+    }
+    if let Some(s) = &a.sw {
+        let _ = writeln!(
+            out,
+            "  counters: {} page faults ({} major), {} context switches, {} CPU migrations",
+            s.page_faults, s.major_faults, s.context_switches, s.cpu_migrations
+        );
+    }
     out
 }
 

@@ -94,13 +94,32 @@ fn check(v: &Value, what: &str) -> (f64, f64) {
             "{what}: job {}: {u:.3} s of its {wall:.3} s unaccounted: {a}",
             j["name"]
         );
-        // The kernel's CPU time of its tasks is rusage's, within its
-        // tick-based rounding.
+        // The kernel's CPU time of its tasks (running and frozen) is
+        // rusage's, within its tick-based rounding.
         let rusage = f(a, "user_cpu_s") + f(a, "system_cpu_s");
+        let cpu = f(a, "cpu_s") + f(a, "cpu_while_frozen_s");
         assert!(
-            (f(a, "cpu_s") - rusage).abs() <= 0.02 * rusage + 0.05,
-            "{what}: cpu {} vs rusage {rusage}: {a}",
-            f(a, "cpu_s")
+            (cpu - rusage).abs() <= 0.02 * rusage + 0.05,
+            "{what}: cpu {cpu} vs rusage {rusage}: {a}"
+        );
+        // Every freeze was sampled at the freeze and the thaw (the last
+        // thaw of a job is its last turn's start: as many pairs as its
+        // stretches of running less one).
+        let stretches = v["timeline"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|i| i["job"] == j["name"])
+            .count() as u64;
+        assert_eq!(
+            a["frozen_samples"].as_u64().unwrap(),
+            stretches.saturating_sub(1),
+            "{what}: {a}"
+        );
+        // The software counters need no PMU: the job faulted its memory in.
+        assert!(
+            a["sw"]["page_faults"].as_u64().unwrap_or(0) > 1000,
+            "{what}: {a}"
         );
         frozen += f(a, "frozen_s") + f(a, "switch_out_s") + f(a, "switch_in_s");
     }

@@ -1,6 +1,9 @@
-//! Hardware counters of a job (`perf_event_open`): cycles, instructions,
-//! last-level-cache and data-TLB read misses of a process and every thread
-//! and child it makes after the counters are attached (`inherit`).
+//! Counters of a job (`perf_event_open`): hardware ones (cycles,
+//! instructions, last-level-cache and data-TLB read misses) where the
+//! machine has a PMU, and the kernel's software ones (page faults, context
+//! switches, CPU migrations, CPU and task clocks) everywhere, of a process
+//! and every thread and child it makes after they are attached
+//! (`inherit`).
 //!
 //! nix has no `perf_event_open`; the call is one syscall with a 64-byte
 //! attribute block (`PERF_ATTR_SIZE_VER0`, which every kernel accepts), so
@@ -21,7 +24,13 @@ const PERF_COUNT_HW_CACHE_LL: u64 = 2;
 const PERF_COUNT_HW_CACHE_DTLB: u64 = 3;
 const PERF_COUNT_HW_CACHE_OP_READ: u64 = 0;
 const PERF_COUNT_HW_CACHE_RESULT_MISS: u64 = 1;
+const PERF_COUNT_SW_CPU_CLOCK: u64 = 0;
 const PERF_COUNT_SW_TASK_CLOCK: u64 = 1;
+const PERF_COUNT_SW_PAGE_FAULTS: u64 = 2;
+const PERF_COUNT_SW_CONTEXT_SWITCHES: u64 = 3;
+const PERF_COUNT_SW_CPU_MIGRATIONS: u64 = 4;
+const PERF_COUNT_SW_PAGE_FAULTS_MIN: u64 = 5;
+const PERF_COUNT_SW_PAGE_FAULTS_MAJ: u64 = 6;
 const PERF_FLAG_FD_CLOEXEC: libc::c_ulong = 1 << 3;
 const PERF_FORMAT_TOTAL_TIME_ENABLED: u64 = 1;
 const PERF_FORMAT_TOTAL_TIME_RUNNING: u64 = 2;
@@ -52,8 +61,14 @@ pub enum Event {
     Instructions,
     LlcMisses,
     DtlbMisses,
-    /// A software event every kernel has: for tests.
+    /// The kernel's software events, which need no PMU. Clocks in ns.
     TaskClock,
+    CpuClock,
+    PageFaults,
+    MinorFaults,
+    MajorFaults,
+    ContextSwitches,
+    CpuMigrations,
 }
 
 impl Event {
@@ -62,6 +77,15 @@ impl Event {
         Event::Instructions,
         Event::LlcMisses,
         Event::DtlbMisses,
+    ];
+    pub const SOFTWARE: [Event; 7] = [
+        Event::TaskClock,
+        Event::CpuClock,
+        Event::PageFaults,
+        Event::MinorFaults,
+        Event::MajorFaults,
+        Event::ContextSwitches,
+        Event::CpuMigrations,
     ];
 
     fn attr(self) -> (u32, u64) {
@@ -74,6 +98,12 @@ impl Event {
             Event::LlcMisses => (PERF_TYPE_HW_CACHE, cache(PERF_COUNT_HW_CACHE_LL)),
             Event::DtlbMisses => (PERF_TYPE_HW_CACHE, cache(PERF_COUNT_HW_CACHE_DTLB)),
             Event::TaskClock => (PERF_TYPE_SOFTWARE, PERF_COUNT_SW_TASK_CLOCK),
+            Event::CpuClock => (PERF_TYPE_SOFTWARE, PERF_COUNT_SW_CPU_CLOCK),
+            Event::PageFaults => (PERF_TYPE_SOFTWARE, PERF_COUNT_SW_PAGE_FAULTS),
+            Event::MinorFaults => (PERF_TYPE_SOFTWARE, PERF_COUNT_SW_PAGE_FAULTS_MIN),
+            Event::MajorFaults => (PERF_TYPE_SOFTWARE, PERF_COUNT_SW_PAGE_FAULTS_MAJ),
+            Event::ContextSwitches => (PERF_TYPE_SOFTWARE, PERF_COUNT_SW_CONTEXT_SWITCHES),
+            Event::CpuMigrations => (PERF_TYPE_SOFTWARE, PERF_COUNT_SW_CPU_MIGRATIONS),
         }
     }
 
@@ -84,6 +114,12 @@ impl Event {
             Event::LlcMisses => "LLC read misses",
             Event::DtlbMisses => "dTLB read misses",
             Event::TaskClock => "task-clock",
+            Event::CpuClock => "cpu-clock",
+            Event::PageFaults => "page-faults",
+            Event::MinorFaults => "minor-faults",
+            Event::MajorFaults => "major-faults",
+            Event::ContextSwitches => "context-switches",
+            Event::CpuMigrations => "cpu-migrations",
         }
     }
 }
@@ -124,7 +160,7 @@ impl Counters {
                 let err = std::io::Error::last_os_error();
                 let why = match err.raw_os_error() {
                     Some(libc::ENOENT) | Some(libc::EOPNOTSUPP) => format!(
-                        "the kernel has no {} counter (no hardware PMU, e.g. in a virtual machine): {err}",
+                        "not available on this machine (no PMU): the kernel has no {} counter: {err}",
                         e.name()
                     ),
                     Some(libc::EACCES) | Some(libc::EPERM) => format!(
@@ -180,15 +216,21 @@ mod tests {
             .stdin(std::process::Stdio::piped())
             .spawn()
             .unwrap();
-        let counters = Counters::attach(child.id() as i32, &[Event::TaskClock]).unwrap();
+        let counters = Counters::attach(child.id() as i32, &Event::SOFTWARE).unwrap();
         drop(child.stdin.take());
         child.wait().unwrap();
         let read = counters.read();
-        let [(Event::TaskClock, ns)] = read.as_slice() else {
-            panic!("{read:?}")
-        };
-        // The loop runs for milliseconds at least.
-        assert!(*ns > 1_000_000, "{ns} ns");
+        assert_eq!(read.len(), Event::SOFTWARE.len(), "{read:?}");
+        let get = |e: Event| read.iter().find(|r| r.0 == e).unwrap().1;
+        // The loop runs for milliseconds at least, and the shell faults
+        // pages in and is switched out at least once (it waits on `read`).
+        assert!(get(Event::TaskClock) > 1_000_000, "{read:?}");
+        assert!(get(Event::PageFaults) > 0, "{read:?}");
+        assert!(
+            get(Event::PageFaults) >= get(Event::MinorFaults),
+            "{read:?}"
+        );
+        assert!(get(Event::ContextSwitches) > 0, "{read:?}");
         match Counters::attach(std::process::id() as i32, &Event::HARDWARE) {
             Ok(c) => assert_eq!(c.read().len(), 4),
             Err(why) => assert!(why.contains("perf_event_open") || why.contains("counter")),

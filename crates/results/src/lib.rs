@@ -106,14 +106,22 @@ pub struct JobAccount {
     /// The rest: time the job slept by itself (a barrier, a message, a
     /// pipe) and what nothing measured. Near 0 for a job that only computes.
     pub unaccounted_s: f64,
-    /// I/O wait the kernel counted while the job was frozen: a task the
-    /// freezer caught inside an I/O wait (a swap-in fault) keeps its
-    /// I/O-wait clock running until it is thawed and the wait ends. That
-    /// time is already the freeze's (`frozen_s`, the switches'), so it is
-    /// taken out of `io_wait_s` (which keeps what the job's thawed time,
-    /// less its CPU and run-queue time, holds) and shown here.
+    /// What the kernel counted while the job was frozen, measured by
+    /// sampling its processes' taskstats right after each freeze and each
+    /// thaw: I/O wait (a task the freezer caught inside a swap-in wait
+    /// keeps its wait open until the thaw), CPU (a task on its way into
+    /// the freezer) and run-queue wait. That time is already the freeze's
+    /// (`frozen_s`, the switches'), so it is taken out of `io_wait_s`,
+    /// `cpu_s`, `run_queue_s` and shown here; `frozen_samples` freeze-thaw
+    /// pairs were sampled.
     #[serde(default)]
     pub io_wait_while_frozen_s: f64,
+    #[serde(default)]
+    pub cpu_while_frozen_s: f64,
+    #[serde(default)]
+    pub run_queue_while_frozen_s: f64,
+    #[serde(default)]
+    pub frozen_samples: u32,
     /// Memory stalls, overlapping the parts above (the kernel counts them
     /// as wall time around work that is also on a CPU or in I/O wait):
     /// submitting swap-in reads, waiting on evicted working-set pages
@@ -142,6 +150,24 @@ pub struct JobAccount {
     /// Why there are no hardware counters, where the kernel refused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hw_missing: Option<String>,
+    /// The kernel's software counters of its processes and threads
+    /// (`perf_event_open`, inherited), and why not where refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sw: Option<SwCounts>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sw_missing: Option<String>,
+    /// Its anonymous huge pages (smaps_rollup's AnonHugePages, all its
+    /// processes) at the end of each quantum, just after its freeze and
+    /// before its page-out, and every 10 s while it ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub anon_huge_quantum_end: Option<HugeStat>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub anon_huge_running: Option<HugeStat>,
+    /// The machine's mTHP event counters (hugepages-SIZE/stats, e.g.
+    /// anon_fault_alloc, swpout, split) grown over the job's life, by
+    /// size, nonzero only: machine-wide, so they include the other jobs'.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub mthp: std::collections::BTreeMap<String, std::collections::BTreeMap<String, u64>>,
     /// Exit records lost on the node up to the job's end (the kernel could
     /// not deliver them, or more were held than memgang keeps): when not
     /// 0, its delays may be short of some tasks.
@@ -175,6 +201,28 @@ pub struct HwCounts {
     pub dtlb_misses: u64,
 }
 
+/// The kernel's software perf events of a job: faults, context switches,
+/// CPU migrations; its task and CPU clocks in ns.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SwCounts {
+    pub page_faults: u64,
+    pub minor_faults: u64,
+    pub major_faults: u64,
+    pub context_switches: u64,
+    pub cpu_migrations: u64,
+    pub task_clock_ns: u64,
+    pub cpu_clock_ns: u64,
+}
+
+/// Readings of a job's anonymous huge pages, in bytes.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct HugeStat {
+    pub samples: u32,
+    pub mean_bytes: u64,
+    pub min_bytes: u64,
+    pub max_bytes: u64,
+}
+
 /// A job's numbers in the batch run it is compared with.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct BatchJob {
@@ -184,6 +232,10 @@ pub struct BatchJob {
     pub system_cpu_s: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hw: Option<HwCounts>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sw: Option<SwCounts>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub anon_huge_running: Option<HugeStat>,
 }
 
 /// Where the run's makespan went: the node's time split into switches,

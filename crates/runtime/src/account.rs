@@ -15,6 +15,25 @@
 //! * `unaccounted`: the rest, i.e. the job's own sleeps and whatever no
 //!   counter saw.
 //!
+//! The kernel's counters run on while a job is frozen: a freeze that
+//! catches a task asleep in an I/O wait (a swap-in fault) leaves its wait
+//! open, and the kernel adds it, frozen time included, when the thaw
+//! wakes the task; a task still on its way into the freezer computes a
+//! little after memgang's clock stopped it. So each process of the job is
+//! sampled (taskstats' `TASKSTATS_CMD_GET` by thread group) right after
+//! each freeze and right after each thaw, and what its counters grew by
+//! in between is the frozen time's (`*_while_frozen_s`), taken out of the
+//! running parts. A wait open across the freeze is all counted as frozen,
+//! its part before the freeze (under a millisecond to a fraction of a
+//! second) included.
+//!
+//! Beside the time, each job's software perf counters (faults, context
+//! switches, migrations, CPU clock) and, where the machine has a PMU, its
+//! hardware ones; its anonymous huge pages (`AnonHugePages` of
+//! smaps_rollup) at the end of each quantum (before its page-out) and
+//! every [`HUGE_EVERY_S`] of running; and the machine's mTHP counters over
+//! its life.
+//!
 //! A job with several tasks can be on several CPUs at once: each per-task
 //! sum is divided by its `width`, the mean number of its tasks active at
 //! once (on a CPU, queued or in I/O wait) over its running time, at least
@@ -34,11 +53,12 @@
 //! one of them when it exited.
 
 use crate::results::{
-    BatchJob, HwCounts, Interval, JobAccount, JobResult, RunAccount, RunResult, Switch,
+    BatchJob, HugeStat, HwCounts, Interval, JobAccount, JobResult, RunAccount, RunResult, SwCounts,
+    Switch,
 };
 use memgang_linux::perf::{Counters, Event};
-use memgang_linux::taskstats::{DelayAcct, Listener, Record, TaskStats};
-use std::collections::{HashMap, HashSet};
+use memgang_linux::taskstats::{DelayAcct, Listener, Querier, Record, TaskStats};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -58,6 +78,9 @@ const BUSY_SHARE: f64 = 0.05;
 /// jobs run for days with other processes exiting around them; beyond it
 /// they count as lost.
 const MAX_RECORDS: usize = 1 << 18;
+/// How often a running job's huge pages are read (smaps_rollup walks its
+/// page tables: milliseconds for a few hundred MB).
+pub const HUGE_EVERY_S: f64 = 10.0;
 
 #[derive(Default)]
 struct Collected {
@@ -72,6 +95,109 @@ struct Started {
     pid: i32,
     start_s: f64,
     counters: Option<Counters>,
+    soft: Option<Counters>,
+    /// Each process's counters at its last freeze, while it is frozen.
+    frozen_at: Option<HashMap<i32, TaskStats>>,
+    while_frozen: Accrued,
+    /// AnonHugePages (bytes) at each quantum's end, and while running.
+    huge_quantum_end: Vec<u64>,
+    huge_running: Vec<u64>,
+    next_huge_s: f64,
+    mthp_start: Mthp,
+}
+
+/// The kernel's counters of a job's tasks grown while it was frozen, in ns.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Accrued {
+    pub cpu_ns: u64,
+    pub cpu_delay_ns: u64,
+    pub blkio_ns: u64,
+    /// Freeze-thaw pairs sampled.
+    pub samples: u32,
+}
+
+/// The machine's mTHP event counters: size -> counter -> value.
+type Mthp = BTreeMap<String, BTreeMap<String, u64>>;
+
+/// /sys/kernel/mm/transparent_hugepage/hugepages-*/stats, counters only
+/// (`nr_*` are gauges). Empty where the kernel has none.
+fn read_mthp() -> Mthp {
+    let mut out = Mthp::new();
+    let Ok(dir) = std::fs::read_dir("/sys/kernel/mm/transparent_hugepage") else {
+        return out;
+    };
+    for e in dir.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(size) = name.strip_prefix("hugepages-") else {
+            continue;
+        };
+        let Ok(stats) = std::fs::read_dir(e.path().join("stats")) else {
+            continue;
+        };
+        for st in stats.flatten() {
+            let key = st.file_name().to_string_lossy().into_owned();
+            if key.starts_with("nr_") {
+                continue;
+            }
+            if let Some(v) = std::fs::read_to_string(st.path())
+                .ok()
+                .and_then(|t| t.trim().parse::<u64>().ok())
+            {
+                out.entry(size.to_string()).or_default().insert(key, v);
+            }
+        }
+    }
+    out
+}
+
+/// What grew from `a` to `b`, nonzero only.
+fn mthp_delta(a: &Mthp, b: &Mthp) -> Mthp {
+    let mut out = Mthp::new();
+    for (size, counters) in b {
+        for (k, v) in counters {
+            let was = a.get(size).and_then(|c| c.get(k)).copied().unwrap_or(0);
+            if *v > was {
+                out.entry(size.clone())
+                    .or_default()
+                    .insert(k.clone(), v - was);
+            }
+        }
+    }
+    out
+}
+
+/// Sum of AnonHugePages over `pids` (smaps_rollup), in bytes; None if
+/// none could be read.
+fn anon_huge(pids: &[i32]) -> Option<u64> {
+    let mut total = None;
+    for pid in pids {
+        let Ok(t) = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")) else {
+            continue;
+        };
+        for line in t.lines() {
+            if let Some(rest) = line.strip_prefix("AnonHugePages:") {
+                let kb: u64 = rest
+                    .split_whitespace()
+                    .next()
+                    .and_then(|n| n.parse().ok())
+                    .unwrap_or(0);
+                *total.get_or_insert(0) += kb * 1024;
+            }
+        }
+    }
+    total
+}
+
+fn huge_stat(v: &[u64]) -> Option<HugeStat> {
+    if v.is_empty() {
+        return None;
+    }
+    Some(HugeStat {
+        samples: v.len() as u32,
+        mean_bytes: v.iter().sum::<u64>() / v.len() as u64,
+        min_bytes: *v.iter().min().unwrap(),
+        max_bytes: *v.iter().max().unwrap(),
+    })
 }
 
 /// Collects the exit records and hardware counters of a node's jobs.
@@ -87,6 +213,9 @@ pub struct Tracker {
     no_delays: Option<String>,
     /// None: counters attach; Some: why not (said once, not tried again).
     no_hw: Option<String>,
+    no_sw: Option<String>,
+    /// For the freeze and thaw samples; None without taskstats.
+    querier: Option<Querier>,
     jobs: HashMap<usize, Started>,
 }
 
@@ -145,6 +274,13 @@ impl Tracker {
         if let Some(why) = &no_delays {
             tracing::info!("no delay accounting: {why}");
         }
+        let querier = if no_delays.is_none() {
+            Querier::open()
+                .map_err(|e| tracing::warn!("no freeze and thaw samples: {e}"))
+                .ok()
+        } else {
+            None
+        };
         Tracker {
             collected,
             oldest,
@@ -153,34 +289,89 @@ impl Tracker {
             _delayacct: delayacct,
             no_delays,
             no_hw: None,
+            no_sw: None,
+            querier,
             jobs: HashMap::new(),
         }
     }
 
-    /// A job's first process `pid` started at `start_s`: its hardware
-    /// counters attach now.
+    /// A job's first process `pid` started at `start_s`: its counters
+    /// attach now.
     pub fn started(&mut self, job: usize, pid: i32, start_s: f64) {
-        let counters = if self.no_hw.is_none() {
-            match Counters::attach(pid, &Event::HARDWARE) {
-                Ok(c) => Some(c),
-                Err(why) => {
-                    tracing::info!("no hardware counters: {why}");
-                    self.no_hw = Some(why);
-                    None
-                }
-            }
-        } else {
-            None
-        };
+        let counters = attach(pid, &Event::HARDWARE, &mut self.no_hw);
+        let soft = attach(pid, &Event::SOFTWARE, &mut self.no_sw);
         self.jobs.insert(
             job,
             Started {
                 pid,
                 start_s,
                 counters,
+                soft,
+                frozen_at: None,
+                while_frozen: Accrued::default(),
+                huge_quantum_end: Vec::new(),
+                huge_running: Vec::new(),
+                next_huge_s: start_s + HUGE_EVERY_S,
+                mthp_start: read_mthp(),
             },
         );
         self.update_oldest();
+    }
+
+    /// Each process's counters, by thread group; those that could not be
+    /// read are left out.
+    fn sample(&self, pids: &[i32]) -> HashMap<i32, TaskStats> {
+        let Some(q) = &self.querier else {
+            return HashMap::new();
+        };
+        pids.iter()
+            .filter_map(|&p| Some((p, q.query(p as u32, true).ok()??)))
+            .collect()
+    }
+
+    /// Job `job` was just frozen with processes `pids` (its quantum's
+    /// end): their counters and huge pages now.
+    pub fn frozen(&mut self, job: usize, pids: &[i32]) {
+        if !self.jobs.contains_key(&job) {
+            return;
+        }
+        let now = self.sample(pids);
+        let huge = anon_huge(pids);
+        let s = self.jobs.get_mut(&job).expect("checked");
+        s.frozen_at = Some(now);
+        s.huge_quantum_end.extend(huge);
+    }
+
+    /// Job `job` was just thawed: what its processes' counters grew by
+    /// since its freeze is the frozen time's.
+    pub fn thawed(&mut self, job: usize, pids: &[i32]) {
+        let Some(before) = self.jobs.get_mut(&job).and_then(|s| s.frozen_at.take()) else {
+            return;
+        };
+        let now = self.sample(pids);
+        let s = self.jobs.get_mut(&job).expect("checked");
+        let w = &mut s.while_frozen;
+        for (pid, b) in &before {
+            let Some(a) = now.get(pid) else { continue };
+            w.cpu_ns += a.cpu_ns.saturating_sub(b.cpu_ns);
+            w.cpu_delay_ns += a.cpu_delay_ns.saturating_sub(b.cpu_delay_ns);
+            w.blkio_ns += a.blkio_delay_ns.saturating_sub(b.blkio_delay_ns);
+        }
+        w.samples += 1;
+    }
+
+    /// A running job's huge pages are due a reading at `now_s`.
+    pub fn huge_due(&self, job: usize, now_s: f64) -> bool {
+        self.jobs.get(&job).is_some_and(|s| now_s >= s.next_huge_s)
+    }
+
+    /// Read a running job's huge pages (processes `pids`).
+    pub fn huge_running(&mut self, job: usize, pids: &[i32], now_s: f64) {
+        let huge = anon_huge(pids);
+        if let Some(s) = self.jobs.get_mut(&job) {
+            s.huge_running.extend(huge);
+            s.next_huge_s = now_s + HUGE_EVERY_S;
+        }
     }
 
     fn update_oldest(&self) {
@@ -213,10 +404,26 @@ impl Tracker {
                     Event::Instructions => h.instructions = n,
                     Event::LlcMisses => h.llc_misses = n,
                     Event::DtlbMisses => h.dtlb_misses = n,
-                    Event::TaskClock => {}
+                    _ => {}
                 }
             }
             h
+        });
+        let sw = started.soft.as_ref().map(|c| {
+            let mut w = SwCounts::default();
+            for (e, n) in c.read() {
+                match e {
+                    Event::TaskClock => w.task_clock_ns = n,
+                    Event::CpuClock => w.cpu_clock_ns = n,
+                    Event::PageFaults => w.page_faults = n,
+                    Event::MinorFaults => w.minor_faults = n,
+                    Event::MajorFaults => w.major_faults = n,
+                    Event::ContextSwitches => w.context_switches = n,
+                    Event::CpuMigrations => w.cpu_migrations = n,
+                    _ => {}
+                }
+            }
+            w
         });
         let (tasks, lost) = if self.no_delays.is_none() {
             self.take_tasks(started.pid, leftovers, start)
@@ -244,10 +451,16 @@ impl Tracker {
             &outs,
             &ins,
             (user, r.system_cpu_s.unwrap_or(0.0)),
+            started.while_frozen,
             self.no_delays.clone(),
         );
         a.hw = hw;
         a.hw_missing = self.no_hw.clone();
+        a.sw = sw;
+        a.sw_missing = self.no_sw.clone();
+        a.anon_huge_quantum_end = huge_stat(&started.huge_quantum_end);
+        a.anon_huge_running = huge_stat(&started.huge_running);
+        a.mthp = mthp_delta(&started.mthp_start, &read_mthp());
         a.records_lost = lost;
         // Records older than every job still running are of no use.
         self.update_oldest();
@@ -287,6 +500,22 @@ impl Drop for Tracker {
         self.stop.store(true, Ordering::Relaxed);
         if let Some(t) = self.thread.take() {
             let _ = t.join();
+        }
+    }
+}
+
+/// Counters of `events` on `pid`, unless the kernel refused them before
+/// (`refused`: why, said once and not tried again).
+fn attach(pid: i32, events: &[Event], refused: &mut Option<String>) -> Option<Counters> {
+    if refused.is_some() {
+        return None;
+    }
+    match Counters::attach(pid, events) {
+        Ok(c) => Some(c),
+        Err(why) => {
+            tracing::info!("no {} counters: {why}", events[0].name());
+            *refused = Some(why);
+            None
         }
     }
 }
@@ -380,8 +609,10 @@ fn complement(start: f64, end: f64, inside: &[(f64, f64)]) -> Vec<(f64, f64)> {
 /// A job's account from what was measured (see the module's doc):
 /// `wall` its start and end, `tasks` its tasks' exit records, `running`
 /// its stretches thawed, `outs` and `ins` the switches that froze and
-/// thawed it, `rusage` its user and system CPU seconds, `no_delays` why
-/// there are no records.
+/// thawed it, `rusage` its user and system CPU seconds, `frozen_grew`
+/// what its counters grew by while it was frozen, `no_delays` why there
+/// are no records.
+#[allow(clippy::too_many_arguments)]
 pub fn job_account(
     wall: (f64, f64),
     tasks: &[TaskStats],
@@ -389,6 +620,7 @@ pub fn job_account(
     outs: &[(f64, f64)],
     ins: &[(f64, f64)],
     rusage: (f64, f64),
+    frozen_grew: Accrued,
     no_delays: Option<String>,
 ) -> JobAccount {
     let wall_s = (wall.1 - wall.0).max(0.0);
@@ -421,7 +653,20 @@ pub fn job_account(
         }
         None => {
             let running_s = wall_s - frozen_s - switch_out_s - switch_in_s;
-            let active = ns(|t| t.cpu_ns) + ns(|t| t.cpu_delay_ns) + ns(|t| t.blkio_delay_ns);
+            // What the counters grew by while the job was frozen is the
+            // freeze's (the module's doc), not its running time's.
+            let g = |n: u64| n as f64 * 1e-9;
+            let (fz_cpu, fz_rq, fz_io) = (
+                g(frozen_grew.cpu_ns),
+                g(frozen_grew.cpu_delay_ns),
+                g(frozen_grew.blkio_ns),
+            );
+            let (cpu, rq, io) = (
+                (ns(|t| t.cpu_ns) - fz_cpu).max(0.0),
+                (ns(|t| t.cpu_delay_ns) - fz_rq).max(0.0),
+                (ns(|t| t.blkio_delay_ns) - fz_io).max(0.0),
+            );
+            let active = cpu + rq + io;
             // One busy task: one to one, so that an over-count shows as a
             // negative `unaccounted` instead of widening the job.
             let busy = tasks
@@ -435,17 +680,13 @@ pub fn job_account(
             };
             a.source = "taskstats".into();
             a.width = w;
-            a.cpu_s = ns(|t| t.cpu_ns) / w;
-            a.run_queue_s = ns(|t| t.cpu_delay_ns) / w;
-            a.io_wait_s = ns(|t| t.blkio_delay_ns) / w;
-            // A freeze that caught a task in an I/O wait leaves its wait
-            // clock running until the thaw: what the thawed time cannot
-            // hold is the freeze's (results.rs, io_wait_while_frozen_s).
-            let room = (running_s - a.cpu_s - a.run_queue_s).max(0.0);
-            if a.io_wait_s > room {
-                a.io_wait_while_frozen_s = a.io_wait_s - room;
-                a.io_wait_s = room;
-            }
+            a.cpu_s = cpu / w;
+            a.run_queue_s = rq / w;
+            a.io_wait_s = io / w;
+            a.cpu_while_frozen_s = fz_cpu / w;
+            a.run_queue_while_frozen_s = fz_rq / w;
+            a.io_wait_while_frozen_s = fz_io / w;
+            a.frozen_samples = frozen_grew.samples;
             a.swapin_delay_s = ns(|t| t.swapin_delay_ns) / w;
             a.thrashing_delay_s = ns(|t| t.thrashing_delay_ns) / w;
             a.reclaim_delay_s = ns(|t| t.freepages_delay_ns) / w;
@@ -570,6 +811,11 @@ pub fn apply_batch(r: &mut RunResult, b: &RunResult) {
                 cpu_s: bj.cpu_s,
                 system_cpu_s: bj.system_cpu_s,
                 hw: bj.account.as_ref().and_then(|a| a.hw.clone()),
+                sw: bj.account.as_ref().and_then(|a| a.sw.clone()),
+                anon_huge_running: bj
+                    .account
+                    .as_ref()
+                    .and_then(|a| a.anon_huge_running.clone()),
             });
         }
     }
@@ -628,6 +874,7 @@ mod tests {
             &[(3.9, 4.5)],
             &[(5.5, 6.1)],
             (6.5, 0.5),
+            Accrued::default(),
             None,
         );
         assert_eq!(a.source, "taskstats");
@@ -651,6 +898,7 @@ mod tests {
             &[],
             &[],
             (18.0, 0.0),
+            Accrued::default(),
             None,
         );
         assert!((b.width - 2.0).abs() < 1e-9, "{b:?}");
@@ -666,10 +914,38 @@ mod tests {
             &[],
             &[],
             (6.0, 0.0),
+            Accrued::default(),
             None,
         );
         assert_eq!(o.width, 1.0);
         assert!((o.unaccounted_s + 0.1).abs() < 1e-6, "{o:?}");
+        // The same task whose counters grew by 1.5 s of I/O wait and 0.1 s
+        // of CPU while frozen 4-6 (measured at the freeze and the thaw):
+        // that is the freeze's, and the running parts keep the rest.
+        let mut t1 = t0;
+        t1.blkio_delay_ns += 1_500_000_000;
+        t1.cpu_ns += 100_000_000;
+        let grew = Accrued {
+            cpu_ns: 100_000_000,
+            blkio_ns: 1_500_000_000,
+            samples: 1,
+            ..Accrued::default()
+        };
+        let f = job_account(
+            (0.0, 10.0),
+            &[t1],
+            &[(0.0, 4.0), (6.0, 10.0)],
+            &[(3.9, 4.5)],
+            &[(5.5, 6.1)],
+            (6.6, 0.5),
+            grew,
+            None,
+        );
+        assert!((f.io_wait_s - 0.3).abs() < 1e-6, "{f:?}");
+        assert!((f.cpu_s - 7.0).abs() < 1e-6, "{f:?}");
+        assert!((f.io_wait_while_frozen_s - 1.5).abs() < 1e-6, "{f:?}");
+        assert!((f.cpu_while_frozen_s - 0.1).abs() < 1e-6, "{f:?}");
+        assert!((f.unaccounted_s - a.unaccounted_s).abs() < 1e-6, "{f:?}");
         // Without records: rusage's CPU, the rest unaccounted.
         let c = job_account(
             (0.0, 10.0),
@@ -678,6 +954,7 @@ mod tests {
             &[],
             &[],
             (8.0, 1.0),
+            Accrued::default(),
             Some("x".into()),
         );
         assert_eq!(

@@ -349,6 +349,7 @@ impl Node {
         self.sampling.sample(
             &self.env,
             &mut self.jobs.runs,
+            &mut self.jobs.account,
             self.sched.state(),
             pool,
             now,

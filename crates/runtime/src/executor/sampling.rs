@@ -4,6 +4,7 @@
 
 use super::jobs::{write_allowance, JobRun};
 use super::Env;
+use crate::account::Tracker;
 use crate::mechanisms::SwitchPoint;
 use crate::results::{JobSample, Sample};
 use memgang_core::policy::TRAFFIC_PERIOD;
@@ -165,6 +166,7 @@ impl Sampling {
         &mut self,
         env: &Env,
         runs: &mut [JobRun],
+        account: &mut Tracker,
         state: &State,
         (pool, pool_memory): (&GroupPath, u64),
         now: Duration,
@@ -189,6 +191,10 @@ impl Sampling {
                 continue;
             };
             let frozen = env.freezer.is_frozen(&j.group).unwrap_or(false);
+            if !frozen && account.huge_due(i, now.as_secs_f64()) {
+                let pids = backend.procs_recursive(&j.group).unwrap_or_default();
+                account.huge_running(i, &pids, now.as_secs_f64());
+            }
             let r = &mut j.result;
             match (
                 stat.swap_ins,

@@ -108,6 +108,7 @@ impl SwitchState {
                         .freeze(&jobs.runs[i].group)
                         .with_context(|| format!("suspending job {}", jobs.name(job)))?;
                     jobs.stop_interval(job, t0.elapsed());
+                    jobs.account_frozen(env, i);
                     let j = &mut jobs.runs[i];
                     let out = self.engine.suspend(&mut j.mem, page_out);
                     j.result.huge_restored_bytes += out.huge_restored;
@@ -152,6 +153,7 @@ impl SwitchState {
                         .thaw(&jobs.runs[i].group)
                         .with_context(|| format!("resuming job {}", jobs.name(job)))?;
                     jobs.runs[i].running_since = Some(t0.elapsed());
+                    jobs.account_thawed(env, i);
                     resumed.push(jobs.name(job).to_string());
                 }
                 Action::WriteBack { until, .. } => {
