@@ -11,7 +11,12 @@
 # Prints one table: makespan, overhead against batch, jobs killed or
 # failed, and whether every job printed the checksum of the batch run
 # (the same sweeps give the same checksum, whatever stopped them between).
+# With 1 in NODE_COUNTS, the switch table sets each node count's switch
+# against the one-node switch's (both over the disk's limit for their
+# bytes: every emulated node pages through this machine's one disk, so N
+# nodes move N times one node's bytes; issue 35's target is 1.2x).
 #   sudo bench/slurm.sh [OUT_DIR]   NODE_COUNTS="2 4" RANK_MIB=180 NODE_POOL=256M SWEEPS=800 SLICE=10
+#                                   ROWS="batch memgang slurm-gang slurm-gang-noswap" SELECT=linear|cons_tres
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source bench/lib.sh
@@ -20,6 +25,7 @@ out=$(cd "$out" && pwd)
 # Own names: bench/lib.sh's MIB, POOL and ITERS are the one-node pair's.
 NODE_COUNTS=${NODE_COUNTS:-2 4} RANK_MIB=${RANK_MIB:-180} NODE_POOL=${NODE_POOL:-256M} SWEEPS=${SWEEPS:-800}
 SLICE=${SLICE:-10}  # seconds: Slurm's SchedulerTimeSlice and memgang's quantum
+ROWS=${ROWS:-batch memgang slurm-gang slurm-gang-noswap} SELECT=${SELECT:-linear}
 export STATE_DIR=${STATE_DIR:-/run/memgang-slurm-bench}
 export SLURM_CONF=$STATE_DIR/slurm.conf
 on_exit 'scripts/slurm-cluster down >/dev/null 2>&1 || true'
@@ -52,13 +58,13 @@ job_states() { # DIR
 }
 
 for nodes in $NODE_COUNTS; do
-  for row in batch memgang slurm-gang slurm-gang-noswap; do
+  for row in $ROWS; do
     dir=$out/n$nodes-$row
     mkdir -p "$dir"
     step "$nodes nodes: $row"
     case $row in
       batch | memgang)
-        scripts/slurm-cluster up --nodes "$nodes" --pool "$NODE_POOL" --mode memgang --quantum "$SLICE" --no-controller > "$dir/cluster.txt"
+        scripts/slurm-cluster up --nodes "$nodes" --pool "$NODE_POOL" --mode memgang --quantum "$SLICE" --select "$SELECT" --no-controller > "$dir/cluster.txt"
         policy=gang
         [ $row = batch ] && policy=batch
         submit_pair "$dir" "$nodes"
@@ -67,7 +73,7 @@ for nodes in $NODE_COUNTS; do
         python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['makespan_s'])" "$dir/memgang.json" > "$dir/makespan"
         ;;
       slurm-gang*)
-        scripts/slurm-cluster up --nodes "$nodes" --pool "$NODE_POOL" --mode gang --quantum "$SLICE" > "$dir/cluster.txt"
+        scripts/slurm-cluster up --nodes "$nodes" --pool "$NODE_POOL" --mode gang --quantum "$SLICE" --select "$SELECT" > "$dir/cluster.txt"
         if [ $row = slurm-gang-noswap ]; then
           for k in $(seq "$nodes"); do
             echo "$NODE_POOL" > "/sys/fs/cgroup/memory/memgang-slurm-n$k/memory.memsw.limit_in_bytes"
@@ -85,6 +91,6 @@ for nodes in $NODE_COUNTS; do
 done
 
 python3 bench/slurm_table.py "$out" "$NODE_COUNTS" "$RANK_MIB" "$NODE_POOL" "$SWEEPS" | tee "$out/table.md"
-printf 'machine: %s CPUs, Linux %s, Slurm %s\n' "$(nproc)" "$(uname -r)" "$(slurmd -V | awk '{print $2}')" >> "$out/table.md"
+printf 'machine: %s CPUs, Linux %s, Slurm %s, select/%s\n' "$(nproc)" "$(uname -r)" "$(slurmd -V | awk '{print $2}')" "$SELECT" >> "$out/table.md"
 rm -rf "$out/work"
 echo "results in $out"

@@ -54,8 +54,9 @@ for n in counts.split():
 bw = re.search(r"read (\d+) MB/s, write (\d+) MB/s", open(f"{out}/testbed.txt").read()) \
     if os.path.exists(f"{out}/testbed.txt") else None
 print("\nmemgang's switches (all nodes of a switch page at once, through one swap device here)\n")
-print("| nodes | switches | mean switch (s) | MiB out + in per switch, all nodes | disk limit per switch (s) | switch / limit |")
-print("|---|---|---|---|---|---|")
+print("| nodes | switches | mean switch (s) | MiB out + in per switch, all nodes | per node | disk limit per switch (s) | switch / limit | vs 1 node |")
+print("|---|---|---|---|---|---|---|---|")
+one = None  # the one-node switch's time over its disk limit
 for n in counts.split():
     f = f"{out}/n{n}-memgang/memgang.json"
     if not os.path.exists(f):
@@ -70,6 +71,10 @@ for n in counts.split():
     if bw:
         limit = out_b / (int(bw.group(2)) * 1e6) + in_b / (int(bw.group(1)) * 1e6)
         lim, ratio = f"{limit:.2f}", f"{mean / limit:.2f}"
+        if n == "1":
+            one = mean / limit
+        vs = f"{mean / limit / one:.2f}" if one else "-"
     else:
-        lim, ratio = "-", "-"
-    print(f"| {n} | {len(sw)} | {mean:.2f} | {(out_b + in_b) / 2**20:.0f} | {lim} | {ratio} |")
+        lim, ratio, vs = "-", "-", "-"
+    mib = (out_b + in_b) / 2**20
+    print(f"| {n} | {len(sw)} | {mean:.2f} | {mib:.0f} | {mib / int(n):.0f} | {lim} | {ratio} | {vs} |")
