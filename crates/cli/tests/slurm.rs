@@ -7,110 +7,26 @@
 
 mod common;
 
+use common::slurm::{Cluster, Controller};
 use common::*;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 const STATE: &str = "/run/memgang-slurm-test";
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-/// The emulated cluster, brought down (jobs cancelled, daemons stopped by
-/// pid, pools removed) when the test ends, also when it fails.
-struct Cluster {
-    _bed: Bed,
-    dir: tempfile::TempDir,
+/// Every test's cluster: its controller is the test's own, with --json;
+/// each node's pool (192M) holds one job's rank (120 MiB), not two.
+fn up(select: &str) -> Cluster {
+    Cluster::up(STATE, "192M", select, Controller::Test)
 }
 
 impl Cluster {
-    /// `select`: Slurm's select plugin, `linear` or `cons_tres`.
-    fn up(pool: &str, select: &str) -> Cluster {
-        let bed = Bed::new();
-        let _ = Self::script("down", &[]);
-        let out = Self::script(
-            "up",
-            &[
-                "--nodes",
-                "2",
-                "--pool",
-                pool,
-                "--quantum",
-                "3",
-                "--select",
-                select,
-                // Each test runs its own controller, with --json.
-                "--no-controller",
-            ],
-        );
-        assert!(out.status.success(), "slurm-cluster up: {}", text(&out));
-        let dir = tempfile::tempdir().unwrap();
-        let sweep = dir.path().join("mpi_sweep");
-        let cc = Command::new("mpicc")
-            .args(["-O2", "-o"])
-            .arg(&sweep)
-            .arg(repo().join("bench/slurm/mpi_sweep.c"))
-            .output()
-            .expect("mpicc (openmpi, installed by scripts/slurm-cluster)");
-        assert!(cc.status.success(), "mpicc: {}", text(&cc));
-        Cluster { _bed: bed, dir }
-    }
-
-    fn script(verb: &str, args: &[&str]) -> std::process::Output {
-        Command::new(repo().join("scripts/slurm-cluster"))
-            .arg(verb)
-            .args(args)
-            .env("STATE_DIR", STATE)
-            .env("MEMGANG", env!("CARGO_BIN_EXE_memgang"))
-            .output()
-            .unwrap()
-    }
-
-    fn slurm(&self, cmd: &str, args: &[&str]) -> String {
-        let out = Command::new(cmd)
-            .args(args)
-            .env("SLURM_CONF", format!("{STATE}/slurm.conf"))
-            .current_dir(self.dir.path())
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{cmd} {args:?}: {}", text(&out));
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-
-    /// Two jobs of two ranks (one per node), `mib` MiB each, that
-    /// synchronise every sweep.
+    /// Two jobs `a` and `b` of two ranks (one per node), `mib` MiB each,
+    /// that synchronise every sweep.
     fn submit_pair(&self, mib: u32, sweeps: u32) {
-        let sweep = self.dir.path().join("mpi_sweep");
         for name in ["a", "b"] {
-            // Open MPI's session directories go under TMPDIR and stay
-            // behind when a job is killed: keep them in the test's dir.
-            // mpirun forwards the SIGTSTP of Slurm's suspend to its
-            // daemons, and one that has not reported in yet fails the job
-            // ("proc ... not running - cannot relay"): the controller can
-            // stop a job 3 s after its start, during its launch, under
-            // load. Slurm stops every rank itself; mpirun forwards nothing.
-            let tmp = self.dir.path().join("tmp");
-            let wrap = format!(
-                "mkdir -p {tmp} && TMPDIR={tmp} mpirun --allow-run-as-root --mca ess_base_forward_signals none --mca btl self,tcp {} {mib} {sweeps}",
-                sweep.display(),
-                tmp = tmp.display()
-            );
-            self.slurm(
-                "sbatch",
-                &[
-                    "-N2",
-                    "--ntasks-per-node=1",
-                    &format!("--mem={mib}M"),
-                    "-J",
-                    name,
-                    "-o",
-                    &format!("{}/{name}.out", self.dir.path().display()),
-                    "--wrap",
-                    &wrap,
-                ],
-            );
+            self.submit(name, mib, sweeps);
         }
     }
 
@@ -120,7 +36,7 @@ impl Cluster {
             .arg(format!("{STATE}/munge/munge.socket"))
             .args(["--switch-timeout", "5s", "--exit-when-idle", "--json"])
             .arg(json)
-            .env("SLURM_CONF", format!("{STATE}/slurm.conf"))
+            .env("SLURM_CONF", self.conf())
             .stderr(Stdio::piped())
             .spawn()
             .unwrap()
@@ -170,15 +86,6 @@ impl Cluster {
     }
 }
 
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        let out = Self::script("down", &[]);
-        if !out.status.success() {
-            eprintln!("slurm-cluster down: {}", text(&out));
-        }
-    }
-}
-
 fn wait(child: &mut Child, limit: Duration) -> std::process::Output {
     let t = Instant::now();
     while child.try_wait().unwrap().is_none() {
@@ -219,7 +126,7 @@ fn mpi_jobs_take_turns_under_cons_tres() {
 
 fn take_turns(select: &str) {
     // Each node's pool holds one job's rank (120 MiB), not both.
-    let c = Cluster::up("192M", select);
+    let c = up(select);
     c.submit_pair(120, 250);
     let json = c.dir.path().join("record.json");
     let mut ctl = c.controller(&json);
@@ -234,7 +141,7 @@ fn take_turns(select: &str) {
     );
     // Slurm's JSON says what its text says (squeue --json, which the
     // controller is to read instead).
-    std::env::set_var("SLURM_CONF", format!("{STATE}/slurm.conf"));
+    std::env::set_var("SLURM_CONF", c.conf());
     let parts = ["memgang", "memgang-run"];
     let mut text = memgang_slurm::slurmctl::jobs(&parts).unwrap();
     let mut from_json: Vec<_> = memgang_slurm::slurm_json::jobs(&parts)
@@ -287,7 +194,7 @@ fn a_node_without_its_agent_under_cons_tres() {
 }
 
 fn agent_lost(select: &str) {
-    let c = Cluster::up("192M", select);
+    let c = up(select);
     c.submit_pair(120, 2000);
     let json = c.dir.path().join("record.json");
     let mut ctl = c.controller(&json);
@@ -425,7 +332,7 @@ fn forged_requests_and_garbage_or_slow_agents_are_refused_over_tcp() {
     use memgang_slurm::auth::{payload, CredentialService, Munge};
     use memgang_slurm::net::exchange;
     require_root("forged_requests_and_garbage_or_slow_agents_are_refused_over_tcp");
-    let c = Cluster::up("192M", "linear");
+    let c = up("linear");
     const T: Duration = Duration::from_secs(10);
 
     // Node n1's agent, from the host (the controller's side of the bridge).
@@ -467,7 +374,7 @@ fn forged_requests_and_garbage_or_slow_agents_are_refused_over_tcp() {
         .args(["slurm", "run", "--quantum", "3s", "--munge-socket"])
         .arg(format!("{STATE}/munge/munge.socket"))
         .args(["--switch-timeout", "5s", "--exit-when-idle"])
-        .env("SLURM_CONF", format!("{STATE}/slurm.conf"))
+        .env("SLURM_CONF", c.conf())
         .stderr(std::fs::File::create(&log).unwrap())
         .spawn()
         .unwrap();

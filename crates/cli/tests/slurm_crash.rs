@@ -8,9 +8,8 @@
 
 mod common;
 
+use common::slurm::{Cluster, Controller};
 use common::*;
-use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 /// Not slurm.rs's directory: the two files' tests never run at once
@@ -24,118 +23,14 @@ const POOL: &str = "256M";
 const SWEEPS: u32 = 1500;
 const KILLS: usize = 12;
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn script(verb: &str, args: &[&str]) -> std::process::Output {
-    Command::new(repo().join("scripts/slurm-cluster"))
-        .arg(verb)
-        .args(args)
-        .env("STATE_DIR", STATE)
-        .env("MEMGANG", env!("CARGO_BIN_EXE_memgang"))
-        .output()
-        .unwrap()
-}
-
-/// The cluster with its supervised controller, brought down (controller
-/// and its loop, jobs, daemons, namespaces) when the test ends, also when
-/// it fails.
-struct Cluster {
-    _bed: Bed,
-    dir: tempfile::TempDir,
+/// The cluster with its supervised controller.
+fn up(select: &str) -> Cluster {
+    Cluster::up(STATE, POOL, select, Controller::Supervised)
 }
 
 impl Cluster {
-    fn up(select: &str) -> Cluster {
-        let bed = Bed::new();
-        let _ = script("down", &[]);
-        let out = script(
-            "up",
-            &[
-                "--nodes",
-                "2",
-                "--pool",
-                POOL,
-                "--quantum",
-                "3",
-                "--select",
-                select,
-            ],
-        );
-        assert!(out.status.success(), "slurm-cluster up: {}", text(&out));
-        let dir = tempfile::tempdir().unwrap();
-        let cc = Command::new("mpicc")
-            .args(["-O2", "-o"])
-            .arg(dir.path().join("mpi_sweep"))
-            .arg(repo().join("bench/slurm/mpi_sweep.c"))
-            .output()
-            .expect("mpicc (openmpi, installed by scripts/slurm-cluster)");
-        assert!(cc.status.success(), "mpicc: {}", text(&cc));
-        Cluster { _bed: bed, dir }
-    }
-
-    fn slurm(&self, cmd: &str, args: &[&str]) -> String {
-        let out = Command::new(cmd)
-            .args(args)
-            .env("SLURM_CONF", format!("{STATE}/slurm.conf"))
-            .current_dir(self.dir.path())
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{cmd} {args:?}: {}", text(&out));
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-
-    fn submit(&self, name: &str) {
-        let tmp = self.dir.path().join("tmp");
-        // As in slurm.rs: mpirun forwards no signal (Slurm stops every
-        // rank itself) and keeps its session files in the test's dir.
-        let wrap = format!(
-            "mkdir -p {tmp} && TMPDIR={tmp} mpirun --allow-run-as-root --mca ess_base_forward_signals none --mca btl self,tcp {} {MIB} {SWEEPS}",
-            self.dir.path().join("mpi_sweep").display(),
-            tmp = tmp.display()
-        );
-        self.slurm(
-            "sbatch",
-            &[
-                "-N2",
-                "--ntasks-per-node=1",
-                &format!("--mem={MIB}M"),
-                "-J",
-                name,
-                "-o",
-                &format!("{}/{name}.out", self.dir.path().display()),
-                "--wrap",
-                &wrap,
-            ],
-        );
-    }
-
-    /// `scontrol show job -o`'s fields of every job Slurm knows, by name.
-    fn jobs(&self) -> Vec<std::collections::BTreeMap<String, String>> {
-        self.slurm("scontrol", &["show", "job", "-o"])
-            .lines()
-            .filter(|l| l.starts_with("JobId="))
-            .map(|l| {
-                l.split_whitespace()
-                    .filter_map(|f| f.split_once('='))
-                    .map(|(k, v)| (k.to_string(), v.to_string()))
-                    .collect()
-            })
-            .collect()
-    }
-
     fn log(&self) -> String {
         std::fs::read_to_string(format!("{STATE}/controller.log")).unwrap_or_default()
-    }
-}
-
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        let out = script("down", &[]);
-        if !out.status.success() {
-            eprintln!("slurm-cluster down: {}", text(&out));
-        }
     }
 }
 
@@ -167,9 +62,9 @@ impl Lcg {
 }
 
 fn killed_at_many_points(select: &str) {
-    let c = Cluster::up(select);
-    c.submit("a");
-    c.submit("b");
+    let c = up(select);
+    c.submit("a", MIB, SWEEPS);
+    c.submit("b", MIB, SWEEPS);
     let seed = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()

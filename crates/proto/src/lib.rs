@@ -164,7 +164,7 @@ pub struct JobInfo {
     /// Where its time went, set when it ends: the job's time account as
     /// result files carry it (`jobs[].account`, docs/results.md). Carried
     /// as the JSON object it is, so that the account's one definition
-    /// (memgang-runtime's `JobAccount`) can grow without a protocol
+    /// (memgang-results' `JobAccount`) can grow without a protocol
     /// change. Absent for a job that did not run to its end, while it
     /// runs (the kernel gives a task's figures when it exits) and in
     /// journals written before it.

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 pub mod daemon;
+pub mod slurm;
 
 pub fn memgang() -> Command {
     let exe = PathBuf::from(env!("CARGO_BIN_EXE_memgang"));

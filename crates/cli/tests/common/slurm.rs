@@ -1,0 +1,156 @@
+//! An emulated Slurm cluster for a test (scripts/slurm-cluster: two
+//! nodes, each a network namespace of its own, with munge and Open MPI),
+//! brought down (a supervised controller and its loop stopped, jobs
+//! cancelled, daemons stopped by pid, namespaces and pools removed) when
+//! the test ends, also when it fails.
+
+use super::{text, Bed};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+pub fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// Who runs the cluster's controller.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Controller {
+    /// The test, with the flags it needs (`--no-controller`).
+    Test,
+    /// scripts/slurm-cluster, which restarts it when it dies, as
+    /// systemd's Restart=on-failure would.
+    Supervised,
+}
+
+pub struct Cluster {
+    _bed: Bed,
+    /// The test's files: the compiled MPI program, the jobs' outputs.
+    pub dir: tempfile::TempDir,
+    /// scripts/slurm-cluster's STATE_DIR: slurm.conf, munge, pid files,
+    /// logs. Each test file has its own, so that a leftover of one does
+    /// not stop another.
+    pub state: &'static str,
+}
+
+impl Cluster {
+    /// `pool`: each node's memory pool; `select`: Slurm's select plugin,
+    /// `linear` or `cons_tres`.
+    pub fn up(state: &'static str, pool: &str, select: &str, controller: Controller) -> Cluster {
+        let bed = Bed::new();
+        let _ = script(state, "down", &[]);
+        let mut args = vec![
+            "--nodes",
+            "2",
+            "--pool",
+            pool,
+            "--quantum",
+            "3",
+            "--select",
+            select,
+        ];
+        if controller == Controller::Test {
+            args.push("--no-controller");
+        }
+        let out = script(state, "up", &args);
+        assert!(out.status.success(), "slurm-cluster up: {}", text(&out));
+        let dir = tempfile::tempdir().unwrap();
+        let cc = Command::new("mpicc")
+            .args(["-O2", "-o"])
+            .arg(dir.path().join("mpi_sweep"))
+            .arg(repo().join("bench/slurm/mpi_sweep.c"))
+            .output()
+            .expect("mpicc (openmpi, installed by scripts/slurm-cluster)");
+        assert!(cc.status.success(), "mpicc: {}", text(&cc));
+        Cluster {
+            _bed: bed,
+            dir,
+            state,
+        }
+    }
+
+    pub fn conf(&self) -> String {
+        format!("{}/slurm.conf", self.state)
+    }
+
+    /// Runs a Slurm command against this cluster; fails the test unless
+    /// it succeeds; its stdout.
+    pub fn slurm(&self, cmd: &str, args: &[&str]) -> String {
+        let out = Command::new(cmd)
+            .args(args)
+            .env("SLURM_CONF", self.conf())
+            .current_dir(self.dir.path())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{cmd} {args:?}: {}", text(&out));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// A job `name` of two ranks (one per node), `mib` MiB each, that
+    /// synchronise every one of `sweeps` sweeps; its output in
+    /// `dir/name.out`.
+    pub fn submit(&self, name: &str, mib: u32, sweeps: u32) {
+        // Open MPI's session directories go under TMPDIR and stay behind
+        // when a job is killed: keep them in the test's dir. mpirun
+        // forwards the SIGTSTP of Slurm's suspend to its daemons, and one
+        // that has not reported in yet fails the job ("proc ... not
+        // running - cannot relay"): the controller can stop a job 3 s
+        // after its start, during its launch, under load. Slurm stops
+        // every rank itself; mpirun forwards nothing.
+        let tmp = self.dir.path().join("tmp");
+        let wrap = format!(
+            "mkdir -p {tmp} && TMPDIR={tmp} mpirun --allow-run-as-root --mca ess_base_forward_signals none --mca btl self,tcp {} {mib} {sweeps}",
+            self.dir.path().join("mpi_sweep").display(),
+            tmp = tmp.display()
+        );
+        self.slurm(
+            "sbatch",
+            &[
+                "-N2",
+                "--ntasks-per-node=1",
+                &format!("--mem={mib}M"),
+                "-J",
+                name,
+                "-o",
+                &format!("{}/{name}.out", self.dir.path().display()),
+                "--wrap",
+                &wrap,
+            ],
+        );
+    }
+
+    /// `scontrol show job -o`'s fields of every job Slurm knows.
+    pub fn jobs(&self) -> Vec<BTreeMap<String, String>> {
+        self.slurm("scontrol", &["show", "job", "-o"])
+            .lines()
+            .filter(|l| l.starts_with("JobId="))
+            .map(|l| {
+                l.split_whitespace()
+                    .filter_map(|f| f.split_once('='))
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect()
+            })
+            .collect()
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let out = script(self.state, "down", &[]);
+        if !out.status.success() {
+            eprintln!("slurm-cluster down: {}", text(&out));
+        }
+    }
+}
+
+/// scripts/slurm-cluster `verb` with `state` as its STATE_DIR and this
+/// build's memgang.
+pub fn script(state: &str, verb: &str, args: &[&str]) -> Output {
+    Command::new(repo().join("scripts/slurm-cluster"))
+        .arg(verb)
+        .args(args)
+        .env("STATE_DIR", state)
+        .env("MEMGANG", env!("CARGO_BIN_EXE_memgang"))
+        .output()
+        .unwrap()
+}
