@@ -486,12 +486,18 @@ impl Checker {
                 )
             }
             "sbatch" => {
-                let t = std::fs::read_to_string(repo().join("crates/cli/tests/slurm.rs")).unwrap();
+                // The Slurm tests' cluster harness (tests/slurm.rs and
+                // tests/slurm_crash.rs) submits their jobs.
+                let t = std::fs::read_to_string(repo().join("crates/cli/tests/common/slurm.rs"))
+                    .unwrap();
                 if !t.contains("\"sbatch\"") {
-                    self.error(at, "tests/slurm.rs no longer submits through sbatch".into());
+                    self.error(
+                        at,
+                        "tests/common/slurm.rs (the Slurm tests' harness) no longer submits through sbatch".into(),
+                    );
                 }
                 How::Named(
-                "Slurm's own, against the emulated cluster of scripts/slurm-cluster (tests/slurm.rs submits through sbatch)",
+                "Slurm's own, against the emulated cluster of scripts/slurm-cluster (the Slurm tests submit through sbatch, tests/common/slurm.rs)",
                 )
             }
             "systemctl" | "journalctl" => {
