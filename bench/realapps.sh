@@ -10,7 +10,7 @@
 #   lammps   LAMMPS from Debian, Lennard-Jones melt (neighbour lists and
 #            atoms swept every step; Open MPI, 2 ranks), only if APPS names it
 # each pair in a pool that holds one job, not two: batch, gang lru and gang
-# so/ao/ai at q = 10 s. Prints bench/realapps_table.py's table: overhead,
+# so/ao/ai at q = QUANTUM (10 s). Prints bench/realapps_table.py's table: overhead,
 # cut against lru, per switch page-out and page-in and the switch against
 # the disk's limit, faults left after the page-in, each job's own check
 # against the batch run; switches-<app>.svg draws each switch's parts.
@@ -25,6 +25,10 @@
 # (docs/realapps.md, "One mechanism tried").
 #   sudo bench/realapps.sh [OUT_DIR]        APPS="cg stencil gather" (or hpcc, lammps) SWITCHES="lru so/ao/ai"
 #                                           SHARES="2.5%" ("" for none) ROUNDS=1
+#                                           QUANTUM=10s; memgangd's default is 60s, where the
+#                                           jobs must run longer to switch at all: e.g.
+#                                           QUANTUM=60s CG_ITERS=5400 GATHER_ITERS=780
+#                                           (bench/lib.sh's APP_ARGS names each app's knob)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source bench/lib.sh
@@ -35,6 +39,7 @@ ensure_python_env
 case " ${APPS:-} " in *" hpcc "*) ensure_hpcc ;; esac
 case " ${APPS:-} " in *" lammps "*) ensure_lammps ;; esac
 APP_POOL=${APP_POOL:-512M}
+q=${QUANTUM:-10s}
 "$bin" testbed bandwidth --json > "$out/bandwidth-start.json"
 # One round: every app's batch and gang runs, one after the other, in DIR.
 run_round() {
@@ -45,15 +50,15 @@ run_round() {
     step "$app / batch${2:+ ($2)}"
     "$bin" run "$exp" --policy batch --json "$dir/$app-batch.json" --logs "$dir/logs/$app-batch" | tail -n 1
     for sw in ${SWITCHES:-lru so/ao/ai}; do
-      run=$app-q10s-${sw//\//-}
-      step "$app / gang q=10s $sw${2:+ ($2)}"
-      "$bin" run "$exp" --policy gang --quantum 10s --switch "$sw" --baseline "$dir/$app-batch.json" \
+      run=$app-q$q-${sw//\//-}
+      step "$app / gang q=$q $sw${2:+ ($2)}"
+      "$bin" run "$exp" --policy gang --quantum "$q" --switch "$sw" --baseline "$dir/$app-batch.json" \
         --json "$dir/$run.json" --logs "$dir/logs/$run" | tail -n 1
     done
     for share in ${SHARES-2.5%}; do
-      run=$app-q10s-so-ao-ai-share${share%\%}
-      step "$app / gang q=10s so/ao/ai, switching at most $share${2:+ ($2)}"
-      "$bin" run "$exp" --policy gang --quantum 10s --switch so/ao/ai --max-switch-share "$share" \
+      run=$app-q$q-so-ao-ai-share${share%\%}
+      step "$app / gang q=$q so/ao/ai, switching at most $share${2:+ ($2)}"
+      "$bin" run "$exp" --policy gang --quantum "$q" --switch so/ao/ai --max-switch-share "$share" \
         --baseline "$dir/$app-batch.json" --json "$dir/$run.json" --logs "$dir/logs/$run" | tail -n 1
     done
   done
@@ -77,7 +82,7 @@ if [ "$app_rounds" -gt 1 ]; then
   done
 fi
 {
-  step "real applications: pool $APP_POOL, pairs of one program ($(uname -r), $(nproc) CPUs)" 2>&1
+  step "real applications: pool $APP_POOL, q = $q, pairs of one program ($(uname -r), $(nproc) CPUs)" 2>&1
   if [ "$app_rounds" -gt 1 ]; then
     python3 bench/realapps_rounds.py "$out"
   else
@@ -88,13 +93,13 @@ fi
 pd=$out
 if [ "$app_rounds" -gt 1 ]; then pd=$out/round-1; fi
 for app in ${APPS:-cg stencil gather}; do
-  if [ -f "$pd/$app-q10s-lru.json" ] && [ -f "$pd/$app-q10s-so-ao-ai.json" ]; then
-    "$bin" plot trace "$pd/$app-q10s-lru.json" "$pd/$app-q10s-so-ao-ai.json" -o "$out/trace-$app.svg"
+  if [ -f "$pd/$app-q$q-lru.json" ] && [ -f "$pd/$app-q$q-so-ao-ai.json" ]; then
+    "$bin" plot trace "$pd/$app-q$q-lru.json" "$pd/$app-q$q-so-ao-ai.json" -o "$out/trace-$app.svg"
   fi
 done
 # Where each switch's time went, per app (its so/ao/ai runs).
 for app in ${APPS:-cg stencil gather}; do
-  runs=("$pd/$app"-q10s-so-ao-ai*.json)
+  runs=("$pd/$app"-q$q-so-ao-ai*.json)
   if [ -f "${runs[0]}" ]; then
     "$bin" plot switches "${runs[@]}" --bandwidth "$out/bandwidth-start.json" \
       --bandwidth "$out/bandwidth-end.json" -o "$out/switches-$app.svg"

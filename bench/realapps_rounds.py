@@ -21,6 +21,7 @@ of each part over the rounds.
 import glob
 import json
 import os
+import re
 import statistics
 import sys
 
@@ -31,8 +32,13 @@ ORDER = {"batch": 0, "lru": 1, "so": 2, "so-ao": 3, "so-ao-ai": 4, "so-ao-ai-sha
          "so-ao-ai-share2.5": 5}
 
 
+def unq(run_name):
+    """A run's name without its quantum ("q10s-lru" -> "lru")."""
+    return re.sub(r"^q[^-]+-", "", run_name)
+
+
 def label(run_name):
-    return run_name.replace("q10s-", "").replace("-", "/").replace("/share", ", grows <= ") + (
+    return unq(run_name).replace("-", "/").replace("/share", ", grows <= ") + (
         "%" if "share" in run_name else "")
 
 
@@ -61,10 +67,10 @@ def main(d):
           "| cut vs lru (median) | switches took (s, median) | jobs' running time over batch per round (s) "
           "| jobs' CPU per round (s) | checks as batch |")
     print("|---|---|---|---|---|---|---|---|---|---|")
-    for (app, name) in sorted(runs, key=lambda k: (k[0], ORDER.get(k[1].replace("q10s-", ""), 9))):
+    for (app, name) in sorted(runs, key=lambda k: (k[0], ORDER.get(unq(k[1]), 9))):
         by_round = runs[(app, name)]
         batch = runs.get((app, "batch"), {})
-        lru = runs.get((app, "q10s-lru"), {})
+        lru = next((v for (a, k), v in runs.items() if a == app and unq(k) == "lru"), {})
         spans, ovs, cuts, took, cpu, slower = [], [], [], [], [], []
         ok, total = 0, 0
         for k in range(n):
@@ -82,7 +88,7 @@ def main(d):
             slower.append(f"{running(run) - running(b):.1f}")
             ovs.append(run["makespan_s"] / tb - 1)
             lr = lru.get(k)
-            if lr and name != "q10s-lru" and lr["makespan_s"] > tb:
+            if lr and unq(name) != "lru" and lr["makespan_s"] > tb:
                 cuts.append(1 - (run["makespan_s"] - tb) / (lr["makespan_s"] - tb))
             want = {j["name"]: check(j) for j in b["jobs"]}
             for j in run["jobs"]:
@@ -102,7 +108,7 @@ def main(d):
     print()
     print(realapps_account.HEADER)
     print(realapps_account.RULE)
-    for (app, name) in sorted(runs, key=lambda k: (k[0], ORDER.get(k[1].replace("q10s-", ""), 9))):
+    for (app, name) in sorted(runs, key=lambda k: (k[0], ORDER.get(unq(k[1]), 9))):
         v = realapps_account.median_values(realapps_account.values(r) for r in runs[(app, name)].values())
         print(f"| {app} | {label(name)} | " + " | ".join(realapps_account.cells(v)) + " |")
 
@@ -111,7 +117,7 @@ def main(d):
     print()
     print(realapps_account.COUNTERS_HEADER)
     print(realapps_account.COUNTERS_RULE)
-    for (app, name) in sorted(runs, key=lambda k: (k[0], ORDER.get(k[1].replace("q10s-", ""), 9))):
+    for (app, name) in sorted(runs, key=lambda k: (k[0], ORDER.get(unq(k[1]), 9))):
         c = realapps_account.median_counters(
             realapps_account.counter_values(r) for r in runs[(app, name)].values())
         print(f"| {app} | {label(name)} | " + " | ".join(realapps_account.counter_cells(c)) + " |")

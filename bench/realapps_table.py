@@ -67,8 +67,8 @@ def main(d):
             label = label.split("/share")[0] + f", quantum grows (switching <= {run['max_switch_share'] * 100:g}%)"
         batch_f = os.path.join(d, f"{app}-batch.json")
         batch = json.load(open(batch_f)) if os.path.exists(batch_f) else None
-        lru_f = os.path.join(d, f"{app}-q10s-lru.json")
-        lru = json.load(open(lru_f)) if os.path.exists(lru_f) else None
+        lru_f = glob.glob(os.path.join(d, f"{app}-q*-lru.json"))
+        lru = json.load(open(lru_f[0])) if lru_f else None
         tb = batch["makespan_s"] if batch else None
         ov = run["makespan_s"] / tb - 1 if tb else None
         cut = "-"
