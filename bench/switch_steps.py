@@ -9,7 +9,7 @@ The kernel-alone column scales those rows' rates to each switch's own
 bytes (out at its MADV_PAGEOUT rate, drain per byte out, in at its page-in
 rate) and takes the median over the switches; `vs kernel` is the median
 switch over it. Used by bench/realapps_table.py and bench/switch_ab.sh;
-alone:
+alone, with each run switch by switch too:
     python3 bench/switch_steps.py PAGING_RATE_TABLE RUN.json...
 """
 import os
@@ -70,6 +70,28 @@ def table(labelled, kernel):
     return "\n".join(out)
 
 
+def per_switch(run, kernel, mode="in_turn"):
+    """Each switch of one run: its steps, its page-out side (scan, reclaim,
+    advise, drain) against the kernel alone's out and drain at its bytes,
+    and its whole against the kernel alone's out, drain and in."""
+    head = ["at (s)", "took"] + STEPS + ["out MiB", "in MiB", "out side", "kernel out+drain", "kernel alone", "vs kernel"]
+    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    rows = kernel.get(mode)
+    for s in switches(run):
+        st = s["steps"]
+        side = sum(st.get(k, 0.0) for k in ("scan_s", "reclaim_s", "advise_s", "drain_s"))
+        cells = [f"{s['at_s']:.1f}", f"{s['took_s']:.3f}"] + [f"{st.get(k + '_s', 0.0):.3f}" for k in STEPS]
+        cells += [f"{s['paged_out_bytes'] / MIB:.0f}", f"{s['paged_in_bytes'] / MIB:.0f}", f"{side:.3f}"]
+        if rows:
+            k_out = kernel_s(rows, s["paged_out_bytes"], 0)
+            k_all = kernel_s(rows, s["paged_out_bytes"], s["paged_in_bytes"])
+            cells += [f"{k_out:.3f}", f"{k_all:.3f}", f"{s['took_s'] / k_all:.2f}x"]
+        else:
+            cells += ["-", "-", "-"]
+        out.append("| " + " | ".join(cells) + " |")
+    return "\n".join(out)
+
+
 NOTE = ("Per switch, medians (s) over the switches that moved memory; each step's median apart, so the "
         "steps need not add up to `took`. scan: PAGEMAP_SCAN records; reclaim: cgroup reclaim by age "
         "(so's make-room); advise: MADV_PAGEOUT; drain: waiting for the writes; stream_wait: the "
@@ -81,6 +103,12 @@ NOTE = ("Per switch, medians (s) over the switches that moved memory; each step'
 if __name__ == "__main__":
     import json
     k = kernel_rows(sys.argv[1])
-    print(table([(os.path.basename(f)[:-5], [json.load(open(f))]) for f in sys.argv[2:]], k))
+    runs = [(os.path.basename(f)[:-5], json.load(open(f))) for f in sys.argv[2:]]
+    print(table([(label, [run]) for label, run in runs], k))
     print()
     print(NOTE)
+    for label, run in runs:
+        print()
+        print(f"{label}, switch by switch (kernel alone: in_turn rows):")
+        print()
+        print(per_switch(run, k))

@@ -641,4 +641,26 @@ mod tests {
             .collect();
         assert_eq!(stored, [(Some(27), Some(27)), (Some(300), Some(100))]);
     }
+
+    /// A switch's steps and `other_s` add up to its time; a switch record
+    /// written before the steps were has none, and one with only some
+    /// steps reads the others as 0.
+    #[test]
+    fn steps_close_to_the_switch_time_and_older_records_have_none() {
+        let mut steps = SwitchSteps::default();
+        SwitchSteps::time(&mut steps.scan_s, || {
+            std::thread::sleep(std::time::Duration::from_millis(2))
+        });
+        steps.reclaim_s += 0.3;
+        let closed = steps.close(0.5);
+        assert!(
+            (closed.measured_s() + closed.other_s - 0.5).abs() < 1e-9,
+            "{closed:?}"
+        );
+        assert!(closed.scan_s >= 0.002, "{closed:?}");
+        assert!(run().switches.iter().all(|s| s.steps.is_none()));
+        let partial: SwitchSteps = serde_json::from_value(json!({"drain_s": 0.1})).unwrap();
+        assert_eq!(partial.drain_s, 0.1);
+        assert_eq!(partial.measured_s(), 0.1);
+    }
 }
