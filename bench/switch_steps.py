@@ -73,21 +73,31 @@ def table(labelled, kernel):
 def per_switch(run, kernel, mode="in_turn"):
     """Each switch of one run: its steps, its page-out side (scan, reclaim,
     advise, drain) against the kernel alone's out and drain at its bytes,
-    and its whole against the kernel alone's out, drain and in."""
-    head = ["at (s)", "took"] + STEPS + ["out MiB", "in MiB", "out side", "kernel out+drain", "kernel alone", "vs kernel"]
+    and its whole against the kernel alone's out, drain and in; the reclaim
+    by age's rate (all the switch's bytes out over its time: where it made
+    only part of the room this overstates it) and memgang's own work
+    (freeze, sampling, scans, thaw, other) and its share of the switch."""
+    head = (["at (s)", "took"] + STEPS
+            + ["out MiB", "in MiB", "out side", "reclaim MB/s", "own", "own share", "kernel out+drain",
+               "reclaim / kernel out+drain", "kernel alone", "vs kernel"])
     out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     rows = kernel.get(mode)
     for s in switches(run):
         st = s["steps"]
         side = sum(st.get(k, 0.0) for k in ("scan_s", "reclaim_s", "advise_s", "drain_s"))
         cells = [f"{s['at_s']:.1f}", f"{s['took_s']:.3f}"] + [f"{st.get(k + '_s', 0.0):.3f}" for k in STEPS]
-        cells += [f"{s['paged_out_bytes'] / MIB:.0f}", f"{s['paged_in_bytes'] / MIB:.0f}", f"{side:.3f}"]
+        # memgang's own work: what is neither paging nor waiting for it.
+        own = sum(st.get(k, 0.0) for k in ("freeze_s", "sampling_s", "scan_s", "thaw_s", "other_s"))
+        rate = s["paged_out_bytes"] / st["reclaim_s"] / 1e6 if st.get("reclaim_s") else None
+        cells += [f"{s['paged_out_bytes'] / MIB:.0f}", f"{s['paged_in_bytes'] / MIB:.0f}", f"{side:.3f}",
+                  "-" if rate is None else f"{rate:.0f}", f"{own:.3f}", f"{own / s['took_s'] * 100:.0f}%"]
         if rows:
             k_out = kernel_s(rows, s["paged_out_bytes"], 0)
             k_all = kernel_s(rows, s["paged_out_bytes"], s["paged_in_bytes"])
-            cells += [f"{k_out:.3f}", f"{k_all:.3f}", f"{s['took_s'] / k_all:.2f}x"]
+            ratio = f"{st.get('reclaim_s', 0.0) / k_out:.2f}" if k_out else "-"
+            cells += [f"{k_out:.3f}", ratio, f"{k_all:.3f}", f"{s['took_s'] / k_all:.2f}x"]
         else:
-            cells += ["-", "-", "-"]
+            cells += ["-", "-", "-", "-"]
         out.append("| " + " | ".join(cells) + " |")
     return "\n".join(out)
 
