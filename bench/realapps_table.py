@@ -26,6 +26,9 @@ A third gives each run's time account, measured (realapps_account.py):
 CPU against batch, frozen, switch, io wait, run-queue wait, unaccounted;
 a fourth its counters (software perf events, huge pages, THP fallbacks,
 what the kernel counted while frozen, hardware counters or why none).
+A fifth (switch_steps.py) splits each run's switches step by step against
+the kernel alone paging the same bytes: bench/paging_rate.sh's table.txt
+named by PAGING_RATE, or else the newest under bench/results/.
 """
 import glob
 import json
@@ -33,6 +36,7 @@ import os
 import sys
 
 import realapps_account
+import switch_steps
 
 PAGE = os.sysconf("SC_PAGE_SIZE")
 
@@ -155,6 +159,19 @@ def main(d):
     for app, f, label in rows:
         c = realapps_account.counter_values(json.load(open(f)))
         print(f"| {app} | {label} | " + " | ".join(realapps_account.counter_cells(c)) + " |")
+
+    stepped = [(f"{app} {label}", [json.load(open(f))]) for app, f, label in rows if label != "batch"]
+    stepped = [(l, r) for l, r in stepped if switch_steps.switches(r[0])]
+    if stepped:
+        rate = os.environ.get("PAGING_RATE") or max(
+            glob.glob(os.path.join(os.path.dirname(__file__), "results", "paging-rate-*", "table.txt")),
+            default=None)
+        print()
+        print(f"Switch steps (switch_steps.py; kernel alone: {rate or 'none found'}):")
+        print()
+        print(switch_steps.table(stepped, switch_steps.kernel_rows(rate)))
+        print()
+        print(switch_steps.NOTE)
 
 
 if __name__ == "__main__":

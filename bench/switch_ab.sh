@@ -4,7 +4,8 @@
 # under gang so/ao/ai, q = 10 s, with OLD and NEW alternating, ROUNDS
 # rounds; per build the switches' page-out and page-in rates, their mean
 # time, the makespans, the jobs' running time (their quanta together) and
-# the bytes put back on huge pages after page-ins. For a mechanism change
+# the bytes put back on huge pages after page-ins, and each build's
+# switches step by step (bench/switch_steps.py). For a mechanism change
 # that the policy does not see (build OLD from the commit before it).
 #   sudo bench/switch_ab.sh OLD_BIN NEW_BIN [OUT_DIR]    APPS="gather cg" ROUNDS=2
 set -euo pipefail
@@ -55,5 +56,19 @@ for (app, t), runs in sorted(rows.items(), key=lambda kv: (kv[0][0], kv[0][1] !=
     # Put back after page-ins (results before that field have none).
     huge = " / ".join(f"{sum(j.get('huge_restored_bytes', 0) for j in r['jobs']) / 2**20:.0f}" for r in runs)
     print(f"| {app} | {t} | {len(runs)} | {ms} | {running} | {out_b/out_s/1e6 if out_s else 0:.0f} | {in_b/in_s/1e6 if in_s else 0:.0f} | {took:.2f} | {huge} |")
+# Each build's switches step by step (a build before the steps were
+# recorded has none), beside the kernel alone (PAGING_RATE, or the newest
+# bench/paging_rate.sh table).
+sys.path.insert(0, "bench")
+import switch_steps
+stepped = [(f"{app} {t}", runs) for (app, t), runs in sorted(rows.items(), key=lambda kv: (kv[0][0], kv[0][1] != "old"))]
+if any(switch_steps.switches(r) for _, runs in stepped for r in runs):
+    rate = os.environ.get("PAGING_RATE") or max(glob.glob("bench/results/paging-rate-*/table.txt"), default=None)
+    print()
+    print(f"Switch steps (kernel alone: {rate or 'none found'}):")
+    print()
+    print(switch_steps.table(stepped, switch_steps.kernel_rows(rate)))
+    print()
+    print(switch_steps.NOTE)
 PY
 echo "results in $out"

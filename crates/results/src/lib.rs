@@ -465,6 +465,81 @@ pub struct Switch {
     pub faults_after: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub faults_after_before_exit: Option<u64>,
+    /// Where the switch's time went, step by step ([`SwitchSteps`]);
+    /// absent in results written before 2026-11-29.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steps: Option<SwitchSteps>,
+}
+
+/// A switch's time by step, in seconds, measured by the switch engine and
+/// the executor around each call (docs/results.md): the steps the switch's
+/// own thread waited in, one after another, so that they and `other_s` add
+/// up to the switch's `took_s`. A page-in streamed beside the page-out
+/// runs in another thread: only the wait for its end shows
+/// (`stream_wait_s`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SwitchSteps {
+    /// Freezing the outgoing jobs (the cgroup freezer, or signals).
+    pub freeze_s: f64,
+    /// Sampling the jobs' taskstats after each freeze and thaw (the time
+    /// account's while-frozen parts).
+    pub sampling_s: f64,
+    /// Waiting for the outgoing jobs' huge pages to go back (the restore
+    /// started at their last resume).
+    pub huge_wait_s: f64,
+    /// Reading which pages are resident (PAGEMAP_SCAN), per process.
+    pub scan_s: f64,
+    /// Cgroup reclaim of the stopped jobs, oldest pages first (`so`'s
+    /// make-room, before its MADV_PAGEOUT).
+    pub reclaim_s: f64,
+    /// MADV_PAGEOUT calls (process_madvise): unmapping and submitting the
+    /// writes.
+    pub advise_s: f64,
+    /// Waiting for the page-out's writes to leave the pool (a reclaim of
+    /// the stopped group).
+    pub drain_s: f64,
+    /// At resume: waiting for a page-in started earlier (streamed beside
+    /// the page-out, overlapped, or a prefetch) to end.
+    pub stream_wait_s: f64,
+    /// At resume: paging in what was left of the records.
+    pub page_in_s: f64,
+    /// Thawing the incoming jobs.
+    pub thaw_s: f64,
+    /// The rest of `took_s`: cgroup reads, the policy's bookkeeping,
+    /// starting jobs, the switch sampler.
+    pub other_s: f64,
+}
+
+impl SwitchSteps {
+    /// Run `f`, adding its time to the step `slot` (a field of a
+    /// `SwitchSteps`).
+    pub fn time<T>(slot: &mut f64, f: impl FnOnce() -> T) -> T {
+        let t = std::time::Instant::now();
+        let r = f();
+        *slot += t.elapsed().as_secs_f64();
+        r
+    }
+
+    /// The measured steps together.
+    pub fn measured_s(&self) -> f64 {
+        self.freeze_s
+            + self.sampling_s
+            + self.huge_wait_s
+            + self.scan_s
+            + self.reclaim_s
+            + self.advise_s
+            + self.drain_s
+            + self.stream_wait_s
+            + self.page_in_s
+            + self.thaw_s
+    }
+
+    /// Set `other_s` to what of a switch of `took_s` no step measured.
+    pub fn close(mut self, took_s: f64) -> SwitchSteps {
+        self.other_s = (took_s - self.measured_s()).max(0.0);
+        self
+    }
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -565,5 +640,27 @@ mod tests {
             .map(|s| (s.faults_after, s.faults_after_before_exit))
             .collect();
         assert_eq!(stored, [(Some(27), Some(27)), (Some(300), Some(100))]);
+    }
+
+    /// A switch's steps and `other_s` add up to its time; a switch record
+    /// written before the steps were has none, and one with only some
+    /// steps reads the others as 0.
+    #[test]
+    fn steps_close_to_the_switch_time_and_older_records_have_none() {
+        let mut steps = SwitchSteps::default();
+        SwitchSteps::time(&mut steps.scan_s, || {
+            std::thread::sleep(std::time::Duration::from_millis(2))
+        });
+        steps.reclaim_s += 0.3;
+        let closed = steps.close(0.5);
+        assert!(
+            (closed.measured_s() + closed.other_s - 0.5).abs() < 1e-9,
+            "{closed:?}"
+        );
+        assert!(closed.scan_s >= 0.002, "{closed:?}");
+        assert!(run().switches.iter().all(|s| s.steps.is_none()));
+        let partial: SwitchSteps = serde_json::from_value(json!({"drain_s": 0.1})).unwrap();
+        assert_eq!(partial.drain_s, 0.1);
+        assert_eq!(partial.measured_s(), 0.1);
     }
 }

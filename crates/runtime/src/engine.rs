@@ -21,6 +21,7 @@ use memgang_core::{capacity, room, PageInPlan, PageOutPlan};
 use memgang_linux::cgroup::GroupPath;
 use memgang_linux::paging::PageRecord;
 use memgang_linux::runs;
+use memgang_results::SwitchSteps;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -195,10 +196,16 @@ impl NodeSwitch {
     /// Page a stopped job out by `plan`, after ending its background
     /// writing and waiting for its huge pages to go back; keep its records
     /// (background writing's, taken before it wrote pages out, where there
-    /// are some) and its working-set estimate.
-    pub fn suspend(&self, job: &mut JobMemory, plan: PageOutPlan) -> Suspended {
+    /// are some) and its working-set estimate. Its steps are timed into
+    /// `steps`.
+    pub fn suspend(
+        &self,
+        job: &mut JobMemory,
+        plan: PageOutPlan,
+        steps: &mut SwitchSteps,
+    ) -> Suspended {
         let mut out = Suspended {
-            huge_restored: job.wait_huge(),
+            huge_restored: SwitchSteps::time(&mut steps.huge_wait_s, || job.wait_huge()),
             ..Suspended::default()
         };
         let bg = job.bg.take().map(|w| {
@@ -213,7 +220,7 @@ impl NodeSwitch {
             .ok()
             .map(|m| m.anon_bytes);
         let t = Instant::now();
-        let paged = self.memory.page_out(&job.group, &job.name, plan);
+        let paged = self.memory.page_out(&job.group, &job.name, plan, steps);
         out.took = t.elapsed();
         out.paged_out = paged.bytes;
         out.warnings = paged.warnings;
@@ -253,11 +260,14 @@ impl NodeSwitch {
         victims: &[(GroupPath, String)],
         stream: bool,
         warnings: &mut Vec<String>,
+        steps: &mut SwitchSteps,
     ) -> (u64, Duration) {
         let need = self.shortfall(job);
         let done = stream.then(|| self.stream_page_in(job));
         let t = Instant::now();
-        let freed = self.memory.make_room(need, victims, &job.name, warnings);
+        let freed = self
+            .memory
+            .make_room(need, victims, &job.name, warnings, steps);
         let took = t.elapsed();
         if let Some(done) = done {
             done.store(true, Ordering::Release);
@@ -343,19 +353,29 @@ impl NodeSwitch {
     /// records, cut to what the pool can take now
     /// ([`GroupMemory::fitting_records`]; not overlapped with the page-out
     /// that made its room), and start putting its huge pages back. Failures
-    /// are said here; the kernel pages the rest on demand.
-    pub fn resume(&self, job: &mut JobMemory, records: bool) -> PageInDone {
-        let early = job.early.take().map(|h| h.join());
-        let now = records.then(|| {
-            let taken = std::mem::take(&mut job.records);
-            let fit = self.memory.fitting_records(
-                taken,
-                &job.group,
-                &job.name,
-                &self.pool,
-                self.pool_memory,
-            );
-            mechanisms::page_in(self.memory.paging.as_ref(), &fit)
+    /// are said here; the kernel pages the rest on demand. The waits are
+    /// timed into `steps`.
+    pub fn resume(
+        &self,
+        job: &mut JobMemory,
+        records: bool,
+        steps: &mut SwitchSteps,
+    ) -> PageInDone {
+        let early = SwitchSteps::time(&mut steps.stream_wait_s, || {
+            job.early.take().map(|h| h.join())
+        });
+        let now = SwitchSteps::time(&mut steps.page_in_s, || {
+            records.then(|| {
+                let taken = std::mem::take(&mut job.records);
+                let fit = self.memory.fitting_records(
+                    taken,
+                    &job.group,
+                    &job.name,
+                    &self.pool,
+                    self.pool_memory,
+                );
+                mechanisms::page_in(self.memory.paging.as_ref(), &fit)
+            })
         });
         let mut all = PageInDone::default();
         for done in early.into_iter().flatten().chain(now) {

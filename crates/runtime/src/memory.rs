@@ -16,6 +16,7 @@ use memgang_linux::cgroup::{CgroupBackend, GroupPath};
 use memgang_linux::counters::NodeCounters;
 use memgang_linux::paging::{self, PageRecord, Paging};
 use memgang_linux::runs;
+use memgang_results::SwitchSteps;
 use std::sync::Arc;
 
 pub use memgang_core::capacity::{ROOM_MARGIN, SWAP_RESERVE};
@@ -60,8 +61,15 @@ impl GroupMemory {
 
     /// Carry out a page-out plan on the stopped job in `group` (`name` for
     /// messages). A mechanism that fails (no rights, a process gone) leaves
-    /// the job to the kernel's LRU and says why: the switch goes on.
-    pub fn page_out(&self, group: &GroupPath, name: &str, plan: PageOutPlan) -> PagedOut {
+    /// the job to the kernel's LRU and says why: the switch goes on. Its
+    /// scans, advice and drain are timed into `steps`.
+    pub fn page_out(
+        &self,
+        group: &GroupPath,
+        name: &str,
+        plan: PageOutPlan,
+        steps: &mut SwitchSteps,
+    ) -> PagedOut {
         let (record, evict) = match plan {
             PageOutPlan::Lru => return PagedOut::default(),
             PageOutPlan::Record => (true, false),
@@ -80,11 +88,13 @@ impl GroupMemory {
             // (a PAGEMAP_SCAN ioctl) is small next to the page-out.
             // With the huge pages, when kept: before the page-out, which
             // splits them.
-            let scanned = if record {
-                self.paging.record_with_huge(pid)
-            } else {
-                self.paging.record(pid).map(|rec| (rec, None))
-            };
+            let scanned = SwitchSteps::time(&mut steps.scan_s, || {
+                if record {
+                    self.paging.record_with_huge(pid)
+                } else {
+                    self.paging.record(pid).map(|rec| (rec, None))
+                }
+            });
             let (rec, huge) = match scanned {
                 Ok(found) => found,
                 Err(e) => {
@@ -105,7 +115,7 @@ impl GroupMemory {
                         format_bytes(rec.bytes().saturating_sub(room)),
                     ));
                 }
-                match self.paging.page_out(pid, &runs) {
+                match SwitchSteps::time(&mut steps.advise_s, || self.paging.page_out(pid, &runs)) {
                     Ok(advised) => {
                         out.bytes += advised;
                         room = room.saturating_sub(advised);
@@ -118,7 +128,7 @@ impl GroupMemory {
             }
         }
         if evict {
-            self.drain(group, name);
+            SwitchSteps::time(&mut steps.drain_s, || self.drain(group, name));
         }
         // MADV_PAGEOUT leaves locked (mlock) pages and pages shared with
         // other processes where they are: say how much stayed.
@@ -138,7 +148,13 @@ impl GroupMemory {
     /// address order (the record keeps no age; a cgroup reclaim before
     /// this has taken the oldest pages), and wait until it has left the
     /// pool. Returns the drop in the job's usage.
-    pub fn page_out_part(&self, group: &GroupPath, name: &str, bytes: u64) -> u64 {
+    pub fn page_out_part(
+        &self,
+        group: &GroupPath,
+        name: &str,
+        bytes: u64,
+        steps: &mut SwitchSteps,
+    ) -> u64 {
         let usage = || self.backend.memory_stat(group).map_or(0, |m| m.usage_bytes);
         let before = usage();
         let mut left = bytes.min(self.swap_room());
@@ -146,7 +162,7 @@ impl GroupMemory {
             if left == 0 {
                 break;
             }
-            let rec = match self.paging.record(pid) {
+            let rec = match SwitchSteps::time(&mut steps.scan_s, || self.paging.record(pid)) {
                 Ok(rec) => rec,
                 Err(e) => {
                     failed(name, "recording resident pages", &e);
@@ -154,12 +170,12 @@ impl GroupMemory {
                 }
             };
             let runs = runs::truncate(&rec.runs, left);
-            match self.paging.page_out(pid, &runs) {
+            match SwitchSteps::time(&mut steps.advise_s, || self.paging.page_out(pid, &runs)) {
                 Ok(advised) => left = left.saturating_sub(advised),
                 Err(e) => failed(name, "paging out", &e),
             }
         }
-        self.drain(group, name);
+        SwitchSteps::time(&mut steps.drain_s, || self.drain(group, name));
         before.saturating_sub(usage())
     }
 
@@ -200,6 +216,7 @@ impl GroupMemory {
         victims: &[(GroupPath, String)],
         for_job: &str,
         warnings: &mut Vec<String>,
+        steps: &mut SwitchSteps,
     ) -> u64 {
         let mut need = need.min(self.swap_room());
         let mut freed = 0;
@@ -208,7 +225,9 @@ impl GroupMemory {
                 break;
             }
             let has = self.backend.memory_stat(group).map_or(0, |m| m.anon_bytes);
-            match self.backend.reclaim(group, need.min(has)) {
+            match SwitchSteps::time(&mut steps.reclaim_s, || {
+                self.backend.reclaim(group, need.min(has))
+            }) {
                 Ok(got) => {
                     freed += got;
                     need = need.saturating_sub(got);
@@ -222,7 +241,7 @@ impl GroupMemory {
             // of the shortfall then goes by MADV_PAGEOUT, which submits
             // the writes in bulk without waiting for each round.
             if need > 0 {
-                let got = self.page_out_part(group, name, need);
+                let got = self.page_out_part(group, name, need, steps);
                 freed += got;
                 need = need.saturating_sub(got);
             }

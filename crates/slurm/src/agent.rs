@@ -200,6 +200,7 @@ impl Agent {
 
     fn switch(&self, steps: Vec<Step>) -> SwitchReport {
         let mut jobs = self.jobs.lock().unwrap();
+        let began = Instant::now();
         let mut report = SwitchReport::default();
         // Opened as the executor opens its switches: an overlapped page-in
         // starts at once, beside the page-outs; prefetches share its budget.
@@ -217,7 +218,7 @@ impl Agent {
                     let Some(j) = jobs.get_mut(&job) else {
                         continue;
                     };
-                    let out = self.engine.suspend(j, plan);
+                    let out = self.engine.suspend(j, plan, &mut report.steps);
                     if out.huge_restored > 0 {
                         tracing::debug!(
                             "job {job}: {} bytes back on huge pages",
@@ -254,9 +255,13 @@ impl Agent {
                     };
                     j.declared = Some(declared);
                     let stream = opening.paged_in.contains(&job);
-                    let (freed, took) =
-                        self.engine
-                            .make_room(j, &victims, stream, &mut report.warnings);
+                    let (freed, took) = self.engine.make_room(
+                        j,
+                        &victims,
+                        stream,
+                        &mut report.warnings,
+                        &mut report.steps,
+                    );
                     report.paged_out_bytes += freed;
                     report.page_out_s += took.as_secs_f64();
                 }
@@ -264,7 +269,9 @@ impl Agent {
                     let Some(j) = jobs.get_mut(&job) else {
                         continue;
                     };
-                    let done = self.engine.resume(j, plan.uses_records());
+                    let done = self
+                        .engine
+                        .resume(j, plan.uses_records(), &mut report.steps);
                     report.paged_in_bytes += done.bytes;
                     report.page_in_s += done.took.as_secs_f64();
                 }
@@ -280,6 +287,7 @@ impl Agent {
                 }
             }
         }
+        report.steps = report.steps.close(began.elapsed().as_secs_f64());
         report
     }
 

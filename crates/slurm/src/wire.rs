@@ -7,6 +7,7 @@
 use anyhow::{bail, Context, Result};
 use memgang_core::{PageInPlan, PageOutPlan};
 use memgang_proto::lines;
+use memgang_runtime::SwitchSteps;
 use serde::{Deserialize, Serialize};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
@@ -80,6 +81,11 @@ pub struct SwitchReport {
     pub page_out_s: f64,
     pub page_in_s: f64,
     pub warnings: Vec<String>,
+    /// Where the node's switch spent its time, step by step (the switch
+    /// engine's, as in a `memgang run`'s switch record); absent from
+    /// older agents.
+    #[serde(default)]
+    pub steps: SwitchSteps,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

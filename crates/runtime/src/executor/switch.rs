@@ -9,7 +9,7 @@ use super::sampling::{allowance_for, Sampling};
 use super::Env;
 use crate::engine::NodeSwitch;
 use crate::mechanisms::SwitchSampler;
-use crate::results::Switch;
+use crate::results::{Switch, SwitchSteps};
 use anyhow::{Context, Result};
 use memgang_core::{Action, JobId, State};
 use memgang_linux::counters::VmStat;
@@ -63,6 +63,7 @@ impl SwitchState {
         let (mut out_time, mut in_time) = (Duration::ZERO, Duration::ZERO);
         let mut warnings = Vec::new();
         let mut bg_bytes = 0;
+        let mut steps = SwitchSteps::default();
         if is_switch {
             warnings.extend(self.check_swap(jobs, &batch));
         }
@@ -104,13 +105,14 @@ impl SwitchState {
                     }
                 }
                 Action::Suspend { page_out, .. } => {
-                    env.freezer
-                        .freeze(&jobs.runs[i].group)
-                        .with_context(|| format!("suspending job {}", jobs.name(job)))?;
+                    SwitchSteps::time(&mut steps.freeze_s, || {
+                        env.freezer.freeze(&jobs.runs[i].group)
+                    })
+                    .with_context(|| format!("suspending job {}", jobs.name(job)))?;
                     jobs.stop_interval(job, t0.elapsed());
-                    jobs.account_frozen(env, i);
+                    SwitchSteps::time(&mut steps.sampling_s, || jobs.account_frozen(env, i));
                     let j = &mut jobs.runs[i];
-                    let out = self.engine.suspend(&mut j.mem, page_out);
+                    let out = self.engine.suspend(&mut j.mem, page_out, &mut steps);
                     j.result.huge_restored_bytes += out.huge_restored;
                     bg_bytes += out.background;
                     paged_out += out.paged_out;
@@ -137,6 +139,7 @@ impl SwitchState {
                         &victims,
                         stream,
                         &mut warnings,
+                        &mut steps,
                     );
                     paged_out += freed;
                     out_time += took;
@@ -144,16 +147,17 @@ impl SwitchState {
                 Action::Resume { page_in, .. } => {
                     // Bring its memory back while it is still frozen, so
                     // that it resumes without faulting.
-                    let done = self
-                        .engine
-                        .resume(&mut jobs.runs[i].mem, page_in.uses_records());
+                    let done = self.engine.resume(
+                        &mut jobs.runs[i].mem,
+                        page_in.uses_records(),
+                        &mut steps,
+                    );
                     paged_in += done.bytes;
                     in_time += done.took;
-                    env.freezer
-                        .thaw(&jobs.runs[i].group)
+                    SwitchSteps::time(&mut steps.thaw_s, || env.freezer.thaw(&jobs.runs[i].group))
                         .with_context(|| format!("resuming job {}", jobs.name(job)))?;
                     jobs.runs[i].running_since = Some(t0.elapsed());
-                    jobs.account_thawed(env, i);
+                    SwitchSteps::time(&mut steps.sampling_s, || jobs.account_thawed(env, i));
                     resumed.push(jobs.name(job).to_string());
                 }
                 Action::WriteBack { until, .. } => {
@@ -201,6 +205,7 @@ impl SwitchState {
                 // Counted from the samples once the run is over.
                 faults_after: None,
                 faults_after_before_exit: None,
+                steps: Some(steps.close(took.as_secs_f64())),
             });
             took
         });

@@ -374,6 +374,16 @@ fn a_page_in_streams_into_the_room_being_made() {
     // in before it is thawed.
     let thaw = log.iter().position(|l| l.starts_with("thaw")).unwrap();
     assert!(first_page_in < thaw, "{log:?}");
+    // Each switch's steps and the rest add up to its time.
+    for s in &r.switches {
+        let steps = s.steps.expect("every switch records its steps");
+        let sum = steps.measured_s() + steps.other_s;
+        assert!(
+            (sum - s.took_s).abs() < 1e-6,
+            "{steps:?} against {}",
+            s.took_s
+        );
+    }
     assert!(f.cgroups.live().is_empty(), "{:?}", f.cgroups.live());
 }
 
