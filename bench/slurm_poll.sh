@@ -82,7 +82,7 @@ row squeue-json "a loop: squeue --json every 500 ms"
 step "squeue-text: a loop runs squeue's text query every 500 ms"
 python3 bench/slurm_poll.py measure "$out/squeue-text.json" "$WINDOW" $daemons --every 0.5 -- \
   squeue -h -a -t all -p memgang,memgang-run -o '%i|%T|%D|%m|%P|%j'
-row squeue-text "a loop: squeue -h -a -t all -p memgang,memgang-run -o '%i|%T|%D|%m|%P|%j' every 500 ms"
+row squeue-text "a loop: squeue's text of the two partitions (slurmctl::jobs) every 500 ms"
 scripts/slurm-cluster down > /dev/null
 
 {
