@@ -109,7 +109,7 @@ job_states() { # DIR NODES
   local k f
   for k in $(seq "$2"); do
     for f in /sys/fs/cgroup/memory/memgang-slurm-n$k/memory.max_usage_in_bytes /sys/fs/cgroup/memgang-slurm-n$k/memory.peak; do
-      [ -r "$f" ] && echo "n$k $(cat "$f")"
+      if [ -r "$f" ]; then echo "n$k $(cat "$f")"; fi
     done
   done > "$1/pool-peak.txt"
 }
@@ -147,7 +147,7 @@ for nodes in $NODE_COUNTS; do
   done
 done
 
-python3 bench/slurm_table.py "$out" "$NODE_COUNTS" "$RANK_MIB" "$NODE_POOL" "$SWEEPS" "$APP" | tee "$out/table.md"
+python3 bench/slurm_table.py "$out" "$NODE_COUNTS" "$RANK_MIB" "$NODE_POOL" "$SWEEPS" "$APP" "$SLICE" | tee "$out/table.md"
 printf 'machine: %s CPUs, Linux %s, Slurm %s, select/%s\n' "$(nproc)" "$(uname -r)" "$(slurmd -V | awk '{print $2}')" "$SELECT" >> "$out/table.md"
 rm -rf "$out/work"
 echo "results in $out"

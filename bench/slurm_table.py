@@ -1,5 +1,5 @@
 """bench/slurm.sh's tables, from its result directory:
-   python3 bench/slurm_table.py OUT "2 4" RANK_MIB NODE_POOL SWEEPS [APP]
+   python3 bench/slurm_table.py OUT "2 4" RANK_MIB NODE_POOL SWEEPS [APP [SLICE]]
    python3 bench/slurm_table.py --self-test
 
 One row per node count and scheduler: makespan, overhead against memgang's
@@ -109,13 +109,13 @@ def fmt(v, spec=".1f"):
     return "-" if v is None else format(v, spec)
 
 
-def main(out, counts, mib, pool, sweeps, app="mpi_sweep"):
+def main(out, counts, mib, pool, sweeps, app="mpi_sweep", slice_s="10"):
     what = {
         "mpi_sweep": f"mpi_sweep, one rank per node, {mib} MiB a rank, {sweeps} sweeps",
         "lammps": "LAMMPS Lennard-Jones melt, one rank per node",
         "hpcc": "hpcc, one rank per node",
     }[app]
-    print(f"Two MPI jobs ({what}), pool {pool} per node, quantum 10 s\n")
+    print(f"Two MPI jobs ({what}), pool {pool} per node, quantum {slice_s} s\n")
     print("| nodes | scheduler | makespan (s) | overhead vs batch | overhead cut vs Slurm gang | jobs killed or failed | check as batch |")
     print("|---|---|---|---|---|---|---|")
     parts = []
@@ -201,22 +201,33 @@ def main(out, counts, mib, pool, sweeps, app="mpi_sweep"):
 
 
 def self_test():
-    line = ("JobId=7 JobName=a UserId=root(0) JobState=COMPLETED Reason=None RunTime=00:01:02 "
-            "TimeLimit=UNLIMITED SubmitTime=2026-11-28T10:00:00 StartTime=2026-11-28T10:00:05 "
-            "EndTime=2026-11-28T10:01:37 SuspendTime=2026-11-28T10:01:20 SecsPreSuspend=45 "
-            "Command=(null) WorkDir=/a b")
-    pending = "JobId=8 JobName=b JobState=CANCELLED RunTime=00:00:00 StartTime=2026-11-28T10:02:00 EndTime=Unknown"
+    # Captured from bench/slurm.sh's Slurm gang row (APP=lammps, 2 nodes,
+    # Slurm 22.05.8; output paths shortened): job b, suspended 27 of its
+    # 56 s; then a job whose end Slurm does not know.
+    line = ("JobId=2 JobName=b UserId=root(0) GroupId=root(0) MCS_label=N/A Priority=4294901758 Nice=0 "
+            "Account=(null) QOS=(null) JobState=COMPLETED Reason=None Dependency=(null) Requeue=1 Restarts=0 "
+            "BatchFlag=1 Reboot=0 ExitCode=0:0 RunTime=00:00:29 TimeLimit=UNLIMITED TimeMin=N/A "
+            "SubmitTime=2026-11-29T01:30:22 EligibleTime=2026-11-29T01:30:22 AccrueTime=2026-11-29T01:30:22 "
+            "StartTime=2026-11-29T01:30:25 EndTime=2026-11-29T01:31:21 Deadline=N/A "
+            "SuspendTime=2026-11-29T01:31:17 SecsPreSuspend=25 LastSchedEval=2026-11-29T01:30:25 Scheduler=Main "
+            "Partition=memgang AllocNode:Sid=localhost:6256 ReqNodeList=(null) ExcNodeList=(null) NodeList=n[1-2] "
+            "BatchHost=n1 NumNodes=2 NumCPUs=4 NumTasks=2 CPUs/Task=1 ReqB:S:C:T=0:0:*:* "
+            "TRES=cpu=4,node=2,billing=4 Socks/Node=* NtasksPerN:B:S:C=1:0:*:* CoreSpec=* MinCPUsNode=1 "
+            "MinMemoryNode=200M MinTmpDiskNode=0 Features=(null) DelayBoot=00:00:00 OverSubscribe=YES "
+            "Contiguous=0 Licenses=(null) Network=(null) Command=(null) WorkDir=/work/wt/slurmbench "
+            "StdErr=/tmp/x/b.out StdIn=/dev/null StdOut=/tmp/x/b.out Power= ")
+    pending = "JobId=8 JobName=c JobState=CANCELLED RunTime=00:00:00 StartTime=2026-11-28T10:02:00 EndTime=Unknown"
     jobs = slurm_jobs(line + "\n\n" + pending + "\n")
-    assert [j["name"] for j in jobs] == ["a", "b"]
-    assert jobs[0]["run_s"] == 62 and jobs[0]["state"] == "COMPLETED"
+    assert [j["name"] for j in jobs] == ["b", "c"]
+    assert jobs[0]["run_s"] == 29 and jobs[0]["state"] == "COMPLETED"
     assert jobs[1]["end"] is None
     assert seconds("1-00:00:03") == 86403 and seconds("05:07") == 307
-    # 92 s from start to end, 62 run: 30 s suspended; 62 against batch's
-    # 60: 2 s more run time; 10 s of overhead of which 5 s in switches.
-    extra, rest, susp = split(jobs[:1], 5.0, 60, 10.0)
-    assert (extra, rest, susp) == (2, 3.0, 30.0), (extra, rest, susp)
-    assert split(jobs, 5.0, 60, 10.0) == (None, None, None)
-    assert split(jobs[:1], None, None, None) == (None, None, 30.0)
+    # 56 s from start to end, 29 run: 27 s suspended; 29 against batch's
+    # 28: 1 s more run time; 10 s of overhead of which 5 s in switches.
+    extra, rest, susp = split(jobs[:1], 5.0, 28, 10.0)
+    assert (extra, rest, susp) == (1, 4.0, 27.0), (extra, rest, susp)
+    assert split(jobs, 5.0, 28, 10.0) == (None, None, None)
+    assert split(jobs[:1], None, None, None) == (None, None, 27.0)
     assert check_of("mpi_sweep", "x checksum 00ff\nmpi_sweep ... checksum 0a1b\n") == "0a1b"
     assert check_of("lammps", "lammps side 20 steps 50 thermo 50 0.7 -5.2 0 -4.1 5.3\n") == "50 0.7 -5.2 0 -4.1 5.3"
     assert check_of("hpcc", "hpcc n 1000 residual 0.0042 passed 3 failed 0\n") == "residual 0.0042 passed 3 failed 0"
