@@ -178,8 +178,9 @@ def main(out, counts, mib, pool, sweeps, app="mpi_sweep", slice_s="10"):
         out_b = sum(r["paged_out_bytes"] for r in oks) / len(sw)
         in_b = sum(r["paged_in_bytes"] for r in oks) / len(sw)
         mean = sum(s["took_s"] for s in sw) / len(sw)
-        if bw:
-            limit = out_b / (int(bw.group(2)) * 1e6) + in_b / (int(bw.group(1)) * 1e6)
+        limit = out_b / (int(bw.group(2)) * 1e6) + in_b / (int(bw.group(1)) * 1e6) if bw else 0
+        # No limit where nothing was paged (jobs that fit: a small check run).
+        if limit > 0:
             lim, ratio = f"{limit:.2f}", f"{mean / limit:.2f}"
             if n == "1":
                 one = mean / limit
