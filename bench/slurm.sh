@@ -18,16 +18,18 @@
 # APP=lammps or APP=hpcc runs Debian's MPI codes in place of mpi_sweep
 # (bench/apps/), one rank per node of an N-node job, sized per node count
 # so that each rank's memory is about what the one-node pair's two ranks
-# held each (bench/lib.sh's APP_ARGS): one job's fits a node's pool, two
-# do not. Their check, in place of the checksum, is the job's own:
+# held each (bench/lib.sh's APP_ARGS), meant so that one job's fits a
+# node's pool and two do not (not yet checked at full size: the table
+# prints the batch row's peak per node). Their check, in place of the
+# checksum, is the job's own:
 # LAMMPS's last thermo line, hpcc's residual and verifications (none
 # failed), each the same as the batch run's.
 #   lammps  SIDE^3 cells with SIDE = 66 (N/2)^(1/3) (1,149,984 atoms at
 #           2 nodes, about 575,000 a rank), 280/N steps: the same atoms per
 #           node and the same work per job at every node count
 #           (LAMMPS_SIDE, LAMMPS_STEPS override); --mem APP_MEM (200M)
-#   hpcc    N = 5000 (N/2)^(1/2) (HPL's matrix: the same bytes per node),
-#           HPCC_N overrides; grid P x Q of the N ranks; --mem APP_MEM (170M)
+#   hpcc    HPL's matrix of side 5000 (N/2)^(1/2) (the same bytes per
+#           node), HPCC_N overrides; grid P x Q of the N ranks; --mem APP_MEM (170M)
 #   sudo bench/slurm.sh [OUT_DIR]   NODE_COUNTS="2 4" RANK_MIB=180 NODE_POOL=256M SWEEPS=800 SLICE=10
 #                                   ROWS="batch memgang slurm-gang slurm-gang-noswap" SELECT=linear|cons_tres
 #                                   APP=mpi_sweep|lammps|hpcc
