@@ -8,7 +8,7 @@
 # temperature, energies, pressure): the same for the same box, steps and
 # ranks, whatever the switches did.
 #
-#   bench/apps/lammps.sh SIDE STEPS      MPI_BTL=self,tcp as hpcc.sh
+#   bench/apps/lammps.sh SIDE STEPS      MPI_BTL=self,tcp as hpcc.sh; NP and MPI_ARGS as hpcc.sh
 set -euo pipefail
 side=${1:?usage: lammps.sh SIDE STEPS}
 steps=${2:?usage: lammps.sh SIDE STEPS}
@@ -32,7 +32,8 @@ fix 1 all nve
 thermo $steps
 run $steps
 IN
-TMPDIR=$dir mpirun --allow-run-as-root --oversubscribe --mca btl "${MPI_BTL:-self,vader,tcp}" -np 2 \
+# shellcheck disable=SC2086 # MPI_ARGS: words for mpirun
+TMPDIR=$dir mpirun --allow-run-as-root --oversubscribe --mca btl "${MPI_BTL:-self,vader,tcp}" ${MPI_ARGS:-} -np "${NP:-2}" \
   lmp -in in.lj -log log.lammps -screen none > mpirun.log 2>&1 || { cat mpirun.log >&2; exit 1; }
 # The thermo lines are "Step Temp E_pair E_mol TotEng Press"; the last one
 # printed, at step STEPS, is the result.

@@ -114,6 +114,9 @@ struct Controller {
     taken_back: BTreeMap<JobId, Vec<String>>,
     /// Each job's state in Slurm's last answer.
     slurm_state: BTreeMap<u32, String>,
+    /// Slurm's queue as the last `squeue --json` gave it: still the queue
+    /// while `squeue`'s text shows the same jobs ([`read_queue`](Self::read_queue)).
+    last_json: Option<Vec<Job>>,
     /// Jobs of the run partition on nodes outside the submit partition's:
     /// not this controller's (said once).
     foreign: BTreeSet<u32>,
@@ -166,6 +169,7 @@ pub fn run(s: Settings, stop: Arc<AtomicBool>) -> Result<Record> {
         held: BTreeSet::new(),
         taken_back: BTreeMap::new(),
         slurm_state: BTreeMap::new(),
+        last_json: None,
         foreign: BTreeSet::new(),
         t0: Instant::now(),
     };
@@ -190,9 +194,27 @@ impl Controller {
     }
 
     /// Slurm's jobs of both partitions, each one's state kept for
-    /// [`reconcile`](Self::reconcile).
+    /// [`reconcile`](Self::reconcile). Every poll first asks `squeue` for
+    /// its text, which costs half the CPU of `--json` (22.05's `--json`
+    /// prints every job slurmctld knows, whatever the filter;
+    /// bench/results/slurm_poll-20261129): while the text shows every job
+    /// as the last JSON read did (id, state, nodes, memory, partition,
+    /// name), that read is still the queue. Any difference, or a text
+    /// that fails to parse, reads the JSON again.
     fn read_queue(&mut self) -> Result<Vec<Job>> {
-        let queue = slurm_json::jobs(&[&self.s.partition, &self.s.run_partition])?;
+        let parts = [self.s.partition.as_str(), self.s.run_partition.as_str()];
+        let unchanged = self
+            .last_json
+            .as_ref()
+            .is_some_and(|last| slurmctl::jobs(&parts).is_ok_and(|text| same_jobs(last, text)));
+        let queue = match (&self.last_json, unchanged) {
+            (Some(last), true) => last.clone(),
+            _ => {
+                let queue = slurm_json::jobs(&parts)?;
+                self.last_json = Some(queue.clone());
+                queue
+            }
+        };
         self.slurm_state = queue
             .iter()
             .map(|j| (j.info.id, j.info.state.clone()))
@@ -787,6 +809,15 @@ impl Controller {
     }
 }
 
+/// Whether `squeue`'s text (`text`) shows the jobs of a JSON read
+/// (`json`), each as it was: then nothing the controller reads changed.
+fn same_jobs(json: &[Job], mut text: Vec<JobInfo>) -> bool {
+    let mut seen: Vec<&JobInfo> = json.iter().map(|j| &j.info).collect();
+    seen.sort_by_key(|j| j.id);
+    text.sort_by_key(|j| j.id);
+    seen.len() == text.len() && seen.iter().zip(&text).all(|(a, b)| *a == b)
+}
+
 /// What node `node`'s agent holds of job `job`, for the log.
 fn describe_held(node: &str, held: Option<&Result<Vec<HeldJob>>>, job: SlurmJob) -> String {
     match held {
@@ -803,5 +834,43 @@ fn describe_held(node: &str, held: Option<&Result<Vec<HeldJob>>>, job: SlurmJob)
                     .map_or("?".to_string(), memgang_core::units::format_bytes)
             ),
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn squeues_text_says_whether_the_last_json_read_still_holds() {
+        let mut json =
+            slurm_json::parse_jobs(include_str!("../tests/data/squeue-22.05.8.json")).unwrap();
+        // Job 5 (--mem-per-cpu): its text line was not captured.
+        json.retain(|j| j.info.id != 5);
+        // What `squeue -o %i|%T|%D|%m|%P|%j` printed beside that JSON
+        // (slurm_json's test), in another order.
+        let text = |lines: &[&str]| -> Vec<JobInfo> {
+            lines
+                .iter()
+                .map(|l| slurmctl::parse_job(l).unwrap())
+                .collect()
+        };
+        let now = [
+            "4|COMPLETED|1|0|memgang-run|done",
+            "6|CANCELLED|1|0|memgang|cancelled",
+            "3|SUSPENDED|1|0|memgang-run|susp",
+            "1|PENDING|2|120M|memgang|pend a|b",
+            "2|RUNNING|2|100M|memgang-run|run",
+        ];
+        assert!(same_jobs(&json, text(&now)));
+        let mut resumed = now;
+        resumed[2] = "3|RUNNING|1|0|memgang-run|susp";
+        assert!(!same_jobs(&json, text(&resumed)));
+        let mut started = now;
+        started[3] = "1|PENDING|2|120M|memgang-run|pend a|b";
+        assert!(!same_jobs(&json, text(&started)));
+        assert!(!same_jobs(&json, text(&now[1..])));
+        let more = [&now[..], &["7|PENDING|1|0|memgang|new"]].concat();
+        assert!(!same_jobs(&json, text(&more)));
     }
 }
