@@ -488,6 +488,10 @@ fn a_job_an_admin_suspended_stays_suspended_until_the_admin_resumes_it() {
         );
         std::thread::sleep(Duration::from_millis(500));
     }
+    // Nothing is left with a comment of the controller's: each was
+    // cleared once its job ran again.
+    let shown = c.slurm("scontrol", &["show", "job", "-o"]);
+    assert!(!shown.contains("AdminComment=memgang"), "{shown}");
     for j in c.jobs() {
         assert_eq!(j["ExitCode"], "0:0", "{j:?}");
     }
