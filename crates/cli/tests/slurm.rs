@@ -4,6 +4,7 @@
 //! both nodes take turns with their memory, and a node whose agent is gone
 //! keeps its jobs stopped and says why; each with Slurm's select/linear
 //! (whole nodes) and select/cons_tres (cores, Slurm's default since 23.02).
+//! A job an administrator suspends stays suspended until resumed.
 
 mod common;
 
@@ -201,20 +202,7 @@ fn agent_lost(select: &str) {
     c.kill_agent_n2_once_both_ran();
     // The next switches are refused on n2: both jobs end up stopped, and
     // the one the policy wanted to run says why in Slurm's record.
-    let t = Instant::now();
-    loop {
-        let shown = c.slurm("scontrol", &["show", "job", "-o"]);
-        let stopped = c.states().iter().all(|(_, s)| s == "SUSPENDED");
-        if stopped && shown.contains("AdminComment=memgang:") && shown.contains("n2") {
-            break;
-        }
-        assert!(
-            t.elapsed() < Duration::from_secs(30),
-            "no refusal seen: {:?}\n{shown}",
-            c.states()
-        );
-        std::thread::sleep(Duration::from_millis(300));
-    }
+    c.wait_refused("10.77.0.2:6828", Duration::from_secs(30));
     // The controller's exit resumes what it stopped: nothing stays frozen.
     // SAFETY: kill(2) on our own child.
     unsafe { libc::kill(ctl.id() as i32, libc::SIGTERM) };
@@ -380,27 +368,17 @@ fn forged_requests_and_garbage_or_slow_agents_are_refused_over_tcp() {
         .unwrap();
     c.kill_agent_n2_once_both_ran();
     let impostor = Impostor::start();
-    let refused_with = |why: &str| {
-        let t = Instant::now();
-        loop {
-            let shown = c.slurm("scontrol", &["show", "job", "-o"]);
-            let stopped = c.states().iter().all(|(_, s)| s == "SUSPENDED");
-            if stopped && shown.contains("AdminComment=memgang:") && shown.contains(why) {
-                return;
-            }
-            assert!(
-                t.elapsed() < Duration::from_secs(60),
-                "no refusal saying {why:?}: {:?}\n{shown}",
-                c.states()
-            );
-            std::thread::sleep(Duration::from_millis(300));
-        }
-    };
-    refused_with("the agent at 10.77.0.2:6828 answered something unreadable");
+    c.wait_refused(
+        "the agent at 10.77.0.2:6828 answered something unreadable",
+        Duration::from_secs(60),
+    );
     impostor
         .slow
         .store(true, std::sync::atomic::Ordering::SeqCst);
-    refused_with("no answer from the agent at 10.77.0.2:6828 within 5s");
+    c.wait_refused(
+        "no answer from the agent at 10.77.0.2:6828 within 5s",
+        Duration::from_secs(60),
+    );
     drop(impostor);
     // SAFETY: kill(2) on our own child.
     unsafe { libc::kill(ctl.id() as i32, libc::SIGTERM) };
@@ -419,4 +397,108 @@ fn forged_requests_and_garbage_or_slow_agents_are_refused_over_tcp() {
         "left suspended: {states:?}\n{said}"
     );
     c.slurm("scancel", &["--user=root"]);
+}
+
+/// An administrator's `scontrol suspend` of a job in the run partition is
+/// the administrator's: the controller leaves the job out of the rotation
+/// (the other job runs on) and does not resume it, also after its own
+/// SIGKILL and restart, until the administrator resumes it; then it
+/// rejoins the rotation and both complete.
+#[test]
+#[ignore = "needs root, Slurm, munge and Open MPI (scripts/test installs them and runs it as root)"]
+fn a_job_an_admin_suspended_stays_suspended_until_the_admin_resumes_it() {
+    require_root("a_job_an_admin_suspended_stays_suspended_until_the_admin_resumes_it");
+    // The supervised controller (q = 3 s), restarted when it dies.
+    let c = Cluster::up(STATE, "192M", "linear", Controller::Supervised);
+    // About 30 s of work each, alone.
+    c.submit_pair(120, 1500);
+    let job = |name: &str| c.jobs().into_iter().find(|j| j["JobName"] == name);
+    let state = |name: &str| job(name).map(|j| j["JobState"].clone()).unwrap_or_default();
+    let id = job("a").unwrap()["JobId"].clone();
+    // Just after a's turn began (b stopped, a running), so that the
+    // controller's own suspend of a, a quantum later, is far.
+    let t = Instant::now();
+    while !(state("a") == "RUNNING" && state("b") == "SUSPENDED") {
+        assert!(
+            t.elapsed() < Duration::from_secs(60),
+            "{:?}\n{}",
+            c.jobs(),
+            c.log()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    c.slurm("scontrol", &["suspend", &id]);
+    let said = format!("job {id} suspended by an administrator");
+    // Two quanta and more, with a controller SIGKILLed and restarted
+    // between: a stays suspended, b runs (or has completed).
+    let hold = |what: &str| {
+        let t = Instant::now();
+        while t.elapsed() < Duration::from_secs(8) {
+            assert_eq!(
+                state("a"),
+                "SUSPENDED",
+                "{what}: {:?}\n{}",
+                c.jobs(),
+                c.log()
+            );
+            std::thread::sleep(Duration::from_millis(300));
+        }
+        let b = state("b");
+        assert!(
+            b == "RUNNING" || b == "COMPLETED",
+            "{what}: b is {b}: {:?}\n{}",
+            c.jobs(),
+            c.log()
+        );
+    };
+    hold("admin-suspended");
+    assert_eq!(c.log().matches(&said).count(), 1, "{}", c.log());
+    let pid = c.controller_pid().expect("the controller runs");
+    // SAFETY: kill(2) on the controller's pid, checked to be `memgang
+    // slurm run`.
+    unsafe { libc::kill(pid, libc::SIGKILL) };
+    let t = Instant::now();
+    while c.controller_pid().is_none_or(|p| p == pid) {
+        assert!(
+            t.elapsed() < Duration::from_secs(15),
+            "not restarted: {}",
+            c.log()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    hold("admin-suspended, controller restarted");
+    assert_eq!(c.log().matches(&said).count(), 2, "{}", c.log());
+
+    c.slurm("scontrol", &["resume", &id]);
+    let t = Instant::now();
+    while !["a", "b"].iter().all(|n| state(n) == "COMPLETED") {
+        let jobs = c.jobs();
+        assert!(
+            t.elapsed() < Duration::from_secs(180),
+            "jobs never completed: {jobs:?}\n{}",
+            c.log()
+        );
+        assert!(
+            jobs.iter().all(|j| matches!(
+                j["JobState"].as_str(),
+                "RUNNING" | "SUSPENDED" | "COMPLETING" | "COMPLETED"
+            )),
+            "a job failed: {jobs:?}\n{}",
+            c.log()
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    // Nothing is left with a comment of the controller's: each was
+    // cleared once its job ran again.
+    let shown = c.slurm("scontrol", &["show", "job", "-o"]);
+    assert!(!shown.contains("AdminComment=memgang"), "{shown}");
+    for j in c.jobs() {
+        assert_eq!(j["ExitCode"], "0:0", "{j:?}");
+    }
+    assert!(
+        c.log()
+            .contains(&format!("job {id} resumed by an administrator")),
+        "{}",
+        c.log()
+    );
 }

@@ -28,25 +28,6 @@ fn up(select: &str) -> Cluster {
     Cluster::up(STATE, POOL, select, Controller::Supervised)
 }
 
-impl Cluster {
-    fn log(&self) -> String {
-        std::fs::read_to_string(format!("{STATE}/controller.log")).unwrap_or_default()
-    }
-}
-
-/// The controller's pid, if it runs now (its loop may be between two).
-fn controller() -> Option<i32> {
-    let pid: i32 = std::fs::read_to_string(format!("{STATE}/controller.pid"))
-        .ok()?
-        .trim()
-        .parse()
-        .ok()?;
-    let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
-    String::from_utf8_lossy(&cmd)
-        .contains("slurm\0run")
-        .then_some(pid)
-}
-
 /// A small generator for the kill points; its seed is printed, so that a
 /// failing sequence can be told apart from another.
 struct Lcg(u64);
@@ -117,7 +98,7 @@ fn killed_at_many_points(select: &str) {
             std::thread::sleep(Duration::from_millis(20));
         }
         std::thread::sleep(Duration::from_millis(rng.below(1500)));
-        let Some(pid) = controller() else {
+        let Some(pid) = c.controller_pid() else {
             std::thread::sleep(Duration::from_millis(200));
             continue;
         };
@@ -138,7 +119,7 @@ fn killed_at_many_points(select: &str) {
         kills.push(last);
         // Its loop starts another within about a second.
         let t = Instant::now();
-        while controller().is_none_or(|p| p == pid) {
+        while c.controller_pid().is_none_or(|p| p == pid) {
             assert!(
                 t.elapsed() < Duration::from_secs(15),
                 "not restarted: {}",
@@ -198,7 +179,7 @@ fn killed_at_many_points(select: &str) {
     assert!(log.contains("taken back"), "no job was taken back:\n{log}");
     // The controller's own record of the run agrees: nothing it stopped
     // is left stopped (Slurm shows both COMPLETED, above) and it is alive.
-    assert!(controller().is_some(), "{log}");
+    assert!(c.controller_pid().is_some(), "{log}");
     eprintln!(
         "{} kills; both jobs completed in {:.1} s; switches begun {}, jobs taken back {}",
         kills.len(),

@@ -24,6 +24,26 @@
 //! ([`Controller::reconcile`]): a job that runs outside its turn is
 //! suspended, one whose turn it is and that Slurm keeps suspended (a
 //! resume that failed) is resumed.
+//!
+//! An administrator's `scontrol suspend` is told from the controller's by
+//! Slurm's record alone: the controller writes its mark
+//! ([`slurmctl::STOPPED`]) into a job's `AdminComment` before it suspends
+//! the job, and clears it after it resumes the job. A job of the run
+//! partition that Slurm has SUSPENDED without the mark is an
+//! administrator's ([`Controller::admin_suspends`]): it leaves the
+//! rotation until an administrator resumes it. Only the pair SUSPENDED
+//! and marked says "the controller's", so every crash window is safe:
+//! - killed between the mark and the suspend: the job runs with a mark,
+//!   which means nothing on a running job; the next controller clears it
+//!   and suspends the job itself if it runs outside its turn;
+//! - killed between the suspend and the page-out, or anywhere until the
+//!   resume: SUSPENDED and marked, the controller's, taken back and
+//!   resumed at its turn;
+//! - killed between the resume and the clearing: as the first.
+//!
+//! Only an administrator's suspend inside those windows (milliseconds, or
+//! until a restarted controller's first poll) is taken for the
+//! controller's and resumed at the job's turn, as before the mark.
 
 use crate::agents::Agents;
 use crate::slurm_json::{self, Job};
@@ -40,6 +60,13 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+/// The longest the controller goes on a cached `squeue --json` while
+/// `squeue`'s text shows no change: the text has no `AdminComment`, so an
+/// administrator's edit of it (taking a job out of the rotation by hand,
+/// docs/slurm.md) is seen within this. 10 s: one JSON read in 20 polls at
+/// the default 500 ms keeps most of the text's saving (bench/slurm_poll.sh).
+const JSON_MAX_AGE: Duration = Duration::from_secs(10);
 
 #[derive(Clone, Debug)]
 pub struct Settings {
@@ -114,9 +141,17 @@ struct Controller {
     taken_back: BTreeMap<JobId, Vec<String>>,
     /// Each job's state in Slurm's last answer.
     slurm_state: BTreeMap<u32, String>,
-    /// Slurm's queue as the last `squeue --json` gave it: still the queue
-    /// while `squeue`'s text shows the same jobs ([`read_queue`](Self::read_queue)).
-    last_json: Option<Vec<Job>>,
+    /// Slurm's queue as the last `squeue --json` gave it, and when: still
+    /// the queue while `squeue`'s text shows the same jobs, for at most
+    /// [`JSON_MAX_AGE`] ([`read_queue`](Self::read_queue)).
+    last_json: Option<(Instant, Vec<Job>)>,
+    /// Jobs whose `AdminComment` carries the controller's mark (Slurm's
+    /// last answer, and the controller's own updates since).
+    marked: BTreeSet<u32>,
+    /// Jobs of the run partition an administrator suspended: out of the
+    /// rotation, never resumed by the controller, until an administrator
+    /// resumes them.
+    admin: BTreeSet<u32>,
     /// Jobs of the run partition on nodes outside the submit partition's:
     /// not this controller's (said once).
     foreign: BTreeSet<u32>,
@@ -170,6 +205,8 @@ pub fn run(s: Settings, stop: Arc<AtomicBool>) -> Result<Record> {
         taken_back: BTreeMap::new(),
         slurm_state: BTreeMap::new(),
         last_json: None,
+        marked: BTreeSet::new(),
+        admin: BTreeSet::new(),
         foreign: BTreeSet::new(),
         t0: Instant::now(),
     };
@@ -203,21 +240,26 @@ impl Controller {
     /// that fails to parse, reads the JSON again.
     fn read_queue(&mut self) -> Result<Vec<Job>> {
         let parts = [self.s.partition.as_str(), self.s.run_partition.as_str()];
-        let unchanged = self
-            .last_json
-            .as_ref()
-            .is_some_and(|last| slurmctl::jobs(&parts).is_ok_and(|text| same_jobs(last, text)));
+        let unchanged = self.last_json.as_ref().is_some_and(|(at, last)| {
+            at.elapsed() < JSON_MAX_AGE
+                && slurmctl::jobs(&parts).is_ok_and(|text| same_jobs(last, text))
+        });
         let queue = match (&self.last_json, unchanged) {
-            (Some(last), true) => last.clone(),
+            (Some((_, last)), true) => last.clone(),
             _ => {
                 let queue = slurm_json::jobs(&parts)?;
-                self.last_json = Some(queue.clone());
+                self.last_json = Some((Instant::now(), queue.clone()));
                 queue
             }
         };
         self.slurm_state = queue
             .iter()
             .map(|j| (j.info.id, j.info.state.clone()))
+            .collect();
+        self.marked = queue
+            .iter()
+            .filter(|j| slurmctl::is_marked(&j.admin_comment))
+            .map(|j| j.info.id)
             .collect();
         Ok(queue)
     }
@@ -235,8 +277,8 @@ impl Controller {
                     continue;
                 }
             };
+            let mut actions = self.admin_suspends(&queue);
             seen_any |= self.take_back(&queue);
-            let mut actions = Vec::new();
             for j in &queue {
                 let j = &j.info;
                 if !self.core.contains_key(&j.id) && j.partition == self.s.partition && !j.is_over()
@@ -264,7 +306,7 @@ impl Controller {
                 .core
                 .values()
                 .any(|&j| !matches!(self.sched.state().job(j).status, JobStatus::Finished));
-            if self.s.exit_when_idle && seen_any && !alive {
+            if self.s.exit_when_idle && seen_any && !alive && self.admin.is_empty() {
                 return Ok(());
             }
             std::thread::sleep(self.s.poll);
@@ -318,6 +360,7 @@ impl Controller {
                     && !j.info.is_over()
                     && !self.core.contains_key(&j.info.id)
                     && !self.foreign.contains(&j.info.id)
+                    && !self.admin.contains(&j.info.id)
                     && (!j.node_list.is_empty() || !j.required_nodes.is_empty())
             })
             .collect();
@@ -327,22 +370,17 @@ impl Controller {
         theirs.sort_by_key(|j| (j.info.state == "SUSPENDED", j.info.id));
         let held = self.agent_states();
         for j in theirs {
-            let list = if j.node_list.is_empty() {
-                &j.required_nodes
-            } else {
-                &j.node_list
-            };
-            let nodes = slurm_json::expand_hostlist(list).unwrap_or_default();
-            if nodes.is_empty() || nodes.iter().any(|n| !self.nodes.contains(n)) {
+            let Some(nodes) = self.slurm_nodes(j) else {
                 tracing::warn!(
-                    "job {} in {} runs on {list:?}, not on nodes of {}: left to Slurm",
+                    "job {} in {} runs on {:?}, not on nodes of {}: left to Slurm",
                     j.info.id,
                     self.s.run_partition,
+                    j.node_list,
                     self.s.partition
                 );
                 self.foreign.insert(j.info.id);
                 continue;
-            }
+            };
             let id = self.submit(&j.info, nodes.len() as u32, true);
             let on: Vec<String> = nodes
                 .iter()
@@ -358,6 +396,154 @@ impl Controller {
             self.taken_back.insert(id, nodes);
         }
         true
+    }
+
+    /// The nodes Slurm runs `j` on (or was told to), if they are all of the
+    /// submit partition's.
+    fn slurm_nodes(&self, j: &Job) -> Option<Vec<String>> {
+        let list = if j.node_list.is_empty() {
+            &j.required_nodes
+        } else {
+            &j.node_list
+        };
+        let nodes = slurm_json::expand_hostlist(list).unwrap_or_default();
+        (!nodes.is_empty() && nodes.iter().all(|n| self.nodes.contains(n))).then_some(nodes)
+    }
+
+    /// Jobs of the run partition that Slurm has SUSPENDED without the
+    /// controller's mark: an administrator suspended them (`scontrol
+    /// suspend`). Each leaves the rotation: the policy hears it finished,
+    /// so its turn and its nodes' memory go to the others, and it is paged
+    /// out on its nodes, in bulk, now, so that the jobs that get its memory
+    /// find it free rather than have the kernel reclaim it from the pool
+    /// while they run (its record kept for its page-in when it returns).
+    /// The controller never resumes it (see [`resume`](Self::resume)).
+    /// Once an administrator resumes it, it is a running job the
+    /// controller does not know, taken back into the rotation as after a
+    /// restart ([`take_back`](Self::take_back)), and suspended (marked) if
+    /// it runs outside its turn. Also clears the controller's comments
+    /// from running jobs: a mark left by a crash between a mark and its
+    /// suspend or a resume and its clearing, or by an administrator's
+    /// resume of a job the controller stopped, and what it said of a job
+    /// an administrator suspended. Returns the policy's answer to the
+    /// jobs that left.
+    fn admin_suspends(&mut self, queue: &[Job]) -> Vec<Action> {
+        let mut actions = Vec::new();
+        let mut stale = Vec::new();
+        let mut out: BTreeMap<String, Vec<Step>> = BTreeMap::new();
+        for j in queue {
+            let sid = j.info.id;
+            if j.info.partition != self.s.run_partition || j.info.is_over() {
+                continue;
+            }
+            // Whatever the controller wrote on a job that runs is over.
+            if j.info.state == "RUNNING" && j.admin_comment.starts_with("memgang:") {
+                stale.push(sid);
+            }
+            if j.info.state != "SUSPENDED" || self.marked.contains(&sid) {
+                continue;
+            }
+            let new = self.admin.insert(sid);
+            if new {
+                tracing::warn!(
+                    "job {sid} suspended by an administrator: left out of the rotation until resumed"
+                );
+                slurmctl::comment(
+                    sid,
+                    "suspended by an administrator: out of memgang's rotation until resumed (scontrol resume)",
+                );
+            }
+            // A job the controller runs or stopped leaves the policy now; a
+            // queued one (taken back, not yet started) once the policy
+            // starts it, which resumes nothing (`resume`). One it does not
+            // know (a restart found it so) was paged out by an earlier
+            // run or is now: its earlier record is kept.
+            let (nodes, record) = match self.core.get(&sid) {
+                Some(&job) => {
+                    let status = self.sched.state().job(job).status;
+                    if !matches!(status, JobStatus::Running | JobStatus::Suspended) {
+                        continue;
+                    }
+                    let nodes = self.node_names(job);
+                    actions.extend(self.sched.handle(self.now(), Event::JobFinished(job)));
+                    self.core.remove(&sid);
+                    self.held.remove(&job);
+                    self.taken_back.remove(&job);
+                    self.record.jobs[job.index()].final_state =
+                        "SUSPENDED by an administrator".into();
+                    (nodes, true)
+                }
+                None if new && !self.foreign.contains(&sid) => match self.slurm_nodes(j) {
+                    Some(nodes) => (nodes, false),
+                    None => continue,
+                },
+                None => continue,
+            };
+            for n in nodes {
+                out.entry(n).or_default().push(Step::PageOut {
+                    job: sid,
+                    plan: PageOutPlan::Aggressive { record },
+                });
+            }
+        }
+        self.admin.retain(|sid| {
+            let j = queue.iter().find(|j| j.info.id == *sid);
+            let still = j.is_some_and(|j| j.info.state == "SUSPENDED");
+            if !still && j.is_some_and(|j| j.info.state == "RUNNING") {
+                tracing::info!("job {sid} resumed by an administrator: back in the rotation");
+            }
+            still
+        });
+        self.unmark(&stale);
+        for (n, r) in self.per_node(out, |v| Request::Switch { steps: v }) {
+            if let Err(e) = r {
+                tracing::warn!("node {n}: paging out jobs an administrator suspended: {e:#}");
+            }
+        }
+        actions
+    }
+
+    /// Suspend jobs as the controller's own: marked first, so that a job
+    /// Slurm shows suspended by the controller always carries the mark;
+    /// not suspended if the mark could not be written (the next poll's
+    /// [`reconcile`](Self::reconcile) tries again).
+    fn suspend(&mut self, ids: &[u32]) -> Result<()> {
+        slurmctl::mark_stopped(ids).context("marking them as memgang's before the suspend")?;
+        self.marked.extend(ids);
+        slurmctl::suspend(ids)?;
+        for sid in ids {
+            self.slurm_state.insert(*sid, "SUSPENDED".into());
+        }
+        Ok(())
+    }
+
+    /// Resume jobs the controller stopped, then clear their mark; never a
+    /// job an administrator suspended.
+    fn resume(&mut self, ids: &[u32]) -> Result<()> {
+        let ids: Vec<u32> = ids
+            .iter()
+            .copied()
+            .filter(|sid| !self.admin.contains(sid))
+            .collect();
+        slurmctl::resume(&ids)?;
+        for sid in &ids {
+            self.slurm_state.insert(*sid, "RUNNING".into());
+        }
+        self.unmark(&ids);
+        Ok(())
+    }
+
+    /// Clear the controller's comment from jobs that run (a failure is
+    /// said; the next poll clears what is left).
+    fn unmark(&mut self, ids: &[u32]) {
+        match slurmctl::clear_comment(ids) {
+            Ok(()) => {
+                for sid in ids {
+                    self.marked.remove(sid);
+                }
+            }
+            Err(e) => tracing::warn!("clearing memgang's mark from {ids:?}: {e:#}"),
+        }
     }
 
     /// What each agent holds ([`Request::State`]), asked of all at once.
@@ -395,11 +581,10 @@ impl Controller {
         if !stop.is_empty() {
             let ids: Vec<u32> = stop.iter().map(|j| self.slurm[j.index()]).collect();
             tracing::info!("jobs {ids:?} run outside their turn: suspended and paged out");
-            match slurmctl::suspend(&ids) {
+            match self.suspend(&ids) {
                 Ok(()) => {
                     let mut steps: BTreeMap<String, Vec<Step>> = BTreeMap::new();
                     for (job, &sid) in stop.iter().zip(&ids) {
-                        self.slurm_state.insert(sid, "SUSPENDED".into());
                         for n in self.node_names(*job) {
                             steps.entry(n).or_default().push(Step::PageOut {
                                 job: sid,
@@ -419,13 +604,8 @@ impl Controller {
         if !go.is_empty() {
             let ids: Vec<u32> = go.iter().map(|j| self.slurm[j.index()]).collect();
             tracing::info!("jobs {ids:?} are in their turn but suspended: resumed");
-            match slurmctl::resume(&ids) {
-                Ok(()) => {
-                    for sid in ids {
-                        self.slurm_state.insert(sid, "RUNNING".into());
-                    }
-                }
-                Err(e) => tracing::warn!("resuming {ids:?}: {e:#}"),
+            if let Err(e) = self.resume(&ids) {
+                tracing::warn!("resuming {ids:?}: {e:#}");
             }
         }
     }
@@ -560,12 +740,13 @@ impl Controller {
                     // their nodes accept (retried at every poll).
                     let msg = format!("switch refused: {}", refused.join("; "));
                     tracing::error!("{msg}");
-                    if let Err(e) = slurmctl::suspend(&suspended) {
+                    if let Err(e) = self.suspend(&suspended) {
                         tracing::warn!("suspending {suspended:?}: {e:#}");
                     }
                     for job in &resumed {
                         self.held.insert(*job);
-                        slurmctl::comment(self.slurm[job.index()], &msg);
+                        // `stopped`: the reason keeps the controller's mark.
+                        slurmctl::comment(self.slurm[job.index()], &format!("stopped: {msg}"));
                     }
                     for job in starts {
                         self.held.insert(job);
@@ -574,13 +755,8 @@ impl Controller {
                     queue.extend(self.sched.handle(self.now(), Event::SwitchDone { took }));
                     continue;
                 }
-                match slurmctl::suspend(&suspended) {
-                    Ok(()) => {
-                        for sid in &suspended {
-                            self.slurm_state.insert(*sid, "SUSPENDED".into());
-                        }
-                    }
-                    Err(e) => tracing::warn!("suspending {suspended:?}: {e:#}"),
+                if let Err(e) = self.suspend(&suspended) {
+                    tracing::warn!("suspending {suspended:?}: {e:#}");
                 }
             }
             let reports = self.per_node(steps, |v| Request::Switch { steps: v });
@@ -609,7 +785,7 @@ impl Controller {
                         why.join("; ")
                     );
                     tracing::error!("{msg}");
-                    slurmctl::comment(sid, &msg);
+                    slurmctl::comment(sid, &format!("stopped: {msg}"));
                     self.held.insert(*job);
                 }
             }
@@ -627,13 +803,8 @@ impl Controller {
                 .map(|j| self.slurm[j.index()])
                 .filter(|sid| self.slurm_state.get(sid).is_none_or(|s| s != "RUNNING"))
                 .collect();
-            match slurmctl::resume(&resume_ids) {
-                Ok(()) => {
-                    for sid in &resume_ids {
-                        self.slurm_state.insert(*sid, "RUNNING".into());
-                    }
-                }
-                Err(e) => tracing::warn!("resuming {resume_ids:?}: {e:#}"),
+            if let Err(e) = self.resume(&resume_ids) {
+                tracing::warn!("resuming {resume_ids:?}: {e:#}");
             }
             for job in starts {
                 let sid = self.slurm[job.index()];
@@ -768,7 +939,7 @@ impl Controller {
             let go = if started {
                 match self.slurm_state.get(&sid).map(String::as_str) {
                     Some("RUNNING") => Ok(()),
-                    _ => slurmctl::resume(&[sid]),
+                    _ => self.resume(&[sid]),
                 }
             } else {
                 self.record.jobs[job.index()].nodes = nodes.clone();
@@ -802,7 +973,7 @@ impl Controller {
             .collect();
         if !stopped.is_empty() {
             tracing::info!("resuming {stopped:?} on the way out");
-            if let Err(e) = slurmctl::resume(&stopped) {
+            if let Err(e) = self.resume(&stopped) {
                 tracing::error!("resuming {stopped:?} on the way out: {e:#}");
             }
         }

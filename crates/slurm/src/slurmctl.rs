@@ -138,18 +138,55 @@ pub fn start(job: u32, run_partition: &str, nodes: &[String]) -> Result<()> {
     .map(drop)
 }
 
-/// Say something to the job's owner and admins in Slurm's own record of
-/// the job (`scontrol show job` shows it).
-pub fn comment(job: u32, text: &str) {
-    let text: String = text.chars().filter(|c| *c != '"' && *c != '\n').collect();
-    if let Err(e) = run(
+/// How every `AdminComment` the controller writes on a job it keeps
+/// stopped begins: its mark. Slurm's record cannot otherwise tell the
+/// controller's `scontrol suspend` from an administrator's, so the
+/// controller marks a job before it suspends it and clears the mark after
+/// it resumes it; a job Slurm has SUSPENDED without the mark was suspended
+/// by someone else (see [`crate::controller`]).
+pub const STOPPED: &str = "memgang: stopped";
+
+/// Whether an `AdminComment` carries the controller's mark ([`STOPPED`]).
+pub fn is_marked(admin_comment: &str) -> bool {
+    admin_comment.starts_with(STOPPED)
+}
+
+/// Mark jobs about to be suspended as the controller's ([`STOPPED`]), in
+/// one `scontrol update` of them all.
+pub fn mark_stopped(jobs: &[u32]) -> Result<()> {
+    set_comment(
+        jobs,
+        &format!("{STOPPED} at its turn's end; memgang resumes it at its next"),
+    )
+}
+
+/// Take the mark (and any reason) off jobs the controller let go.
+pub fn clear_comment(jobs: &[u32]) -> Result<()> {
+    set_comment(jobs, "")
+}
+
+fn set_comment(jobs: &[u32], text: &str) -> Result<()> {
+    if jobs.is_empty() {
+        return Ok(());
+    }
+    run(
         "scontrol",
         &[
             "update",
-            &format!("JobId={job}"),
-            &format!("AdminComment=memgang: {text}"),
+            &format!("JobId={}", ids(jobs)),
+            &format!("AdminComment={text}"),
         ],
-    ) {
+    )
+    .map(drop)
+}
+
+/// Say something to the job's owner and admins in Slurm's own record of
+/// the job (`scontrol show job` shows it): `memgang: ` and `text`. Why
+/// the controller keeps a job stopped begins `stopped`, which keeps its
+/// mark ([`STOPPED`]).
+pub fn comment(job: u32, text: &str) {
+    let text: String = text.chars().filter(|c| *c != '"' && *c != '\n').collect();
+    if let Err(e) = set_comment(&[job], &format!("memgang: {text}")) {
         tracing::warn!("job {job}: could not write the admin comment: {e:#}");
     }
 }
@@ -171,6 +208,15 @@ mod tests {
         assert!(parse_job("12|RUNNING").is_err());
         assert!(parse_job("x|RUNNING|1|0|p|n").is_err());
         assert!(parse_job("3|COMPLETED|1|0|p|n").unwrap().is_over());
+    }
+
+    #[test]
+    fn the_controllers_mark_is_its_stopped_comments_only() {
+        assert!(is_marked(STOPPED));
+        assert!(is_marked("memgang: stopped: switch refused: n2: no agent"));
+        assert!(!is_marked(""));
+        assert!(!is_marked("memgang: suspended by an administrator"));
+        assert!(!is_marked("maintenance, ask bob"));
     }
 
     #[test]

@@ -134,6 +134,56 @@ impl Cluster {
     }
 }
 
+impl Cluster {
+    /// The supervised controller's log (scripts/slurm-cluster's
+    /// `controller.log`).
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(format!("{}/controller.log", self.state)).unwrap_or_default()
+    }
+
+    /// The supervised controller's pid, if it runs now (its loop may be
+    /// between two).
+    pub fn controller_pid(&self) -> Option<i32> {
+        let pid: i32 = std::fs::read_to_string(format!("{}/controller.pid", self.state))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()?;
+        let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+        String::from_utf8_lossy(&cmd)
+            .contains("slurm\0run")
+            .then_some(pid)
+    }
+
+    /// Wait (at most `limit`) until every job is SUSPENDED and one says in
+    /// its `AdminComment` that memgang keeps it stopped because of `why`
+    /// (a refused or failed switch); fails the test with Slurm's records
+    /// otherwise.
+    pub fn wait_refused(&self, why: &str, limit: std::time::Duration) {
+        let t = std::time::Instant::now();
+        loop {
+            let shown = self.slurm("scontrol", &["show", "job", "-o"]);
+            let jobs = self.jobs();
+            let stopped = jobs.iter().all(|j| j["JobState"] == "SUSPENDED");
+            let said = shown
+                .lines()
+                .filter_map(|l| {
+                    l.split_once("AdminComment=memgang: stopped: switch")
+                        .map(|x| x.1)
+                })
+                .any(|c| c.contains(why));
+            if stopped && said {
+                return;
+            }
+            assert!(
+                t.elapsed() < limit,
+                "no refusal saying {why:?} within {limit:?}:\n{shown}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(300));
+        }
+    }
+}
+
 impl Drop for Cluster {
     fn drop(&mut self) {
         let out = script(self.state, "down", &[]);
