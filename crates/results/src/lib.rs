@@ -69,6 +69,10 @@ pub struct RunResult {
     /// Switches and the time the mechanisms took for them, in total.
     pub switch_count: usize,
     pub switch_time_s: f64,
+    /// Of `switch_time_s`, the time account's samples (the switches'
+    /// `sampling_s`, summed); 0 in results written before it was measured.
+    #[serde(default)]
+    pub switch_sampling_s: f64,
     /// True when the run was stopped by a signal before all jobs ended.
     pub interrupted: bool,
     pub jobs: Vec<JobResult>,
@@ -453,6 +457,12 @@ pub struct Switch {
     /// their quantum's last part, before this switch.
     #[serde(default)]
     pub background_bytes: u64,
+    /// Of `took_s`, the time account's samples of the jobs it froze and
+    /// thawed (listing a frozen job's processes, their taskstats and
+    /// AnonHugePages): work the account adds to every switch, measured.
+    /// 0 where nothing was sampled and in results written before it was.
+    #[serde(default)]
+    pub sampling_s: f64,
     /// What went wrong without stopping the switch (a nearly full swap
     /// device, a mechanism the kernel refused).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -343,12 +343,15 @@ impl Tracker {
     }
 
     /// Job `job` was just thawed: what its processes' counters grew by
-    /// since its freeze is the frozen time's.
-    pub fn thawed(&mut self, job: usize, pids: &[i32]) {
+    /// since its freeze is the frozen time's. The processes are those
+    /// sampled at the freeze: a frozen job cannot fork, so no list is
+    /// needed again.
+    pub fn thawed(&mut self, job: usize) {
         let Some(before) = self.jobs.get_mut(&job).and_then(|s| s.frozen_at.take()) else {
             return;
         };
-        let now = self.sample(pids);
+        let pids: Vec<i32> = before.keys().copied().collect();
+        let now = self.sample(&pids);
         let s = self.jobs.get_mut(&job).expect("checked");
         let w = &mut s.while_frozen;
         for (pid, b) in &before {

@@ -195,8 +195,10 @@ impl NodeSwitch {
     /// Page a stopped job out by `plan`, after ending its background
     /// writing and waiting for its huge pages to go back; keep its records
     /// (background writing's, taken before it wrote pages out, where there
-    /// are some) and its working-set estimate.
-    pub fn suspend(&self, job: &mut JobMemory, plan: PageOutPlan) -> Suspended {
+    /// are some) and its working-set estimate. `pids` are its processes,
+    /// listed by the caller once it stopped the job: a stopped job cannot
+    /// fork, so one list serves the caller's own samples of it too.
+    pub fn suspend(&self, job: &mut JobMemory, pids: &[i32], plan: PageOutPlan) -> Suspended {
         let mut out = Suspended {
             huge_restored: job.wait_huge(),
             ..Suspended::default()
@@ -213,7 +215,7 @@ impl NodeSwitch {
             .ok()
             .map(|m| m.anon_bytes);
         let t = Instant::now();
-        let paged = self.memory.page_out(&job.group, &job.name, plan);
+        let paged = self.memory.page_out(&job.group, pids, &job.name, plan);
         out.took = t.elapsed();
         out.paged_out = paged.bytes;
         out.warnings = paged.warnings;

@@ -61,6 +61,9 @@ impl SwitchState {
         let (mut suspended, mut resumed, mut failed) = (Vec::new(), Vec::new(), Vec::new());
         let (mut paged_out, mut paged_in) = (0u64, 0u64);
         let (mut out_time, mut in_time) = (Duration::ZERO, Duration::ZERO);
+        // The time account's samples at freezes and thaws, inside the
+        // switch: measured, so that every run shows what they cost.
+        let mut sampled = Duration::ZERO;
         let mut warnings = Vec::new();
         let mut bg_bytes = 0;
         if is_switch {
@@ -108,9 +111,16 @@ impl SwitchState {
                         .freeze(&jobs.runs[i].group)
                         .with_context(|| format!("suspending job {}", jobs.name(job)))?;
                     jobs.stop_interval(job, t0.elapsed());
-                    jobs.account_frozen(env, i);
+                    // Listed once: the freeze keeps the list as it is
+                    // until the thaw, for the account and the page-out.
+                    let t = Instant::now();
+                    let pids = (env.backend)
+                        .procs_recursive(&jobs.runs[i].group)
+                        .unwrap_or_default();
+                    jobs.account.frozen(i, &pids);
+                    sampled += t.elapsed();
                     let j = &mut jobs.runs[i];
-                    let out = self.engine.suspend(&mut j.mem, page_out);
+                    let out = self.engine.suspend(&mut j.mem, &pids, page_out);
                     j.result.huge_restored_bytes += out.huge_restored;
                     bg_bytes += out.background;
                     paged_out += out.paged_out;
@@ -153,7 +163,9 @@ impl SwitchState {
                         .thaw(&jobs.runs[i].group)
                         .with_context(|| format!("resuming job {}", jobs.name(job)))?;
                     jobs.runs[i].running_since = Some(t0.elapsed());
-                    jobs.account_thawed(env, i);
+                    let t = Instant::now();
+                    jobs.account.thawed(i);
+                    sampled += t.elapsed();
                     resumed.push(jobs.name(job).to_string());
                 }
                 Action::WriteBack { until, .. } => {
@@ -197,6 +209,7 @@ impl SwitchState {
                 swap_in_pages: swapped(|v| v.pswpin),
                 swap_out_pages: swapped(|v| v.pswpout),
                 background_bytes: bg_bytes,
+                sampling_s: sampled.as_secs_f64(),
                 warnings,
                 // Counted from the samples once the run is over.
                 faults_after: None,
