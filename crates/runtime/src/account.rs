@@ -787,13 +787,23 @@ pub fn run_account(r: &RunResult) -> Option<RunAccount> {
     a.unaccounted_s += r.makespan_s - a.switch_s - a.idle_s - share.values().sum::<f64>();
     a.delay_accounting = match delays.iter().find(|s| *s != "taskstats") {
         None => "on".into(),
-        Some(why) => format!("not available here: {why}"),
+        Some(why) => unavailable(why),
     };
     a.hw_counters = match hw.iter().flatten().next() {
         None => "on".into(),
-        Some(why) => format!("not available here: {why}"),
+        Some(why) => unavailable(why),
     };
     Some(a)
+}
+
+/// "not available here: <why>", said once where `why` already says it
+/// (perf's "not available on this machine (no PMU): ...").
+fn unavailable(why: &str) -> String {
+    if why.starts_with("not available") {
+        why.to_string()
+    } else {
+        format!("not available here: {why}")
+    }
 }
 
 /// Fill each job's `batch` and the run's `batch_cpu_s` from the batch
@@ -841,6 +851,16 @@ mod tests {
             cpu_delay_ns: (runq_s * 1e9) as u64,
             ..TaskStats::default()
         }
+    }
+
+    #[test]
+    fn a_reason_that_says_it_is_not_available_is_not_wrapped_again() {
+        let pmu = "not available on this machine (no PMU): the kernel has no cycles counter";
+        assert_eq!(unavailable(pmu), pmu);
+        assert_eq!(
+            unavailable("rusage only: no root"),
+            "not available here: rusage only: no root"
+        );
     }
 
     #[test]
