@@ -116,6 +116,26 @@ pub struct Accrued {
     pub samples: u32,
 }
 
+/// A job's counters while it runs, before its account: its software perf
+/// counters (None where the kernel refused them) and its huge-page
+/// readings so far. An ended job's are its account's ([`Live::from`]).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Live {
+    pub sw: Option<SwCounts>,
+    pub anon_huge_running: Option<HugeStat>,
+    pub anon_huge_quantum_end: Option<HugeStat>,
+}
+
+impl From<&JobAccount> for Live {
+    fn from(a: &JobAccount) -> Live {
+        Live {
+            sw: a.sw.clone(),
+            anon_huge_running: a.anon_huge_running.clone(),
+            anon_huge_quantum_end: a.anon_huge_quantum_end.clone(),
+        }
+    }
+}
+
 /// The machine's mTHP event counters: size -> counter -> value.
 type Mthp = BTreeMap<String, BTreeMap<String, u64>>;
 
@@ -377,6 +397,17 @@ impl Tracker {
         }
     }
 
+    /// A running job's counters so far (its time account comes at its
+    /// end): None for a job not running here.
+    pub fn live(&self, job: usize) -> Option<Live> {
+        let s = self.jobs.get(&job)?;
+        Some(Live {
+            sw: s.soft.as_ref().map(sw_counts),
+            anon_huge_running: huge_stat(&s.huge_running),
+            anon_huge_quantum_end: huge_stat(&s.huge_quantum_end),
+        })
+    }
+
     fn update_oldest(&self) {
         let oldest = self
             .jobs
@@ -412,22 +443,7 @@ impl Tracker {
             }
             h
         });
-        let sw = started.soft.as_ref().map(|c| {
-            let mut w = SwCounts::default();
-            for (e, n) in c.read() {
-                match e {
-                    Event::TaskClock => w.task_clock_ns = n,
-                    Event::CpuClock => w.cpu_clock_ns = n,
-                    Event::PageFaults => w.page_faults = n,
-                    Event::MinorFaults => w.minor_faults = n,
-                    Event::MajorFaults => w.major_faults = n,
-                    Event::ContextSwitches => w.context_switches = n,
-                    Event::CpuMigrations => w.cpu_migrations = n,
-                    _ => {}
-                }
-            }
-            w
-        });
+        let sw = started.soft.as_ref().map(sw_counts);
         let (tasks, lost) = if self.no_delays.is_none() {
             self.take_tasks(started.pid, leftovers, start)
         } else {
@@ -505,6 +521,24 @@ impl Drop for Tracker {
             let _ = t.join();
         }
     }
+}
+
+/// A job's software perf counters as they read now.
+fn sw_counts(c: &Counters) -> SwCounts {
+    let mut w = SwCounts::default();
+    for (e, n) in c.read() {
+        match e {
+            Event::TaskClock => w.task_clock_ns = n,
+            Event::CpuClock => w.cpu_clock_ns = n,
+            Event::PageFaults => w.page_faults = n,
+            Event::MinorFaults => w.minor_faults = n,
+            Event::MajorFaults => w.major_faults = n,
+            Event::ContextSwitches => w.context_switches = n,
+            Event::CpuMigrations => w.cpu_migrations = n,
+            _ => {}
+        }
+    }
+    w
 }
 
 /// Counters of `events` on `pid`, unless the kernel refused them before
