@@ -197,7 +197,7 @@ pub fn single(r: &RunResult) -> String {
     let _ = writeln!(out, "{t}");
     let _ = writeln!(
         out,
-        "makespan {}s | switching overhead {} (batch {}) | fairness {} | switches {} ({}s) | swap in {} / out {} pages",
+        "makespan {}s | switching overhead {} (batch {}) | fairness {} | switches {} ({}s; account's samples {:.1}ms) | swap in {} / out {} pages",
         num(r.makespan_s),
         percent(r.switching_overhead),
         match r.batch_makespan_s {
@@ -207,6 +207,7 @@ pub fn single(r: &RunResult) -> String {
         r.fairness.map(num).unwrap_or_else(|| "n/a".into()),
         r.switch_count,
         num(r.switch_time_s),
+        r.switch_sampling_s * 1e3,
         r.swap_in_pages,
         r.swap_out_pages
     );

@@ -69,6 +69,22 @@ fn check(v: &Value, what: &str) -> (f64, f64) {
         unaccounted.abs() <= 0.01 * makespan,
         "{what}: {unaccounted:.3} s of {makespan:.3} s unaccounted: {run}"
     );
+    // The account's samples at freezes and thaws are measured in every
+    // switch that froze a job, inside the switch's own time.
+    let mut sampling = 0.0;
+    for s in v["switches"].as_array().unwrap() {
+        let (took, sampled) = (f(s, "took_s"), f(&s["steps"], "sampling_s"));
+        if !s["suspended"].as_array().unwrap().is_empty() {
+            assert!(sampled > 0.0, "{what}: a freeze not sampled: {s}");
+        }
+        assert!(sampled <= took, "{what}: sampling outside the switch: {s}");
+        sampling += sampled;
+    }
+    let run_sampling = f(v, "switch_sampling_s");
+    assert!(
+        (run_sampling - sampling).abs() < 1e-9 && run_sampling <= f(v, "switch_time_s"),
+        "{what}: switch_sampling_s {run_sampling} vs the switches' {sampling}"
+    );
     let mut frozen = 0.0;
     for j in v["jobs"].as_array().unwrap() {
         assert_eq!(j["exit_code"], 0, "{what}: {j}");
@@ -177,7 +193,7 @@ fn the_account_adds_up_and_delay_accounting_is_put_back() {
     assert!(report.status.success(), "{}", text(&report));
     let table = String::from_utf8_lossy(&report.stdout);
     eprintln!("{table}");
-    for col in ["cpu", "frozen", "switch", "unacc"] {
+    for col in ["cpu", "frozen", "switch", "unacc", "account's samples"] {
         assert!(table.contains(col), "{table}");
     }
 }

@@ -261,6 +261,13 @@ fn verbs_bad_input_and_socket_permissions() {
     assert!(walls >= wall, "{prom}");
     assert!((parts - walls).abs() <= 0.01 * walls, "{prom}");
     sample("memgang_job_stall_seconds_total{kind=\"swapin\"}");
+    // And the job that computed has series of its own (root submitted it).
+    let who = format!("id=\"{e}\",user=\"root\"");
+    let own = sample(&format!("memgang_job_account_wall_seconds{{{who}}}"));
+    assert!((own - wall).abs() < 1e-6, "{prom}");
+    sample(&format!(
+        "memgang_job_perf_events_total{{{who},event=\"minor_faults\"}}"
+    ));
 }
 
 #[test]

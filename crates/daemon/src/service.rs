@@ -12,7 +12,8 @@ use memgang_core::{JobId, JobSpec, JobStatus};
 use memgang_linux::cgroup::{CgroupBackend, GroupPath};
 use memgang_linux::counters::{Psi, SwapStatus, VmStat};
 use memgang_proto::{JobInfo, JobState};
-use memgang_results::JobAccount;
+use memgang_results::{JobAccount, SwCounts};
+use memgang_runtime::account::Live;
 use memgang_runtime::executor::{Env, Launch, Node, NodeSettings};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::os::unix::fs::PermissionsExt;
@@ -31,6 +32,15 @@ const METRICS_EVERY: Duration = Duration::from_secs(5);
 /// Retention is applied this often (and at start): jobs end at most a
 /// minute past their time.
 const FORGET_EVERY: Duration = Duration::from_secs(60);
+/// An ended job keeps its own metrics series this long after its end:
+/// several scrapes at any usual interval (15 s to 5 min) record its final
+/// values, and a node that runs thousands of short jobs does not export
+/// a series set per job it keeps (`keep_finished_jobs`, 10,000 by
+/// default). `memgang show ID` has them for as long as the job is kept.
+const RECENT_FOR_S: f64 = 15.0 * 60.0;
+/// And at most this many ended jobs, the newest, have their own series:
+/// about 20 series each, a few thousand series in all.
+const RECENT_JOBS: usize = 200;
 
 pub fn unix_now() -> f64 {
     std::time::SystemTime::now()
@@ -471,7 +481,7 @@ impl Service {
             adopted.retain(|a| !self.reap_adopted(a));
             if Instant::now() >= next_metrics {
                 next_metrics = Instant::now() + METRICS_EVERY;
-                self.write_metrics(&node, cap, vm_start, &accounted);
+                self.write_metrics(&node, &map, cap, vm_start, &accounted);
             }
             let forgot = Instant::now() >= next_forget
                 && self.shared.forget(
@@ -940,6 +950,7 @@ impl Service {
     fn write_metrics(
         &self,
         node: &Node,
+        map: &HashMap<u64, JobId>,
         cap: Capacity,
         vm_start: Option<VmStat>,
         accounted: &Accounted,
@@ -948,6 +959,7 @@ impl Service {
             return;
         }
         let jobs = self.shared.list(|_| true);
+        let per_job = job_series(&jobs, unix_now(), |id| node.live(*map.get(&id)?));
         let pool = self.env.backend.memory_stat(node.pool()).ok();
         let vm = VmStat::read().ok();
         let text = metrics_text(&MetricsInput {
@@ -968,6 +980,7 @@ impl Service {
             swap_used: SwapStatus::read().ok().map(|s| s.used_bytes),
             psi: Psi::node_memory(),
             accounted,
+            per_job: &per_job,
         });
         if let Ok(mut latest) = self.metrics.lock() {
             latest.clone_from(&text);
@@ -1031,6 +1044,82 @@ impl Accounted {
     }
 }
 
+/// One job's own metrics series: a running job's counters so far, or an
+/// ended one's time account and counters.
+#[derive(Debug, Default)]
+pub struct JobSeries {
+    pub id: u64,
+    pub user: String,
+    /// Its time account, once it has ended.
+    pub account: Option<JobAccount>,
+    pub counters: Live,
+}
+
+/// The jobs that have series of their own: those running here (`live`:
+/// their counters so far, by id; None for a job not on this node, e.g.
+/// adopted from an earlier daemon) and the newest [`RECENT_JOBS`] that
+/// ended within [`RECENT_FOR_S`] of `now` with an account, from the jobs
+/// the daemon keeps.
+pub fn job_series(
+    jobs: &[JobInfo],
+    now: f64,
+    live: impl Fn(u64) -> Option<Live>,
+) -> Vec<JobSeries> {
+    let mut ended: Vec<&JobInfo> = jobs
+        .iter()
+        .filter(|j| j.account.is_some())
+        .filter(|j| j.finished_unix_s.is_some_and(|t| now - t <= RECENT_FOR_S))
+        .collect();
+    let end = |j: &JobInfo| j.finished_unix_s.unwrap_or(0.0);
+    ended.sort_by(|a, b| end(b).total_cmp(&end(a)));
+    ended.truncate(RECENT_JOBS);
+    let mut names = HashMap::new();
+    let mut user =
+        |uid: u32| -> String { names.entry(uid).or_insert_with(|| user_name(uid)).clone() };
+    let mut out: Vec<JobSeries> = ended
+        .into_iter()
+        .filter_map(|j| {
+            // An account of another version's shape is left out here;
+            // `memgang show` prints it as it is.
+            let a: JobAccount = serde_json::from_value(j.account.clone()?).ok()?;
+            Some(JobSeries {
+                id: j.id,
+                user: user(j.uid),
+                counters: Live::from(&a),
+                account: Some(a),
+            })
+        })
+        .collect();
+    for j in jobs.iter().filter(|j| !j.state.is_final()) {
+        if let Some(counters) = live(j.id) {
+            out.push(JobSeries {
+                id: j.id,
+                user: user(j.uid),
+                account: None,
+                counters,
+            });
+        }
+    }
+    out.sort_by_key(|s| s.id);
+    out
+}
+
+/// The login name of `uid`, or the number where it has none.
+fn user_name(uid: u32) -> String {
+    nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
+        .ok()
+        .flatten()
+        .map_or_else(|| uid.to_string(), |u| u.name)
+}
+
+/// A label value as the text format wants it: backslash, double quote and
+/// newline escaped.
+fn label_value(v: &str) -> String {
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
 pub struct MetricsInput<'a> {
     pub jobs: &'a [JobInfo],
     pub switches: usize,
@@ -1044,6 +1133,8 @@ pub struct MetricsInput<'a> {
     pub swap_used: Option<u64>,
     pub psi: Option<Psi>,
     pub accounted: &'a Accounted,
+    /// The jobs with series of their own ([`job_series`]).
+    pub per_job: &'a [JobSeries],
 }
 
 /// Prometheus text exposition format.
@@ -1182,6 +1273,117 @@ pub fn metrics_text(m: &MetricsInput) -> String {
             ),
             ("{kind=\"reclaim\"}".into(), a.reclaim_delay_s.to_string()),
         ],
+    );
+    // Per job (`job_series`): running ones and recently ended ones.
+    let labels = |j: &JobSeries, extra: String| {
+        let sep = if extra.is_empty() { "" } else { "," };
+        format!(
+            "{{id=\"{}\",user=\"{}\"{sep}{extra}}}",
+            j.id,
+            label_value(&j.user)
+        )
+    };
+    let series = |v: Vec<(&JobSeries, String, String)>| -> Vec<(String, String)> {
+        v.into_iter()
+            .map(|(j, extra, value)| (labels(j, extra), value))
+            .collect()
+    };
+    let ended: Vec<(&JobSeries, &JobAccount)> = (m.per_job.iter())
+        .filter_map(|j| Some((j, j.account.as_ref()?)))
+        .collect();
+    metric(
+        "memgang_job_account_wall_seconds",
+        "gauge",
+        "A recently ended job's wall time, from start to end.",
+        &series(
+            (ended.iter())
+                .map(|(j, a)| (*j, String::new(), a.wall_s.to_string()))
+                .collect(),
+        ),
+    );
+    metric(
+        "memgang_job_account_seconds",
+        "gauge",
+        "Its wall time by part (docs/results.md, time account); the parts add up to memgang_job_account_wall_seconds.",
+        &series(
+            (ended.iter())
+                .flat_map(|(j, a)| {
+                    a.parts().map(|(name, v)| {
+                        let part = format!("part=\"{}\"", name.replace(' ', "_"));
+                        (*j, part, v.to_string())
+                    })
+                })
+                .collect(),
+        ),
+    );
+    metric(
+        "memgang_job_account_cpu_seconds",
+        "gauge",
+        "Its CPU time (rusage), in CPU seconds.",
+        &series(
+            (ended.iter())
+                .flat_map(|(j, a)| {
+                    [("user", a.user_cpu_s), ("system", a.system_cpu_s)]
+                        .map(|(mode, v)| (*j, format!("mode=\"{mode}\""), v.to_string()))
+                })
+                .collect(),
+        ),
+    );
+    // Absent for a job whose counters the kernel refused.
+    let sw: Vec<(&JobSeries, &SwCounts)> = (m.per_job.iter())
+        .filter_map(|j| Some((j, j.counters.sw.as_ref()?)))
+        .collect();
+    metric(
+        "memgang_job_perf_events_total",
+        "counter",
+        "A running or recently ended job's software perf events so far, its threads and children included.",
+        &series(
+            (sw.iter())
+                .flat_map(|(j, c)| {
+                    [
+                        ("minor_faults", c.minor_faults),
+                        ("major_faults", c.major_faults),
+                        ("context_switches", c.context_switches),
+                        ("cpu_migrations", c.cpu_migrations),
+                    ]
+                    .map(|(event, n)| (*j, format!("event=\"{event}\""), n.to_string()))
+                })
+                .collect(),
+        ),
+    );
+    metric(
+        "memgang_job_task_clock_seconds_total",
+        "counter",
+        "Its task clock (perf): the time its tasks were on a CPU.",
+        &series(
+            (sw.iter())
+                .map(|(j, c)| {
+                    (
+                        *j,
+                        String::new(),
+                        (c.task_clock_ns as f64 * 1e-9).to_string(),
+                    )
+                })
+                .collect(),
+        ),
+    );
+    metric(
+        "memgang_job_anon_huge_bytes",
+        "gauge",
+        "Its AnonHugePages, the mean of its readings so far: every 10 s while it runs (when=\"running\") and at each quantum's end (when=\"quantum_end\").",
+        &series(
+            (m.per_job.iter())
+                .flat_map(|j| {
+                    let c = &j.counters;
+                    [("running", &c.anon_huge_running), ("quantum_end", &c.anon_huge_quantum_end)]
+                        .into_iter()
+                        .filter_map(move |(when, h)| {
+                            let h = h.as_ref()?;
+                            Some((j, format!("when=\"{when}\""), h.mean_bytes.to_string()))
+                        })
+                })
+                .collect(),
+        ),
     );
     if let Some(p) = m.psi {
         metric(
@@ -1379,18 +1581,8 @@ mod tests {
         assert_eq!(read_status(d.path()), None);
     }
 
-    #[test]
-    fn metrics_are_prometheus_text() {
-        let mut accounted = Accounted::default();
-        accounted.add(&JobAccount {
-            wall_s: 10.0,
-            cpu_s: 7.0,
-            frozen_s: 2.0,
-            unaccounted_s: 1.0,
-            swapin_delay_s: 0.5,
-            ..JobAccount::default()
-        });
-        let t = metrics_text(&MetricsInput {
+    fn input<'a>(accounted: &'a Accounted, per_job: &'a [JobSeries]) -> MetricsInput<'a> {
+        MetricsInput {
             jobs: &[],
             switches: 3,
             switch_seconds: 1.5,
@@ -1407,8 +1599,107 @@ mod tests {
             },
             swap_used: Some(0),
             psi: None,
-            accounted: &accounted,
+            accounted,
+            per_job,
+        }
+    }
+
+    #[test]
+    fn each_job_has_series_of_its_own_with_escaped_labels() {
+        let account = JobAccount {
+            wall_s: 10.0,
+            cpu_s: 7.0,
+            frozen_s: 3.0,
+            user_cpu_s: 6.5,
+            system_cpu_s: 0.5,
+            sw: Some(SwCounts {
+                major_faults: 12,
+                task_clock_ns: 7_000_000_000,
+                ..SwCounts::default()
+            }),
+            anon_huge_running: Some(memgang_results::HugeStat {
+                samples: 1,
+                mean_bytes: 2 << 20,
+                min_bytes: 2 << 20,
+                max_bytes: 2 << 20,
+            }),
+            ..JobAccount::default()
+        };
+        let jobs = [
+            JobSeries {
+                id: 7,
+                user: "a\"b\\c\nd".into(),
+                counters: Live::from(&account),
+                account: Some(account),
+            },
+            // Running, its counters refused by the kernel: no series.
+            JobSeries {
+                id: 8,
+                user: "bob".into(),
+                ..JobSeries::default()
+            },
+        ];
+        let t = metrics_text(&input(&Accounted::default(), &jobs));
+        let who = r#"id="7",user="a\"b\\c\nd""#;
+        for line in [
+            format!("memgang_job_account_wall_seconds{{{who}}} 10\n"),
+            format!("memgang_job_account_seconds{{{who},part=\"frozen\"}} 3\n"),
+            format!("memgang_job_account_seconds{{{who},part=\"run_queue\"}} 0\n"),
+            format!("memgang_job_account_cpu_seconds{{{who},mode=\"system\"}} 0.5\n"),
+            format!("memgang_job_perf_events_total{{{who},event=\"major_faults\"}} 12\n"),
+            format!("memgang_job_task_clock_seconds_total{{{who}}} 7\n"),
+            format!("memgang_job_anon_huge_bytes{{{who},when=\"running\"}} 2097152\n"),
+        ] {
+            assert!(t.contains(&line), "{line} missing in\n{t}");
+        }
+        assert!(!t.contains("quantum_end\"}"), "{t}");
+        assert!(!t.contains(r#"id="8""#), "{t}");
+        // One sample per line: the escaped newline did not cut one.
+        for l in t.lines().filter(|l| !l.starts_with('#')) {
+            let (_, v) = l.rsplit_once(' ').unwrap();
+            v.parse::<f64>().unwrap();
+        }
+    }
+
+    #[test]
+    fn running_and_recently_ended_jobs_have_series_of_their_own() {
+        use crate::journal::tests::rec;
+        let now = 100_000.0;
+        let ended = |id: u64, ago: f64| {
+            let mut r = rec(id, JobState::Finished).info;
+            r.finished_unix_s = Some(now - ago);
+            r.account = serde_json::to_value(JobAccount::default()).ok();
+            r
+        };
+        let mut jobs: Vec<JobInfo> = (0..RECENT_JOBS as u64 + 10)
+            .map(|id| ended(id, id as f64))
+            .collect();
+        jobs.push(ended(9_000, RECENT_FOR_S + 1.0));
+        let mut no_account = ended(9_001, 0.0);
+        no_account.account = None;
+        jobs.push(no_account);
+        jobs.push(rec(9_002, JobState::Running).info);
+        jobs.push(rec(9_003, JobState::Running).info);
+        jobs.push(rec(9_004, JobState::Queued).info);
+        // 9003 runs on no node of ours (adopted), 9004 waits: no counters.
+        let live = |id: u64| (id == 9_002).then(Live::default);
+        let ids: Vec<u64> = job_series(&jobs, now, live).iter().map(|s| s.id).collect();
+        let want: Vec<u64> = (0..RECENT_JOBS as u64).chain([9_002]).collect();
+        assert_eq!(ids, want);
+    }
+
+    #[test]
+    fn metrics_are_prometheus_text() {
+        let mut accounted = Accounted::default();
+        accounted.add(&JobAccount {
+            wall_s: 10.0,
+            cpu_s: 7.0,
+            frozen_s: 2.0,
+            unaccounted_s: 1.0,
+            swapin_delay_s: 0.5,
+            ..JobAccount::default()
         });
+        let t = metrics_text(&input(&accounted, &[]));
         assert!(t.contains("# TYPE memgang_jobs gauge\n"));
         assert!(t.contains("memgang_jobs{state=\"queued\"} 0\n"));
         assert!(t.contains("memgang_switches_total 3\n"));

@@ -297,6 +297,11 @@ fn result(
         swap_out_pages: report.swap_out_pages,
         switch_count: report.switches.len(),
         switch_time_s: report.switches.iter().fold(0.0, |t, s| t + s.took_s),
+        switch_sampling_s: report
+            .switches
+            .iter()
+            .filter_map(|s| s.steps.as_ref())
+            .fold(0.0, |t, s| t + s.sampling_s),
         interrupted,
         jobs,
         timeline: report.timeline,

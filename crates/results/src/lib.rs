@@ -69,6 +69,10 @@ pub struct RunResult {
     /// Switches and the time the mechanisms took for them, in total.
     pub switch_count: usize,
     pub switch_time_s: f64,
+    /// Of `switch_time_s`, the time account's samples (the switches'
+    /// `steps.sampling_s`, summed); 0 in results written before it was measured.
+    #[serde(default)]
+    pub switch_sampling_s: f64,
     /// True when the run was stopped by a signal before all jobs ended.
     pub interrupted: bool,
     pub jobs: Vec<JobResult>,

@@ -116,6 +116,26 @@ pub struct Accrued {
     pub samples: u32,
 }
 
+/// A job's counters while it runs, before its account: its software perf
+/// counters (None where the kernel refused them) and its huge-page
+/// readings so far. An ended job's are its account's ([`Live::from`]).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Live {
+    pub sw: Option<SwCounts>,
+    pub anon_huge_running: Option<HugeStat>,
+    pub anon_huge_quantum_end: Option<HugeStat>,
+}
+
+impl From<&JobAccount> for Live {
+    fn from(a: &JobAccount) -> Live {
+        Live {
+            sw: a.sw.clone(),
+            anon_huge_running: a.anon_huge_running.clone(),
+            anon_huge_quantum_end: a.anon_huge_quantum_end.clone(),
+        }
+    }
+}
+
 /// The machine's mTHP event counters: size -> counter -> value.
 type Mthp = BTreeMap<String, BTreeMap<String, u64>>;
 
@@ -343,12 +363,15 @@ impl Tracker {
     }
 
     /// Job `job` was just thawed: what its processes' counters grew by
-    /// since its freeze is the frozen time's.
-    pub fn thawed(&mut self, job: usize, pids: &[i32]) {
+    /// since its freeze is the frozen time's. The processes are those
+    /// sampled at the freeze: a frozen job cannot fork, so no list is
+    /// needed again.
+    pub fn thawed(&mut self, job: usize) {
         let Some(before) = self.jobs.get_mut(&job).and_then(|s| s.frozen_at.take()) else {
             return;
         };
-        let now = self.sample(pids);
+        let pids: Vec<i32> = before.keys().copied().collect();
+        let now = self.sample(&pids);
         let s = self.jobs.get_mut(&job).expect("checked");
         let w = &mut s.while_frozen;
         for (pid, b) in &before {
@@ -372,6 +395,17 @@ impl Tracker {
             s.huge_running.extend(huge);
             s.next_huge_s = now_s + HUGE_EVERY_S;
         }
+    }
+
+    /// A running job's counters so far (its time account comes at its
+    /// end): None for a job not running here.
+    pub fn live(&self, job: usize) -> Option<Live> {
+        let s = self.jobs.get(&job)?;
+        Some(Live {
+            sw: s.soft.as_ref().map(sw_counts),
+            anon_huge_running: huge_stat(&s.huge_running),
+            anon_huge_quantum_end: huge_stat(&s.huge_quantum_end),
+        })
     }
 
     fn update_oldest(&self) {
@@ -409,22 +443,7 @@ impl Tracker {
             }
             h
         });
-        let sw = started.soft.as_ref().map(|c| {
-            let mut w = SwCounts::default();
-            for (e, n) in c.read() {
-                match e {
-                    Event::TaskClock => w.task_clock_ns = n,
-                    Event::CpuClock => w.cpu_clock_ns = n,
-                    Event::PageFaults => w.page_faults = n,
-                    Event::MinorFaults => w.minor_faults = n,
-                    Event::MajorFaults => w.major_faults = n,
-                    Event::ContextSwitches => w.context_switches = n,
-                    Event::CpuMigrations => w.cpu_migrations = n,
-                    _ => {}
-                }
-            }
-            w
-        });
+        let sw = started.soft.as_ref().map(sw_counts);
         let (tasks, lost) = if self.no_delays.is_none() {
             self.take_tasks(started.pid, leftovers, start)
         } else {
@@ -502,6 +521,24 @@ impl Drop for Tracker {
             let _ = t.join();
         }
     }
+}
+
+/// A job's software perf counters as they read now.
+fn sw_counts(c: &Counters) -> SwCounts {
+    let mut w = SwCounts::default();
+    for (e, n) in c.read() {
+        match e {
+            Event::TaskClock => w.task_clock_ns = n,
+            Event::CpuClock => w.cpu_clock_ns = n,
+            Event::PageFaults => w.page_faults = n,
+            Event::MinorFaults => w.minor_faults = n,
+            Event::MajorFaults => w.major_faults = n,
+            Event::ContextSwitches => w.context_switches = n,
+            Event::CpuMigrations => w.cpu_migrations = n,
+            _ => {}
+        }
+    }
+    w
 }
 
 /// Counters of `events` on `pid`, unless the kernel refused them before
@@ -784,13 +821,23 @@ pub fn run_account(r: &RunResult) -> Option<RunAccount> {
     a.unaccounted_s += r.makespan_s - a.switch_s - a.idle_s - share.values().sum::<f64>();
     a.delay_accounting = match delays.iter().find(|s| *s != "taskstats") {
         None => "on".into(),
-        Some(why) => format!("not available here: {why}"),
+        Some(why) => unavailable(why),
     };
     a.hw_counters = match hw.iter().flatten().next() {
         None => "on".into(),
-        Some(why) => format!("not available here: {why}"),
+        Some(why) => unavailable(why),
     };
     Some(a)
+}
+
+/// "not available here: <why>", said once where `why` already says it
+/// (perf's "not available on this machine (no PMU): ...").
+fn unavailable(why: &str) -> String {
+    if why.starts_with("not available") {
+        why.to_string()
+    } else {
+        format!("not available here: {why}")
+    }
 }
 
 /// Fill each job's `batch` and the run's `batch_cpu_s` from the batch
@@ -838,6 +885,16 @@ mod tests {
             cpu_delay_ns: (runq_s * 1e9) as u64,
             ..TaskStats::default()
         }
+    }
+
+    #[test]
+    fn a_reason_that_says_it_is_not_available_is_not_wrapped_again() {
+        let pmu = "not available on this machine (no PMU): the kernel has no cycles counter";
+        assert_eq!(unavailable(pmu), pmu);
+        assert_eq!(
+            unavailable("rusage only: no root"),
+            "not available here: rusage only: no root"
+        );
     }
 
     #[test]

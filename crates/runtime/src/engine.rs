@@ -196,11 +196,14 @@ impl NodeSwitch {
     /// Page a stopped job out by `plan`, after ending its background
     /// writing and waiting for its huge pages to go back; keep its records
     /// (background writing's, taken before it wrote pages out, where there
-    /// are some) and its working-set estimate. Its steps are timed into
-    /// `steps`.
+    /// are some) and its working-set estimate. `pids` are its processes,
+    /// listed by the caller once it stopped the job: a stopped job cannot
+    /// fork, so one list serves the caller's own samples of it too. Its
+    /// steps are timed into `steps`.
     pub fn suspend(
         &self,
         job: &mut JobMemory,
+        pids: &[i32],
         plan: PageOutPlan,
         steps: &mut SwitchSteps,
     ) -> Suspended {
@@ -220,7 +223,9 @@ impl NodeSwitch {
             .ok()
             .map(|m| m.anon_bytes);
         let t = Instant::now();
-        let paged = self.memory.page_out(&job.group, &job.name, plan, steps);
+        let paged = self
+            .memory
+            .page_out(&job.group, pids, &job.name, plan, steps);
         out.took = t.elapsed();
         out.paged_out = paged.bytes;
         out.warnings = paged.warnings;

@@ -59,13 +59,15 @@ impl GroupMemory {
         })
     }
 
-    /// Carry out a page-out plan on the stopped job in `group` (`name` for
-    /// messages). A mechanism that fails (no rights, a process gone) leaves
-    /// the job to the kernel's LRU and says why: the switch goes on. Its
-    /// scans, advice and drain are timed into `steps`.
+    /// Carry out a page-out plan on the stopped job in `group` with
+    /// processes `pids` (`name` for messages). A mechanism that fails (no
+    /// rights, a process gone) leaves the job to the kernel's LRU and says
+    /// why: the switch goes on. Its scans, advice and drain are timed into
+    /// `steps`.
     pub fn page_out(
         &self,
         group: &GroupPath,
+        pids: &[i32],
         name: &str,
         plan: PageOutPlan,
         steps: &mut SwitchSteps,
@@ -76,13 +78,12 @@ impl GroupMemory {
             PageOutPlan::Aggressive { record } => (record, true),
         };
         let mut out = PagedOut::default();
-        let pids = self.backend.procs_recursive(group).unwrap_or_default();
         let mut room = self.swap_room();
         let mut records = Vec::new();
         let mut clamped = false;
         let anon = || self.backend.memory_stat(group).map_or(0, |m| m.anon_bytes);
         let before = anon();
-        for pid in pids {
+        for &pid in pids {
             // Scanned even when not kept: advising only the resident runs
             // makes the bytes count what really left memory, and the scan
             // (a PAGEMAP_SCAN ioctl) is small next to the page-out.

@@ -218,7 +218,8 @@ impl Agent {
                     let Some(j) = jobs.get_mut(&job) else {
                         continue;
                     };
-                    let out = self.engine.suspend(j, plan, &mut report.steps);
+                    let pids = self.backend().procs_recursive(&j.group).unwrap_or_default();
+                    let out = self.engine.suspend(j, &pids, plan, &mut report.steps);
                     if out.huge_restored > 0 {
                         tracing::debug!(
                             "job {job}: {} bytes back on huge pages",

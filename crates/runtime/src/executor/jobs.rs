@@ -458,20 +458,3 @@ fn tail(path: &std::path::Path) -> Option<String> {
     let tail = lines[lines.len().saturating_sub(STDERR_TAIL_LINES)..].join("\n");
     (!tail.is_empty()).then_some(tail)
 }
-
-/// The time account's samples at each freeze and thaw (crate::account).
-impl Jobs {
-    pub(super) fn account_frozen(&mut self, env: &Env, i: usize) {
-        let pids = (env.backend)
-            .procs_recursive(&self.runs[i].group)
-            .unwrap_or_default();
-        self.account.frozen(i, &pids);
-    }
-
-    pub(super) fn account_thawed(&mut self, env: &Env, i: usize) {
-        let pids = (env.backend)
-            .procs_recursive(&self.runs[i].group)
-            .unwrap_or_default();
-        self.account.thawed(i, &pids);
-    }
-}

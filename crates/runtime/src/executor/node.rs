@@ -236,6 +236,11 @@ impl Node {
         self.jobs.runs.get(job.index()).map(|j| &j.result)
     }
 
+    /// A running job's counters so far (crate::account::Tracker::live).
+    pub fn live(&self, job: JobId) -> Option<crate::account::Live> {
+        self.jobs.account.live(job.index())
+    }
+
     /// The node's scheduler state (read-only), e.g. for a status display.
     pub fn scheduler(&self) -> &Scheduler {
         &self.sched

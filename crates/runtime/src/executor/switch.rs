@@ -61,6 +61,8 @@ impl SwitchState {
         let (mut suspended, mut resumed, mut failed) = (Vec::new(), Vec::new(), Vec::new());
         let (mut paged_out, mut paged_in) = (0u64, 0u64);
         let (mut out_time, mut in_time) = (Duration::ZERO, Duration::ZERO);
+        // The time account's samples at freezes and thaws, inside the
+        // switch: measured, so that every run shows what they cost.
         let mut warnings = Vec::new();
         let mut bg_bytes = 0;
         let mut steps = SwitchSteps::default();
@@ -110,9 +112,17 @@ impl SwitchState {
                     })
                     .with_context(|| format!("suspending job {}", jobs.name(job)))?;
                     jobs.stop_interval(job, t0.elapsed());
-                    SwitchSteps::time(&mut steps.sampling_s, || jobs.account_frozen(env, i));
+                    // Listed once: the freeze keeps the list as it is
+                    // until the thaw, for the account and the page-out.
+                    let pids = SwitchSteps::time(&mut steps.sampling_s, || {
+                        let pids = (env.backend)
+                            .procs_recursive(&jobs.runs[i].group)
+                            .unwrap_or_default();
+                        jobs.account.frozen(i, &pids);
+                        pids
+                    });
                     let j = &mut jobs.runs[i];
-                    let out = self.engine.suspend(&mut j.mem, page_out, &mut steps);
+                    let out = self.engine.suspend(&mut j.mem, &pids, page_out, &mut steps);
                     j.result.huge_restored_bytes += out.huge_restored;
                     bg_bytes += out.background;
                     paged_out += out.paged_out;
@@ -157,7 +167,7 @@ impl SwitchState {
                     SwitchSteps::time(&mut steps.thaw_s, || env.freezer.thaw(&jobs.runs[i].group))
                         .with_context(|| format!("resuming job {}", jobs.name(job)))?;
                     jobs.runs[i].running_since = Some(t0.elapsed());
-                    SwitchSteps::time(&mut steps.sampling_s, || jobs.account_thawed(env, i));
+                    SwitchSteps::time(&mut steps.sampling_s, || jobs.account.thawed(i));
                     resumed.push(jobs.name(job).to_string());
                 }
                 Action::WriteBack { until, .. } => {
