@@ -10,7 +10,7 @@
 #   lammps   LAMMPS from Debian, Lennard-Jones melt (neighbour lists and
 #            atoms swept every step; Open MPI, 2 ranks), only if APPS names it
 # each pair in a pool that holds one job, not two: batch, gang lru and gang
-# so/ao/ai at q = QUANTUM (10 s). Prints bench/realapps_table.py's table: overhead,
+# so/ao/ai at q = APP_QUANTUM (10 s). Prints bench/realapps_table.py's table: overhead,
 # cut against lru, per switch page-out and page-in and the switch against
 # the disk's limit, faults left after the page-in, each job's own check
 # against the batch run; switches-<app>.svg draws each switch's parts.
@@ -25,9 +25,9 @@
 # (docs/realapps.md, "One mechanism tried").
 #   sudo bench/realapps.sh [OUT_DIR]        APPS="cg stencil gather" (or hpcc, lammps) SWITCHES="lru so/ao/ai"
 #                                           SHARES="2.5%" ("" for none) ROUNDS=1
-#                                           QUANTUM=10s; memgangd's default is 60s, where the
-#                                           jobs must run longer to switch at all: e.g.
-#                                           QUANTUM=60s CG_ITERS=5400 GATHER_ITERS=780
+#                                           APP_QUANTUM=10s; memgangd's default is 60s, where
+#                                           the jobs must run longer to switch at all: e.g.
+#                                           APP_QUANTUM=60s CG_ITERS=5400 GATHER_ITERS=780
 #                                           (bench/lib.sh's APP_ARGS names each app's knob)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -39,7 +39,8 @@ ensure_python_env
 case " ${APPS:-} " in *" hpcc "*) ensure_hpcc ;; esac
 case " ${APPS:-} " in *" lammps "*) ensure_lammps ;; esac
 APP_POOL=${APP_POOL:-512M}
-q=${QUANTUM:-10s}
+# Not QUANTUM: bench/lib.sh sets that for memgang-workload's pairs.
+q=${APP_QUANTUM:-10s}
 "$bin" testbed bandwidth --json > "$out/bandwidth-start.json"
 # One round: every app's batch and gang runs, one after the other, in DIR.
 run_round() {
