@@ -176,10 +176,38 @@ impl Counters {
         Ok(Counters { events: out })
     }
 
-    /// Each event's count so far, scaled up where the kernel multiplexed
-    /// it (ran it part of the time). Counts of children are added when
-    /// they exit: read after the tree has ended for its total.
+    /// Count `events` in `pid` as [`attach`](Self::attach) does, and also
+    /// in `others`, processes already started (whose work `pid`'s counters
+    /// do not inherit): those that could not be attached (gone, say) are
+    /// left out. A job started through a wrapper (memgangd's shim) may have
+    /// forked its command before the counters attach: counted on the shim
+    /// alone, its counters missed the command's work.
+    pub fn attach_tree(pid: i32, others: &[i32], events: &[Event]) -> Result<Counters, String> {
+        let mut all = Counters::attach(pid, events)?;
+        for &p in others.iter().filter(|&&p| p != pid) {
+            if let Ok(c) = Counters::attach(p, events) {
+                all.events.extend(c.events);
+            }
+        }
+        Ok(all)
+    }
+
+    /// Each event's count so far, summed over the processes attached and
+    /// scaled up where the kernel multiplexed it (ran it part of the
+    /// time). Counts of children are added when they exit: read after the
+    /// tree has ended for its total.
     pub fn read(&self) -> Vec<(Event, u64)> {
+        let mut sums: Vec<(Event, u64)> = Vec::new();
+        for (e, n) in self.read_each() {
+            match sums.iter_mut().find(|(k, _)| *k == e) {
+                Some((_, total)) => *total += n,
+                None => sums.push((e, n)),
+            }
+        }
+        sums
+    }
+
+    fn read_each(&self) -> Vec<(Event, u64)> {
         self.events
             .iter()
             .filter_map(|(e, fd)| {
@@ -203,6 +231,43 @@ impl Counters {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A wrapper whose command already runs (memgangd's shim): counted on
+    /// the wrapper alone, the command's work is missed; on the tree, it
+    /// is counted.
+    #[test]
+    fn processes_already_started_are_counted_on_the_tree() {
+        let spawn = |script: &str| {
+            std::process::Command::new("sh")
+                .args(["-c", script])
+                .stdin(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        };
+        let mut wrapper = spawn("read x");
+        let mut command = spawn("read x; i=0; while [ $i -lt 30000 ]; do i=$((i+1)); done");
+        let (w, c) = (wrapper.id() as i32, command.id() as i32);
+        let alone = Counters::attach(w, &Event::SOFTWARE).unwrap();
+        let tree = Counters::attach_tree(w, &[w, c], &Event::SOFTWARE).unwrap();
+        drop(command.stdin.take());
+        command.wait().unwrap();
+        drop(wrapper.stdin.take());
+        wrapper.wait().unwrap();
+        let clock = |c: &Counters| {
+            c.read()
+                .into_iter()
+                .find(|r| r.0 == Event::TaskClock)
+                .unwrap()
+                .1
+        };
+        assert_eq!(tree.read().len(), Event::SOFTWARE.len());
+        assert!(
+            clock(&tree) > 1_000_000 + clock(&alone),
+            "tree {} alone {}",
+            clock(&tree),
+            clock(&alone)
+        );
+    }
 
     #[test]
     fn a_child_and_its_threads_are_counted_after_they_exit() {

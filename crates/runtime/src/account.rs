@@ -315,11 +315,12 @@ impl Tracker {
         }
     }
 
-    /// A job's first process `pid` started at `start_s`: its counters
-    /// attach now.
-    pub fn started(&mut self, job: usize, pid: i32, start_s: f64) {
-        let counters = attach(pid, &Event::HARDWARE, &mut self.no_hw);
-        let soft = attach(pid, &Event::SOFTWARE, &mut self.no_sw);
+    /// A job's first process `pid` started at `start_s`, `others` the rest
+    /// of its cgroup's processes now: its counters attach now, to all of
+    /// them (see `Counters::attach_tree`).
+    pub fn started(&mut self, job: usize, pid: i32, others: &[i32], start_s: f64) {
+        let counters = attach(pid, others, &Event::HARDWARE, &mut self.no_hw);
+        let soft = attach(pid, others, &Event::SOFTWARE, &mut self.no_sw);
         self.jobs.insert(
             job,
             Started {
@@ -541,13 +542,18 @@ fn sw_counts(c: &Counters) -> SwCounts {
     w
 }
 
-/// Counters of `events` on `pid`, unless the kernel refused them before
-/// (`refused`: why, said once and not tried again).
-fn attach(pid: i32, events: &[Event], refused: &mut Option<String>) -> Option<Counters> {
+/// Counters of `events` on `pid` and `others`, unless the kernel refused
+/// them before (`refused`: why, said once and not tried again).
+fn attach(
+    pid: i32,
+    others: &[i32],
+    events: &[Event],
+    refused: &mut Option<String>,
+) -> Option<Counters> {
     if refused.is_some() {
         return None;
     }
-    match Counters::attach(pid, events) {
+    match Counters::attach_tree(pid, others, events) {
         Ok(c) => Some(c),
         Err(why) => {
             tracing::info!("no {} counters: {why}", events[0].name());

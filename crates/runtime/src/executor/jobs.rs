@@ -256,7 +256,9 @@ impl Jobs {
             entry.1 = Some(launched.pid);
         }
         let now = t0.elapsed();
-        self.account.started(i, launched.pid, now.as_secs_f64());
+        let others = env.backend.procs_recursive(&group).unwrap_or_default();
+        self.account
+            .started(i, launched.pid, &others, now.as_secs_f64());
         let j = &mut self.runs[i];
         j.proc = Some(launched);
         j.running_since = Some(now);
