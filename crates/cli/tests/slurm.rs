@@ -470,24 +470,10 @@ fn a_job_an_admin_suspended_stays_suspended_until_the_admin_resumes_it() {
     assert_eq!(c.log().matches(&said).count(), 2, "{}", c.log());
 
     c.slurm("scontrol", &["resume", &id]);
-    let t = Instant::now();
-    while !["a", "b"].iter().all(|n| state(n) == "COMPLETED") {
-        let jobs = c.jobs();
-        assert!(
-            t.elapsed() < Duration::from_secs(180),
-            "jobs never completed: {jobs:?}\n{}",
-            c.log()
-        );
-        assert!(
-            jobs.iter().all(|j| matches!(
-                j["JobState"].as_str(),
-                "RUNNING" | "SUSPENDED" | "COMPLETING" | "COMPLETED"
-            )),
-            "a job failed: {jobs:?}\n{}",
-            c.log()
-        );
-        std::thread::sleep(Duration::from_millis(500));
-    }
+    c.wait_completed(
+        Duration::from_secs(180),
+        &["RUNNING", "SUSPENDED", "COMPLETING", "COMPLETED"],
+    );
     // Nothing is left with a comment of the controller's: each was
     // cleared once its job ran again.
     let shown = c.slurm("scontrol", &["show", "job", "-o"]);

@@ -134,24 +134,10 @@ fn killed_at_many_points(select: &str) {
         kills.len()
     );
     // The last controller finishes the work.
-    let t = Instant::now();
-    while !done(&c) {
-        let jobs = c.jobs();
-        assert!(
-            t.elapsed() < Duration::from_secs(300),
-            "jobs never completed: {jobs:?}\n{}",
-            c.log()
-        );
-        assert!(
-            jobs.iter().all(|j| matches!(
-                j["JobState"].as_str(),
-                "PENDING" | "RUNNING" | "SUSPENDED" | "COMPLETED" | "COMPLETING"
-            )),
-            "a job failed: {jobs:?}\n{}",
-            c.log()
-        );
-        std::thread::sleep(Duration::from_millis(500));
-    }
+    c.wait_completed(
+        Duration::from_secs(300),
+        &["PENDING", "RUNNING", "SUSPENDED", "COMPLETED", "COMPLETING"],
+    );
     // Each exactly once, exit 0, never requeued; the same checksum (the
     // same sweeps, whatever stopped them), printed once.
     let jobs = c.jobs();

@@ -182,6 +182,31 @@ impl Cluster {
             std::thread::sleep(std::time::Duration::from_millis(300));
         }
     }
+
+    /// Wait (at most `limit`) until the test's two jobs are COMPLETED,
+    /// every job meanwhile in one of the `allowed` states; fails the test
+    /// with Slurm's records and the controller's log otherwise.
+    pub fn wait_completed(&self, limit: std::time::Duration, allowed: &[&str]) {
+        let t = std::time::Instant::now();
+        loop {
+            let jobs = self.jobs();
+            if jobs.iter().filter(|j| j["JobState"] == "COMPLETED").count() == 2 {
+                return;
+            }
+            assert!(
+                t.elapsed() < limit,
+                "jobs never completed: {jobs:?}\n{}",
+                self.log()
+            );
+            assert!(
+                jobs.iter()
+                    .all(|j| allowed.contains(&j["JobState"].as_str())),
+                "a job failed: {jobs:?}\n{}",
+                self.log()
+            );
+            std::thread::sleep(std::time::Duration::from_millis(500));
+        }
+    }
 }
 
 impl Drop for Cluster {
