@@ -170,7 +170,8 @@ fn man(out: &Path) -> ExitCode {
 /// command gets /dev/null instead. The shim ends as the command did
 /// (the same signal, raised again, or the same exit code), so the daemon,
 /// its parent, reads the job's end from the kernel; the file is for a
-/// daemon that restarted meanwhile. It writes to stderr without
+/// daemon that restarted meanwhile. It first stops itself until the
+/// daemon has attached the job's counters (`Launch::gate`). It writes to stderr without
 /// panicking: a full disk must not change how the job is recorded.
 fn shim(command: &[String]) -> ExitCode {
     use std::io::Write;
@@ -191,6 +192,10 @@ fn shim(command: &[String]) -> ExitCode {
     if status.is_none() {
         say("no status file on standard input: how the command ends is not recorded".into());
     }
+    // The gate (`Launch::gate`): the daemon attaches the job's counters
+    // to the stopped shim and continues it, so they inherit into the
+    // command forked below instead of racing the fork.
+    let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGSTOP);
     let (line, end) = match std::process::Command::new(&command[0])
         .args(&command[1..])
         .stdin(std::process::Stdio::null())

@@ -702,6 +702,7 @@ impl Service {
             groups: r.groups.clone(),
             log_dir: Some(dir.clone()),
             status: Some(status),
+            gate: true,
         };
         let spec = JobSpec {
             name: format!("j{}", r.info.id),

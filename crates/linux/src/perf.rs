@@ -273,10 +273,13 @@ mod tests {
     fn a_child_and_its_threads_are_counted_after_they_exit() {
         // The software clock exists everywhere; the hardware events share
         // the code path and are refused with a reason where absent.
+        // The shell waits for its child `sleep`, so it is switched out at
+        // least once whenever the counters attach (its `read` may see the
+        // end of its input before they do, and never wait).
         let mut child = std::process::Command::new("sh")
             .args([
                 "-c",
-                "read x; i=0; while [ $i -lt 30000 ]; do i=$((i+1)); done",
+                "read x; i=0; while [ $i -lt 30000 ]; do i=$((i+1)); done; sleep 0.01",
             ])
             .stdin(std::process::Stdio::piped())
             .spawn()
@@ -287,8 +290,8 @@ mod tests {
         let read = counters.read();
         assert_eq!(read.len(), Event::SOFTWARE.len(), "{read:?}");
         let get = |e: Event| read.iter().find(|r| r.0 == e).unwrap().1;
-        // The loop runs for milliseconds at least, and the shell faults
-        // pages in and is switched out at least once (it waits on `read`).
+        // The loop runs for milliseconds at least; the shell faults pages
+        // in, and so does its child.
         assert!(get(Event::TaskClock) > 1_000_000, "{read:?}");
         assert!(get(Event::PageFaults) > 0, "{read:?}");
         assert!(

@@ -27,6 +27,16 @@ pub struct Exit {
     pub major_faults: u64,
 }
 
+/// The state letter of process `pid` in `/proc/<pid>/stat` (`R`, `S`,
+/// `D`, `T` when stopped by a signal, `Z`, ...); None once it is gone.
+pub fn state(pid: i32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The state follows the command's closing parenthesis (the command
+    // may hold spaces and parentheses itself).
+    let (_, rest) = stat.rsplit_once(')')?;
+    rest.trim_start().chars().next()
+}
+
 /// Reap our child `pid` if it has exited (never blocks); None while it
 /// runs or if it is not our child.
 pub fn try_reap(pid: i32) -> Option<Exit> {
@@ -312,6 +322,27 @@ pub fn lookup_as(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A process named with a parenthesis and a space still shows its
+    /// state; stopped shows `T`; reaped, it is gone.
+    #[test]
+    fn a_process_state_is_read_and_a_stop_is_seen() {
+        let dir = tempfile::tempdir().unwrap();
+        let odd = dir.path().join("a) b");
+        std::os::unix::fs::symlink("/bin/sleep", &odd).unwrap();
+        let mut child = std::process::Command::new(&odd).arg("30").spawn().unwrap();
+        let pid = child.id() as i32;
+        assert!(matches!(state(pid), Some('R' | 'S')), "{:?}", state(pid));
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::SIGSTOP).unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while state(pid) != Some('T') && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        assert_eq!(state(pid), Some('T'));
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert_eq!(state(pid), None);
+    }
 
     /// The child answers each byte with the next one and ends when the
     /// command pipe closes, which it can only see if the parent's ends

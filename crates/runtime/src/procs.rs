@@ -43,6 +43,12 @@ pub struct Launch {
     /// service's shim records how the command ended in a file that the
     /// job, as its user, can neither open nor replace.
     pub status: Option<PathBuf>,
+    /// The first process stops itself (SIGSTOP) before it starts the
+    /// command, and the executor continues it once the job's counters are
+    /// attached: memgangd's shim, which forks the command at once, so
+    /// that counters attached to it inherit into the command rather than
+    /// race its fork.
+    pub gate: bool,
 }
 
 impl Launch {

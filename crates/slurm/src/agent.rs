@@ -345,13 +345,7 @@ impl Agent {
 /// Process `pid` is stopped (state `T`, Slurm's SIGSTOP); one that is
 /// gone counts as stopped (it runs nothing).
 fn is_stopped(pid: i32) -> bool {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return true;
-    };
-    // The state follows the command's closing parenthesis.
-    stat.rsplit_once(')')
-        .and_then(|(_, rest)| rest.split_whitespace().next())
-        .is_none_or(|s| s == "T")
+    memgang_linux::process::state(pid).is_none_or(|s| s == 'T')
 }
 
 /// Where and how an agent listens.

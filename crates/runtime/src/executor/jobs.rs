@@ -255,10 +255,19 @@ impl Jobs {
         if let Some(entry) = self.teardown.jobs.iter_mut().find(|(g, _)| *g == group) {
             entry.1 = Some(launched.pid);
         }
+        if launch.gate {
+            wait_stopped(launched.pid);
+        }
         let now = t0.elapsed();
         let others = env.backend.procs_recursive(&group).unwrap_or_default();
         self.account
             .started(i, launched.pid, &others, now.as_secs_f64());
+        if launch.gate {
+            launched
+                .pidfd
+                .send_signal(libc::SIGCONT)
+                .context("continuing the job's first process after its counters attached")?;
+        }
         let j = &mut self.runs[i];
         j.proc = Some(launched);
         j.running_since = Some(now);
@@ -277,6 +286,16 @@ impl Jobs {
             .thaw(&group)
             .with_context(|| format!("resuming adopted job {}", group.as_str()))?;
         let pids = env.backend.procs_recursive(&group).unwrap_or_default();
+        // A first process still stopped at its gate (`Launch::gate`): the
+        // service that started it ended before it continued it.
+        for &p in &pids {
+            if process::state(p) == Some('T') {
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(p),
+                    nix::sys::signal::Signal::SIGCONT,
+                );
+            }
+        }
         let launched = watch_one(&pids)
             .with_context(|| format!("adopted job {} has ended", group.as_str()))?;
         let now = t0.elapsed();
@@ -459,4 +478,23 @@ fn tail(path: &std::path::Path) -> Option<String> {
     let lines: Vec<&str> = text.lines().collect();
     let tail = lines[lines.len().saturating_sub(STDERR_TAIL_LINES)..].join("\n");
     (!tail.is_empty()).then_some(tail)
+}
+
+/// How long a gated first process (memgangd's shim) may take to stop
+/// itself: it does so first thing after exec, within milliseconds; on a
+/// node so loaded that it takes longer, the job runs anyway and its
+/// counters may miss the command's first instants.
+const GATE_WAIT: Duration = Duration::from_secs(2);
+
+/// Wait until `pid` has stopped itself at its gate, has ended, or
+/// `GATE_WAIT` has passed.
+fn wait_stopped(pid: i32) {
+    let deadline = Instant::now() + GATE_WAIT;
+    while Instant::now() < deadline {
+        match process::state(pid) {
+            Some('T') | Some('Z') | None => return,
+            _ => std::thread::sleep(Duration::from_millis(1)),
+        }
+    }
+    tracing::warn!("job process {pid} did not stop at its gate within {GATE_WAIT:?}: its counters may miss its first instants");
 }

@@ -501,3 +501,35 @@ fn dropping_a_node_kills_its_jobs_and_removes_its_groups() {
     assert!(processes_of(&group).is_empty());
     assert!(f.cgroups.live().is_empty(), "{:?}", f.cgroups.live());
 }
+
+/// A gated first process (memgangd's shim) stops itself; the node attaches
+/// the job's counters, then continues it, so the work of what it forks
+/// at once is counted by inheritance.
+#[test]
+fn a_gated_first_process_is_continued_once_its_counters_attach() {
+    let f = fakes();
+    let pool = pool_name("gate");
+    let mut node = Node::new(settings(&pool, PolicyKind::Batch), f.env.clone()).unwrap();
+    let mut gated = launch(
+        &pool,
+        "gated",
+        "kill -STOP $$; sh -c 'i=0; while [ $i -lt 100000 ]; do i=$((i+1)); done'",
+    );
+    gated.gate = true;
+    let job = node.add_job(spec("gated"), gated).unwrap();
+    step_until(&mut node, |n| {
+        status(n, job) == memgang_core::JobStatus::Finished
+    });
+    let r = node.finish();
+    assert!(r.jobs[0].ok(), "{:?}", r.jobs[0]);
+    let account = r.jobs[0].account.as_ref().unwrap();
+    match &account.sw {
+        // The child's loop runs for tens of milliseconds.
+        Some(sw) => assert!(sw.task_clock_ns > 10_000_000, "{sw:?}"),
+        None => eprintln!(
+            "SKIPPED the counter check: no software counters here: {:?}",
+            account.sw_missing
+        ),
+    }
+    assert!(f.cgroups.live().is_empty(), "{:?}", f.cgroups.live());
+}
