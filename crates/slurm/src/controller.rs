@@ -322,8 +322,12 @@ impl Controller {
             ranks,
             memory_bytes: j.mem_per_node.map(|m| m * ranks as u64),
             arrival: self.now(),
+            placed: None,
         };
-        let id = self.sched.submit(spec);
+        let id = self
+            .sched
+            .submit(spec)
+            .expect("a job without placed nodes is refused by nothing");
         debug_assert_eq!(id.index(), self.slurm.len());
         self.slurm.push(j.id);
         self.core.insert(j.id, id);
