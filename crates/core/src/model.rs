@@ -70,4 +70,52 @@ pub struct JobSpec {
     /// Declared memory footprint of the whole job, in bytes, if known.
     pub memory_bytes: Option<u64>,
     pub arrival: Time,
+    /// Already runs on these nodes (taken back by a restarted controller,
+    /// or resumed by an administrator): every policy's placement keeps it
+    /// there, and starts it nowhere else. One node per
+    /// [`Cluster::nodes_needed`] of its ranks, each once
+    /// ([`JobSpec::check`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placed: Option<Vec<NodeId>>,
+}
+
+impl JobSpec {
+    /// Why `cluster` cannot take this job as specified, if it cannot: its
+    /// placed nodes must be nodes of the cluster, each listed once, as
+    /// many as its ranks take. [`Scheduler::submit`](crate::Scheduler::submit)
+    /// refuses such a job with this.
+    pub fn check(&self, cluster: &Cluster) -> Result<(), String> {
+        let Some(placed) = &self.placed else {
+            return Ok(());
+        };
+        let need = cluster.nodes_needed(self.ranks) as usize;
+        if placed.len() != need {
+            return Err(format!(
+                "job {:?} is placed on {} node(s), but its {} rank(s) take {need} ({} CPU(s) a \
+                 node): list exactly {need}",
+                self.name,
+                placed.len(),
+                self.ranks,
+                cluster.nodes[0].cpus
+            ));
+        }
+        for (i, n) in placed.iter().enumerate() {
+            if n.0 as usize >= cluster.nodes.len() {
+                return Err(format!(
+                    "job {:?} is placed on node {}, which the cluster does not have (nodes 0 to \
+                     {}): place it on the cluster's nodes",
+                    self.name,
+                    n.0,
+                    cluster.nodes.len() - 1
+                ));
+            }
+            if placed[..i].contains(n) {
+                return Err(format!(
+                    "job {:?} is placed on node {} twice: list each node once",
+                    self.name, n.0
+                ));
+            }
+        }
+        Ok(())
+    }
 }

@@ -21,9 +21,11 @@
 //! - **A job is placed whole**: all its ranks are in the same set, on
 //!   `need` distinct nodes that each have room for its share, so they run
 //!   together. A job already started stays on its nodes (its memory is
-//!   there); a queued one goes to the nodes with room that hold the fewest
-//!   jobs of the set (ties by node id), so that co-scheduled jobs share CPUs
-//!   as little as the memory allows.
+//!   there), and so does one placed by its spec (it runs there already:
+//!   taken back by a restarted controller); any other queued one goes to
+//!   the nodes with room that hold the fewest jobs of the set (ties by
+//!   node id), so that co-scheduled jobs share CPUs as little as the
+//!   memory allows.
 //! - **First fit decreasing**, generalised from one pool to nodes: the
 //!   largest share per node first (then the widest job, then by id), each
 //!   into the first set where it can be placed, else into a new set. On one
@@ -55,7 +57,8 @@ pub struct Item {
     pub bytes: u64,
     /// Nodes it spans (at least 1).
     pub need: usize,
-    /// The nodes it runs on, once started: it does not move.
+    /// The nodes it runs on, once started or placed by its spec
+    /// (`JobSpec::placed`): it does not move.
     pub pinned: Option<Vec<NodeId>>,
 }
 

@@ -22,7 +22,14 @@ pub struct Scheduler {
 }
 
 impl Scheduler {
+    /// Panics on a job that [`JobSpec::check`] refuses (a caller's bug:
+    /// [`submit`](Self::submit) says why instead).
     pub fn new(cluster: Cluster, jobs: Vec<JobSpec>, policy: Box<dyn Policy>) -> Self {
+        for spec in &jobs {
+            if let Err(e) = spec.check(&cluster) {
+                panic!("{e}");
+            }
+        }
         let mut state = State::new(cluster, jobs);
         if policy.reads_node_load() {
             state.keep_node_load();
@@ -42,12 +49,16 @@ impl Scheduler {
 
     /// Add a job while the run goes on (a trace read as it is replayed). It
     /// arrives at `spec.arrival`, or at the next [`advance`](Self::advance)
-    /// if that is already past. Ids continue the submission order.
-    pub fn submit(&mut self, spec: JobSpec) -> JobId {
+    /// if that is already past. Ids continue the submission order. A job
+    /// the cluster cannot take as specified ([`JobSpec::check`]: nodes it
+    /// is placed on that are not the cluster's, or not as many as its
+    /// ranks take) is refused, with why.
+    pub fn submit(&mut self, spec: JobSpec) -> Result<JobId, String> {
+        spec.check(&self.state.cluster)?;
         let arrival = spec.arrival;
         let id = self.state.push(spec);
         self.arrivals.push(Reverse((arrival, id)));
-        id
+        Ok(id)
     }
 
     /// Forget a finished job, so that the state holds only the jobs alive;
@@ -151,6 +162,13 @@ impl Scheduler {
             Action::Start { nodes, .. } => {
                 if j.status != JobStatus::Queued {
                     bad(j)
+                }
+                // A job placed by its spec runs there already.
+                if let Some(placed) = j.spec.placed.as_ref().filter(|p| *p != nodes) {
+                    panic!(
+                        "policy asked for {action:?} while job {} is placed on {placed:?}",
+                        j.spec.name
+                    )
                 }
                 j.nodes = nodes.clone();
                 j.started_at = Some(now);

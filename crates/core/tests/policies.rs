@@ -2,7 +2,7 @@
 
 use memgang_core::metrics::{fairness, mean_std, switching_overhead};
 use memgang_core::{
-    Action, Cluster, Event, JobId, JobSpec, JobStatus, Overlap, PageInPlan, PageOutPlan,
+    Action, Cluster, Event, JobId, JobSpec, JobStatus, NodeId, Overlap, PageInPlan, PageOutPlan,
     PolicyKind, Quantum, Scheduler, Switching,
 };
 use std::time::Duration;
@@ -23,6 +23,7 @@ fn jobs(arrivals: &[u64]) -> Vec<JobSpec> {
             ranks: 1,
             memory_bytes: None,
             arrival: s(*a),
+            placed: None,
         })
         .collect()
 }
@@ -88,18 +89,21 @@ fn batch_fills_idle_nodes_without_overtaking() {
                 ranks: 4,
                 memory_bytes: None,
                 arrival: s(0),
+                placed: None,
             },
             JobSpec {
                 name: "wide2".into(),
                 ranks: 4,
                 memory_bytes: None,
                 arrival: s(0),
+                placed: None,
             },
             JobSpec {
                 name: "small".into(),
                 ranks: 1,
                 memory_bytes: None,
                 arrival: s(0),
+                placed: None,
             },
         ],
         PolicyKind::Batch.build(s(10), Switching::LRU),
@@ -174,18 +178,21 @@ fn gang_packs_rows_by_node_and_keeps_ranks_together() {
                 ranks: 2,
                 memory_bytes: None,
                 arrival: s(0),
+                placed: None,
             },
             JobSpec {
                 name: "b".into(),
                 ranks: 1,
                 memory_bytes: None,
                 arrival: s(0),
+                placed: None,
             },
             JobSpec {
                 name: "wide".into(),
                 ranks: 3,
                 memory_bytes: None,
                 arrival: s(0),
+                placed: None,
             },
         ],
         PolicyKind::Gang.build(s(10), Switching::LRU),
@@ -440,6 +447,7 @@ fn sized(kind: PolicyKind, overlap: Overlap, mib: &[u64]) -> Scheduler {
             ranks: 1,
             memory_bytes: Some(m * MIB),
             arrival: s(0),
+            placed: None,
         })
         .collect();
     Scheduler::new(
@@ -601,18 +609,21 @@ fn a_late_arrival_joins_the_running_set_when_it_fits() {
                 ranks: 2,
                 memory_bytes: Some(600 * MIB),
                 arrival: s(0),
+                placed: None,
             },
             JobSpec {
                 name: "small".into(),
                 ranks: 1,
                 memory_bytes: Some(100 * MIB),
                 arrival: s(5),
+                placed: None,
             },
             JobSpec {
                 name: "mid".into(),
                 ranks: 1,
                 memory_bytes: Some(400 * MIB),
                 arrival: s(6),
+                placed: None,
             },
         ],
         PolicyKind::Hybrid.build(s(10), Switching::LRU),
@@ -688,12 +699,13 @@ fn jobs_stream_in_and_retire_so_the_state_holds_only_the_live_ones() {
         ranks: 2,
         memory_bytes: None,
         arrival: s(at),
+        placed: None,
     };
-    let a = sc.submit(spec("a", 0));
+    let a = sc.submit(spec("a", 0)).unwrap();
     assert_eq!(sc.next_wakeup(), Some(s(0)));
     let acts = sc.advance(s(0));
     assert_eq!(show(&sc, &acts), ["start a"]);
-    let b = sc.submit(spec("b", 4));
+    let b = sc.submit(spec("b", 4)).unwrap();
     assert_eq!(b, JobId(1), "ids follow submission order");
     assert_eq!(sc.next_wakeup(), Some(s(4)));
     sc.advance(s(4));
@@ -708,7 +720,7 @@ fn jobs_stream_in_and_retire_so_the_state_holds_only_the_live_ones() {
         ("b", Some(s(15)))
     );
     assert_eq!(sc.state().jobs().len(), 1);
-    let c = sc.submit(spec("c", 15));
+    let c = sc.submit(spec("c", 15)).unwrap();
     assert_eq!(c, JobId(2));
     assert!(!sc.all_finished());
     sc.advance(s(15));
@@ -732,6 +744,7 @@ fn gang_places_first_fit_over_many_nodes() {
             ranks: *w,
             memory_bytes: None,
             arrival: s(0),
+            placed: None,
         })
         .collect();
     let mut sc = Scheduler::new(
@@ -791,6 +804,7 @@ fn hybrid_on(nodes: u32, jobs: &[(u32, u64)]) -> Scheduler {
             ranks: *ranks,
             memory_bytes: Some(m * MIB),
             arrival: s(0),
+            placed: None,
         })
         .collect();
     Scheduler::new(
@@ -871,6 +885,7 @@ fn idle_nodes_and_running_counts_follow_every_status_change() {
                 ranks: [1, 2, 4, 8][(i % 4) as usize],
                 memory_bytes: Some((300 + 100 * (i % 5)) * MIB),
                 arrival: s(3 * i),
+                placed: None,
             })
             .collect();
         let mut sc = Scheduler::new(
@@ -930,4 +945,116 @@ fn idle_nodes_and_running_counts_follow_every_status_change() {
         assert!(sc.all_finished(), "{kind}: jobs left after {t} s");
         assert!(ended >= 12, "{kind}: {ended} ends");
     }
+}
+
+// A job placed by its spec (taken back by a restarted controller) on two
+// nodes of one CPU and 1 GiB each: every policy starts it on its node,
+// where its own choice would have been the other.
+
+/// Jobs arriving at 0, one rank each: `(MiB declared, node placed on)`.
+fn placed(kind: PolicyKind, jobs: &[(u64, Option<u32>)]) -> Scheduler {
+    let specs = jobs
+        .iter()
+        .enumerate()
+        .map(|(i, (mib, on))| JobSpec {
+            name: format!("j{i}"),
+            ranks: 1,
+            memory_bytes: Some(mib * MIB),
+            arrival: s(0),
+            placed: on.map(|n| vec![NodeId(n)]),
+        })
+        .collect();
+    Scheduler::new(
+        Cluster::uniform(2, 1, GIB),
+        specs,
+        kind.build(s(10), Switching::LRU),
+    )
+}
+
+/// The nodes job `j` was started on.
+fn on(sc: &Scheduler, j: u32) -> Vec<u32> {
+    sc.state().job(JobId(j)).nodes.iter().map(|n| n.0).collect()
+}
+
+#[test]
+fn batch_starts_a_placed_job_on_its_nodes_or_waits() {
+    // j1 runs on node 0: it waits for j0 to leave it though node 1 is
+    // idle, and j2 waits behind it (first come, first served).
+    let mut sc = placed(
+        PolicyKind::Batch,
+        &[(100, None), (100, Some(0)), (100, None)],
+    );
+    assert_eq!(adv(&mut sc, s(0)), ["start j0"]);
+    assert_eq!(on(&sc, 0), [0]);
+    let a = sc.handle(s(3), Event::JobFinished(JobId(0)));
+    assert_eq!(show(&sc, &a), ["start j1", "start j2"]);
+    assert_eq!((on(&sc, 1), on(&sc, 2)), (vec![0], vec![1]));
+}
+
+#[test]
+fn cosched_starts_a_placed_job_on_its_nodes() {
+    // The least loaded node would be 1.
+    let mut sc = placed(PolicyKind::Cosched, &[(100, None), (100, Some(0))]);
+    assert_eq!(adv(&mut sc, s(0)), ["start j0", "start j1"]);
+    assert_eq!((on(&sc, 0), on(&sc, 1)), (vec![0], vec![0]));
+}
+
+#[test]
+fn gang_puts_a_placed_job_in_a_row_where_its_nodes_are_free() {
+    // j0 takes node 0 of row 0. j1 runs on node 0: a new row (first fit
+    // would put it on node 1 of row 0). j2 runs on node 1: row 0, where
+    // node 1 is free, so it starts at once.
+    let mut sc = placed(
+        PolicyKind::Gang,
+        &[(100, None), (100, Some(0)), (100, Some(1))],
+    );
+    assert_eq!(adv(&mut sc, s(0)), ["start j0", "start j2"]);
+    assert_eq!((on(&sc, 0), on(&sc, 2)), (vec![0], vec![1]));
+    assert_eq!(
+        adv(&mut sc, s(10)),
+        ["suspend j0", "suspend j2", "start j1"]
+    );
+    assert_eq!(on(&sc, 1), [0]);
+}
+
+#[test]
+fn hybrid_packs_a_placed_job_on_its_nodes() {
+    for kind in [PolicyKind::Hybrid, PolicyKind::Auto] {
+        // j1 fits beside j0 on node 0 (the set's emptier node would be 1).
+        // j2 does not fit there: a set of its own, on node 0 (node 1 of
+        // the running set would have taken it).
+        let mut sc = placed(kind, &[(300, None), (300, Some(0)), (800, Some(0))]);
+        assert_eq!(adv(&mut sc, s(0)), ["start j0", "start j1"]);
+        assert_eq!((on(&sc, 0), on(&sc, 1)), (vec![0], vec![0]), "{kind}");
+        // A job's end packs the rest afresh: j2 stays on node 0, where j0
+        // leaves no room, so nothing changes.
+        assert!(sc.handle(s(1), Event::JobFinished(JobId(1))).is_empty());
+        assert_eq!(adv(&mut sc, s(10)), ["suspend j0", "start j2"], "{kind}");
+        assert_eq!(on(&sc, 2), [0], "{kind}");
+    }
+}
+
+#[test]
+fn a_job_placed_where_the_cluster_cannot_take_it_is_refused() {
+    let mut sc = placed(PolicyKind::Gang, &[]);
+    let spec = |ranks, on: &[u32]| JobSpec {
+        name: "x".into(),
+        ranks,
+        memory_bytes: None,
+        arrival: s(0),
+        placed: Some(on.iter().map(|n| NodeId(*n)).collect()),
+    };
+    let e = sc.submit(spec(2, &[0])).unwrap_err();
+    assert!(
+        e.contains("placed on 1 node(s), but its 2 rank(s) take 2"),
+        "{e}"
+    );
+    let e = sc.submit(spec(1, &[2])).unwrap_err();
+    assert!(
+        e.contains("node 2, which the cluster does not have (nodes 0 to 1)"),
+        "{e}"
+    );
+    let e = sc.submit(spec(2, &[1, 1])).unwrap_err();
+    assert!(e.contains("node 1 twice"), "{e}");
+    assert_eq!(sc.submit(spec(2, &[1, 0])), Ok(JobId(0)));
 }

@@ -422,6 +422,7 @@ impl Service {
                 ranks: r.info.ranks,
                 memory_bytes: Some(r.info.memory_bytes),
                 arrival: Duration::ZERO,
+                placed: None,
             };
             let Some(group) = r.group.as_deref().and_then(|g| GroupPath::new(g).ok()) else {
                 continue;
@@ -709,6 +710,7 @@ impl Service {
             ranks: r.info.ranks,
             memory_bytes: Some(r.info.memory_bytes),
             arrival: Duration::ZERO,
+            placed: None,
         };
         node.add_job(spec, launch)
     }

@@ -273,6 +273,7 @@ impl Experiment {
                     ranks,
                     memory_bytes,
                     arrival,
+                    placed: None,
                 },
                 command: j.command.get_ref().clone(),
                 env: j.env.clone(),

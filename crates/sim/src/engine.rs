@@ -348,14 +348,20 @@ impl<'a> Simulator<'a> {
         let mem = tj.memory_per_rank.saturating_mul(u64::from(per_node));
         self.t.first_arrival.get_or_insert(tj.arrival);
         let nodes = u64::from(ranks.div_ceil(self.cfg.cpus_per_node.max(1)));
-        let id = self.sched.submit(JobSpec {
-            name: tj.name,
-            ranks,
-            // The whole job's, as the runtime declares it: the core's hybrid
-            // places `mem` on each of the job's nodes.
-            memory_bytes: Some(mem.saturating_mul(nodes)),
-            arrival: tj.arrival,
-        });
+        let id = self
+            .sched
+            .submit(JobSpec {
+                name: tj.name,
+                ranks,
+                // The whole job's, as the runtime declares it: the core's hybrid
+                // places `mem` on each of the job's nodes.
+                memory_bytes: Some(mem.saturating_mul(nodes)),
+                arrival: tj.arrival,
+                placed: None,
+            })
+            // The core refuses only a job placed on nodes it cannot be on; a
+            // trace's job is placed by the policy.
+            .expect("a job without placed nodes is refused by nothing");
         self.jobs.insert(
             id,
             Job {

@@ -136,10 +136,6 @@ struct Controller {
     /// Jobs the policy runs that Slurm keeps stopped: a node failed to page
     /// them in.
     held: BTreeSet<JobId>,
-    /// Jobs an earlier run of the controller started, with the nodes Slurm
-    /// runs them on: the policy's first start of one continues it there
-    /// (page-in, resume) rather than start it.
-    taken_back: BTreeMap<JobId, Vec<String>>,
     /// Each job's state in Slurm's last answer.
     slurm_state: BTreeMap<u32, String>,
     /// Slurm's queue as the last `squeue --json` gave it, and when: still
@@ -203,7 +199,6 @@ pub fn run(s: Settings, stop: Arc<AtomicBool>) -> Result<Record> {
         slurm: Vec::new(),
         core: BTreeMap::new(),
         held: BTreeSet::new(),
-        taken_back: BTreeMap::new(),
         slurm_state: BTreeMap::new(),
         last_json: None,
         marked: BTreeSet::new(),
@@ -284,7 +279,8 @@ impl Controller {
                 let j = &j.info;
                 if !self.core.contains_key(&j.id) && j.partition == self.s.partition && !j.is_over()
                 {
-                    self.submit(j, j.nodes.max(1), false);
+                    self.submit(j, j.nodes.max(1), None)
+                        .expect("a job without placed nodes is refused by nothing");
                     seen_any = true;
                 }
             }
@@ -315,15 +311,23 @@ impl Controller {
         Ok(())
     }
 
-    /// A job joins the policy's queue: `ranks` nodes of its memory.
-    fn submit(&mut self, j: &JobInfo, ranks: u32, taken_back: bool) -> JobId {
+    /// A job joins the policy's queue: `ranks` nodes of its memory, on the
+    /// nodes `placed` if it runs there already (taken back).
+    fn submit(
+        &mut self,
+        j: &JobInfo,
+        ranks: u32,
+        placed: Option<Vec<NodeId>>,
+    ) -> Result<JobId, String> {
+        let taken_back = placed.is_some();
         let spec = JobSpec {
             name: j.id.to_string(),
             ranks,
             memory_bytes: j.mem_per_node.map(|m| m * ranks as u64),
             arrival: self.now(),
+            placed,
         };
-        let id = self.sched.submit(spec);
+        let id = self.sched.submit(spec)?;
         debug_assert_eq!(id.index(), self.slurm.len());
         self.slurm.push(j.id);
         self.core.insert(j.id, id);
@@ -340,19 +344,28 @@ impl Controller {
         if !taken_back {
             tracing::info!("job {} ({}) queued: {} nodes", j.id, j.name, ranks);
         }
-        id
+        Ok(id)
+    }
+
+    /// Whether an earlier run of the controller started `job` (or an
+    /// administrator resumed it): the policy places it where Slurm runs it,
+    /// and its first start continues it there (page-in, resume).
+    fn taken_back(&self, job: JobId) -> bool {
+        self.sched.state().job(job).spec.placed.is_some()
     }
 
     /// A job of the run partition this controller does not know was
     /// started by an earlier run of it (at its start: every job there).
-    /// Each joins the policy's rotation as a job just queued, on the nodes
-    /// Slurm runs it on; the policy's first start of it pages it in and
-    /// resumes it if Slurm has it suspended, and
-    /// [`reconcile`](Self::reconcile) suspends the ones that run outside
-    /// their turn. The running ones are queued first, so that the policy's
-    /// first turn (first fit, in queue order) goes to them and they go on
-    /// without a stop. A job moved there whose nodes Slurm has not chosen
-    /// yet (no node list) is taken once it has them. True if any was taken.
+    /// Each joins the policy's rotation as a job just queued, placed on the
+    /// nodes Slurm runs it on (`JobSpec::placed`: the policy counts it
+    /// there from its first round, not on nodes of its own choice); the
+    /// policy's first start of it pages it in and resumes it if Slurm has
+    /// it suspended, and [`reconcile`](Self::reconcile) suspends the ones
+    /// that run outside their turn. The running ones are queued first, so
+    /// that the policy's first turn (in queue order) goes to them and they
+    /// go on without a stop. A job moved there whose nodes Slurm has not
+    /// chosen yet (no node list) is taken once it has them. True if any was
+    /// taken.
     fn take_back(&mut self, queue: &[Job]) -> bool {
         let mut theirs: Vec<&Job> = queue
             .iter()
@@ -382,7 +395,16 @@ impl Controller {
                 self.foreign.insert(j.info.id);
                 continue;
             };
-            let id = self.submit(&j.info, nodes.len() as u32, true);
+            let placed = nodes
+                .iter()
+                .filter_map(|n| self.nodes.iter().position(|m| m == n))
+                .map(|i| NodeId(i as u32))
+                .collect();
+            if let Err(e) = self.submit(&j.info, nodes.len() as u32, Some(placed)) {
+                tracing::warn!("job {} cannot be taken back: {e}; left to Slurm", j.info.id);
+                self.foreign.insert(j.info.id);
+                continue;
+            }
             let on: Vec<String> = nodes
                 .iter()
                 .map(|n| describe_held(n, held.get(n), j.info.id))
@@ -394,7 +416,6 @@ impl Controller {
                 j.info.state,
                 on.join("; ")
             );
-            self.taken_back.insert(id, nodes);
         }
         true
     }
@@ -469,7 +490,6 @@ impl Controller {
                     actions.extend(self.sched.handle(self.now(), Event::JobFinished(job)));
                     self.core.remove(&sid);
                     self.held.remove(&job);
-                    self.taken_back.remove(&job);
                     self.record.jobs[job.index()].final_state =
                         "SUSPENDED by an administrator".into();
                     (nodes, true)
@@ -617,22 +637,19 @@ impl Controller {
         r.ended_s = Some(now.as_secs_f64());
         r.final_state = state.to_string();
         self.held.remove(&job);
-        self.taken_back.remove(&job);
         tracing::info!("job {} ended: {state}", self.slurm[job.index()]);
         self.sched.handle(now, Event::JobFinished(job))
     }
 
-    /// The nodes `job` runs on: the policy's, or for a job taken back from
-    /// an earlier run, Slurm's.
+    /// The nodes `job` runs on: the policy's, or before the policy starts
+    /// a job taken back, Slurm's (where it is placed).
     fn node_names(&self, job: JobId) -> Vec<String> {
-        if let Some(nodes) = self.taken_back.get(&job) {
-            return nodes.clone();
-        }
-        self.sched
-            .state()
-            .job(job)
-            .nodes
-            .iter()
+        let j = self.sched.state().job(job);
+        let ids = match &j.spec.placed {
+            Some(placed) if j.nodes.is_empty() => placed,
+            _ => &j.nodes,
+        };
+        ids.iter()
             .map(|n| self.nodes[n.0 as usize].clone())
             .collect()
     }
@@ -667,7 +684,7 @@ impl Controller {
                 match action {
                     // A job taken back: its first start continues it where
                     // Slurm runs it, as a resume does.
-                    Action::Start { .. } if self.taken_back.contains_key(&job) => {
+                    Action::Start { .. } if self.taken_back(job) => {
                         resumed.push(job);
                         each(Step::PageIn {
                             job: sid,
@@ -916,8 +933,7 @@ impl Controller {
             {
                 continue;
             }
-            let started = self.record.jobs[job.index()].started_s.is_some()
-                || self.taken_back.contains_key(&job);
+            let started = self.record.jobs[job.index()].started_s.is_some() || self.taken_back(job);
             let steps = nodes
                 .iter()
                 .map(|n| {

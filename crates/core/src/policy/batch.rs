@@ -1,6 +1,9 @@
 //! `batch`: first come, first served, each job on dedicated nodes until it
 //! ends. Strict FCFS (no backfilling): a job never overtakes an earlier one,
 //! which is what the switching-overhead reference of paper 000 assumes.
+//! A job placed by its spec ([`JobSpec::placed`](crate::JobSpec::placed))
+//! starts on its nodes once they are all idle, and the queue behind it
+//! waits until then.
 
 use super::{Decision, Policy, PolicyKind};
 use crate::action::Action;
@@ -35,19 +38,25 @@ impl Policy for Batch {
         let mut idle = Vec::new();
         let mut actions = Vec::new();
         while let Some(&job) = self.queue.front() {
-            let need = state.cluster().nodes_needed(state.job(job).spec.ranks) as usize;
+            let spec = &state.job(job).spec;
+            let need = state.cluster().nodes_needed(spec.ranks) as usize;
             if need > free {
                 break;
             }
             if actions.is_empty() {
                 idle = state.idle_nodes();
             }
+            let nodes = match &spec.placed {
+                Some(placed) if !placed.iter().all(|n| idle.contains(n)) => break,
+                Some(placed) => {
+                    idle.retain(|n| !placed.contains(n));
+                    placed.clone()
+                }
+                None => idle.drain(..need).collect(),
+            };
             self.queue.pop_front();
             free -= need;
-            actions.push(Action::Start {
-                job,
-                nodes: idle.drain(..need).collect(),
-            });
+            actions.push(Action::Start { job, nodes });
         }
         Decision {
             actions,

@@ -1,6 +1,7 @@
 //! `cosched`: every job runs as soon as it arrives; the kernel shares the
 //! CPUs and the memory among them. A job is placed on the nodes that host
-//! the fewest running jobs.
+//! the fewest running jobs, or on the nodes its spec places it on
+//! ([`JobSpec::placed`](crate::JobSpec::placed)).
 
 use super::{Decision, Policy, PolicyKind};
 use crate::action::Action;
@@ -23,7 +24,10 @@ impl Policy for Cosched {
         let Event::JobArrived(job) = event else {
             return Decision::default();
         };
-        let nodes = super::least_loaded_nodes(state, *job);
+        let nodes = match &state.job(*job).spec.placed {
+            Some(placed) => placed.clone(),
+            None => super::least_loaded_nodes(state, *job),
+        };
         Decision {
             actions: vec![Action::Start { job: *job, nodes }],
             ..Decision::default()

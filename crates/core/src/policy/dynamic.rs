@@ -144,6 +144,7 @@ mod tests {
             ranks,
             memory_bytes: Some(100 << 20),
             arrival: Duration::ZERO,
+            placed: None,
         };
         let jobs = vec![job("parallel", 2), job("seq", 1)];
         Scheduler::new(

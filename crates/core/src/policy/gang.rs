@@ -7,7 +7,9 @@
 //! A new job goes into the first row with enough free columns (first fit),
 //! else into a new row. As jobs get whole nodes, a one-node cluster holds
 //! one job per row: one job at a time, as Slurm's gang scheduling does with
-//! exclusive nodes.
+//! exclusive nodes. A job placed by its spec
+//! ([`JobSpec::placed`](crate::JobSpec::placed)) goes into the first row
+//! where its nodes are free, else into a new row, on those nodes.
 
 use super::{Decision, Policy, PolicyKind, Timer};
 use crate::action::Action;
@@ -61,6 +63,18 @@ impl Row {
         }
         self.free_count -= out.len();
         out
+    }
+
+    fn is_free(&self, n: NodeId) -> bool {
+        self.free[n.0 as usize / 64] & (1 << (n.0 % 64)) != 0
+    }
+
+    /// `nodes`, free, taken.
+    fn take_these(&mut self, nodes: &[NodeId]) {
+        for n in nodes {
+            self.free[n.0 as usize / 64] &= !(1 << (n.0 % 64));
+        }
+        self.free_count -= nodes.len();
     }
 
     fn give_back(&mut self, nodes: &[NodeId]) {
@@ -174,9 +188,18 @@ impl Gang {
 
     fn place(&mut self, job: JobId, state: &State) -> usize {
         let all = state.cluster().nodes.len();
+        let placed = state.job(job).spec.placed.as_deref();
         // A job wider than the cluster gets all of it, in a row of its own.
         let need = (state.cluster().nodes_needed(state.job(job).spec.ranks) as usize).min(all);
-        let r = match self.free.first(need) {
+        let found = match placed {
+            // A scan of the rows: only jobs taken back are placed.
+            Some(on) => self
+                .rows
+                .iter()
+                .position(|row| on.iter().all(|n| row.is_free(*n))),
+            None => self.free.first(need),
+        };
+        let r = match found {
             Some(r) => r,
             None => {
                 self.rows.push(Row::new(self.next_row, all));
@@ -185,7 +208,13 @@ impl Gang {
             }
         };
         self.row_of.insert(job, self.rows[r].id);
-        let nodes = self.rows[r].take(need);
+        let nodes = match placed {
+            Some(on) => {
+                self.rows[r].take_these(on);
+                on.to_vec()
+            }
+            None => self.rows[r].take(need),
+        };
         self.rows[r].jobs.push((job, nodes));
         self.free.set(r, self.rows[r].free_count, &self.rows);
         r

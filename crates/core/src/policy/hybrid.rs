@@ -9,7 +9,9 @@
 //!
 //! Sets are placements on nodes ([`crate::packing`]): on a cluster a set
 //! uses every node's memory, and a job's `Start` gives the nodes it was
-//! placed on in its set.
+//! placed on in its set. A job placed by its spec
+//! ([`JobSpec::placed`](crate::JobSpec::placed)) is on those nodes in every
+//! set it joins, as a started job is on its own.
 //!
 //! Re-packing: a job that arrives joins the first set it can be placed in,
 //! the running set first (so it starts at once), else a new set. When a
@@ -190,13 +192,14 @@ impl Hybrid {
 
     /// The job as the packing sees it: its estimate, the nodes it spans (a
     /// job wider than the cluster gets all of it), and its nodes once
-    /// started.
+    /// started, or before if its spec places it.
     fn item(&self, state: &State, job: JobId) -> Item {
         let j = state.job(job);
         let all = state.cluster().nodes.len();
         let pinned = matches!(j.status, JobStatus::Running | JobStatus::Suspended)
             .then(|| j.nodes.clone())
-            .filter(|n| !n.is_empty());
+            .filter(|n| !n.is_empty())
+            .or_else(|| j.spec.placed.clone());
         Item {
             job,
             bytes: self.estimate(state, job),

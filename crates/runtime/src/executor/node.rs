@@ -145,7 +145,7 @@ impl Node {
             .join(&format!("job-{}", spec.name))
             .with_context(|| format!("job name {:?}", spec.name))?;
         let run = JobRun::new(group, &spec, launch);
-        let id = self.sched.submit(spec);
+        let id = self.sched.submit(spec).map_err(anyhow::Error::msg)?;
         debug_assert_eq!(id.index(), self.jobs.runs.len());
         self.jobs.runs.push(run);
         Ok(id)
@@ -173,8 +173,10 @@ impl Node {
                 self.sw.engine.pool.as_str()
             );
         }
+        spec.check(self.sched.state().cluster())
+            .map_err(anyhow::Error::msg)?;
         self.jobs.adopt(&self.env, &spec, group)?;
-        Ok(self.sched.submit(spec))
+        Ok(self.sched.submit(spec).expect("checked"))
     }
 
     /// End the node but leave its jobs alive, for a service that stops

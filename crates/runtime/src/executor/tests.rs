@@ -408,6 +408,7 @@ fn spec(name: &str) -> JobSpec {
         ranks: 1,
         memory_bytes: None,
         arrival: Duration::ZERO,
+        placed: None,
     }
 }
 
