@@ -486,8 +486,9 @@ pub struct Switch {
 pub struct SwitchSteps {
     /// Freezing the outgoing jobs (the cgroup freezer, or signals).
     pub freeze_s: f64,
-    /// Sampling the jobs' taskstats after each freeze and thaw (the time
-    /// account's while-frozen parts).
+    /// The time account's samples: listing a frozen job's processes once
+    /// (its page-out reuses the list), their taskstats and AnonHugePages
+    /// after the freeze, their taskstats after the thaw.
     pub sampling_s: f64,
     /// Waiting for the outgoing jobs' huge pages to go back (the restore
     /// started at their last resume).
