@@ -76,7 +76,7 @@ def median_values(vs):
 # The counters beside the account (docs/results.md, "Counters"): per run,
 # summed over its jobs: the kernel's software perf events (no PMU needed),
 # the jobs' anonymous huge pages (MB; at each quantum's end, before the
-# page-out, and every 10 s running; means over the readings, summed over
+# page-out, and at every sample running; means over the readings, summed over
 # the jobs), the machine's 2 MiB THP swap-outs that fell back to small
 # pages (mTHP stats, machine-wide, over the longest job's life), the I/O
 # wait and CPU the kernel counted while the jobs were frozen (measured at

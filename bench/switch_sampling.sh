@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # What the time account's samples cost a switch (issue 36). At each freeze
 # the switch lists the job's processes once (its page-out uses the same
-# list) and reads each one's taskstats and AnonHugePages; at each thaw it
+# list), reads each one's taskstats and the cgroup's huge pages; at each thaw it
 # reads their taskstats again: work inside the switch, recorded as each
 # switch's `steps.sampling_s`. Here two jobs of P processes each
 # (memgang-workload --ranks P) take turns under gang, for each P of PROCS

@@ -410,7 +410,7 @@ fn counters(r: &RunResult) -> String {
         ]);
     }
     numbers_right(&mut t, 1);
-    format!("counters (perf software events; huge pages: mean AnonHugePages; counted while frozen, s):\n{t}\n")
+    format!("counters (perf software events; huge pages: mean of the cgroup's anonymous THP; counted while frozen, s):\n{t}\n")
 }
 
 /// One job's account as a block of lines (`memgang show`): its wall

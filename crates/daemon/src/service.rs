@@ -1373,7 +1373,7 @@ pub fn metrics_text(m: &MetricsInput) -> String {
     metric(
         "memgang_job_anon_huge_bytes",
         "gauge",
-        "Its AnonHugePages, the mean of its readings so far: every 10 s while it runs (when=\"running\") and at each quantum's end (when=\"quantum_end\").",
+        "Its anonymous huge pages (its cgroup's counter), the mean of its readings so far: at every sample while it runs (when=\"running\") and at each quantum's end (when=\"quantum_end\").",
         &series(
             (m.per_job.iter())
                 .flat_map(|j| {

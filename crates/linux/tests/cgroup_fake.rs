@@ -295,7 +295,7 @@ fn v2_memory_stat_and_pressure() {
     let dir = job.under(tmp.path());
     write(
         &dir.join("memory.stat"),
-        "anon 33554432\nfile 1048576\nkernel 8192\nshmem 0\npgfault 9000\npgmajfault 42\npswpin 7\npswpout 900\n",
+        "anon 33554432\nfile 1048576\nkernel 8192\nshmem 0\nanon_thp 4194304\npgfault 9000\npgmajfault 42\npswpin 7\npswpout 900\n",
     );
     write(&dir.join("memory.current"), "35651584\n");
     write(&dir.join("memory.swap.current"), "3686400\n");
@@ -310,6 +310,7 @@ fn v2_memory_stat_and_pressure() {
             major_faults: 42,
             swap_ins: Some(7),
             swap_outs: Some(900),
+            anon_huge_bytes: Some(4 << 20),
         }
     );
     assert_eq!(

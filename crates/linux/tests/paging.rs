@@ -485,6 +485,22 @@ fn page_in_puts_huge_pages_back() {
         before >= 16 * MIB,
         "the job got no huge pages to begin with ({before} bytes)"
     );
+    // The time account reads the cgroup's counter, not smaps: they must
+    // agree (the job is the pool's only process).
+    let counted = |when: &str, smaps: u64| {
+        let cg = backend.memory_stat(&pool).unwrap().anon_huge_bytes;
+        eprintln!(
+            "  {when}: smaps {} MiB, cgroup {:?} MiB",
+            smaps / MIB,
+            cg.map(|b| b / MIB)
+        );
+        let cg = cg.expect("this kernel's memory.stat counts anonymous huge pages");
+        assert!(
+            cg.abs_diff(smaps) <= 4 * MIB,
+            "{when}: the cgroup counts {cg} bytes of huge pages, smaps {smaps}"
+        );
+    };
+    counted("before page-out", before);
     let (record, huge) = paging::record_with_huge(pid).unwrap();
     // Huge pages are told apart by PAGEMAP_SCAN (Linux 6.7+); Debian 12's
     // 6.1 (the VM lane) reads /proc/pid/pagemap, which cannot.
@@ -507,6 +523,7 @@ fn page_in_puts_huge_pages_back() {
         anon_huge(pid) < before / 4,
         "page-out left the huge pages in place"
     );
+    counted("after page-out", anon_huge(pid));
     let pin = paging::page_in(pid, &record, true).unwrap();
     let small = anon_huge(pid);
     let t = Instant::now();
@@ -525,6 +542,7 @@ fn page_in_puts_huge_pages_back() {
         after * 10 >= before * 9,
         "huge pages {before} -> {after} bytes"
     );
+    counted("after the restore", after);
     // The half that was on small pages stays so: the resident record
     // would have collapsed it too (khugepaged may take up to 16 MiB in a
     // scan of its own meanwhile; the half is 64).

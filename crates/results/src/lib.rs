@@ -160,9 +160,9 @@ pub struct JobAccount {
     pub sw: Option<SwCounts>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sw_missing: Option<String>,
-    /// Its anonymous huge pages (smaps_rollup's AnonHugePages, all its
-    /// processes) at the end of each quantum, just after its freeze and
-    /// before its page-out, and every 10 s while it ran.
+    /// Its anonymous huge pages (its cgroup's counter: v1 `total_rss_huge`,
+    /// v2 `anon_thp`) at the end of each quantum, just after its freeze and
+    /// before its page-out, and at every sample while it ran.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub anon_huge_quantum_end: Option<HugeStat>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -487,8 +487,8 @@ pub struct SwitchSteps {
     /// Freezing the outgoing jobs (the cgroup freezer, or signals).
     pub freeze_s: f64,
     /// The time account's samples: listing a frozen job's processes once
-    /// (its page-out reuses the list), their taskstats and AnonHugePages
-    /// after the freeze, their taskstats after the thaw.
+    /// (its page-out reuses the list), their taskstats and the cgroup's
+    /// huge pages after the freeze, their taskstats after the thaw.
     pub sampling_s: f64,
     /// Waiting for the outgoing jobs' huge pages to go back (the restore
     /// started at their last resume).

@@ -29,10 +29,10 @@
 //!
 //! Beside the time, each job's software perf counters (faults, context
 //! switches, migrations, CPU clock) and, where the machine has a PMU, its
-//! hardware ones; its anonymous huge pages (`AnonHugePages` of
-//! smaps_rollup) at the end of each quantum (before its page-out) and
-//! every [`HUGE_EVERY_S`] of running; and the machine's mTHP counters over
-//! its life.
+//! hardware ones; its anonymous huge pages (its cgroup's counter,
+//! [`MemoryStat::anon_huge_bytes`](memgang_linux::cgroup::MemoryStat)) at
+//! the end of each quantum (before its page-out) and at every sample while
+//! it runs; and the machine's mTHP counters over its life.
 //!
 //! A job with several tasks can be on several CPUs at once: each per-task
 //! sum is divided by its `width`, the mean number of its tasks active at
@@ -78,9 +78,6 @@ const BUSY_SHARE: f64 = 0.05;
 /// jobs run for days with other processes exiting around them; beyond it
 /// they count as lost.
 const MAX_RECORDS: usize = 1 << 18;
-/// How often a running job's huge pages are read (smaps_rollup walks its
-/// page tables: milliseconds for a few hundred MB).
-pub const HUGE_EVERY_S: f64 = 10.0;
 
 #[derive(Default)]
 struct Collected {
@@ -99,10 +96,9 @@ struct Started {
     /// Each process's counters at its last freeze, while it is frozen.
     frozen_at: Option<HashMap<i32, TaskStats>>,
     while_frozen: Accrued,
-    /// AnonHugePages (bytes) at each quantum's end, and while running.
-    huge_quantum_end: Vec<u64>,
-    huge_running: Vec<u64>,
-    next_huge_s: f64,
+    /// Huge pages at each quantum's end, and while running.
+    huge_quantum_end: HugeAcc,
+    huge_running: HugeAcc,
     mthp_start: Mthp,
 }
 
@@ -186,38 +182,37 @@ fn mthp_delta(a: &Mthp, b: &Mthp) -> Mthp {
     out
 }
 
-/// Sum of AnonHugePages over `pids` (smaps_rollup), in bytes; None if
-/// none could be read.
-fn anon_huge(pids: &[i32]) -> Option<u64> {
-    let mut total = None;
-    for pid in pids {
-        let Ok(t) = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")) else {
-            continue;
-        };
-        for line in t.lines() {
-            if let Some(rest) = line.strip_prefix("AnonHugePages:") {
-                let kb: u64 = rest
-                    .split_whitespace()
-                    .next()
-                    .and_then(|n| n.parse().ok())
-                    .unwrap_or(0);
-                *total.get_or_insert(0) += kb * 1024;
-            }
-        }
-    }
-    total
+/// Readings of a job's huge pages, summed as they come: a job that runs
+/// for days is read every second, so the readings are not kept.
+#[derive(Clone, Copy, Debug, Default)]
+struct HugeAcc {
+    samples: u32,
+    sum: u128,
+    min: u64,
+    max: u64,
 }
 
-fn huge_stat(v: &[u64]) -> Option<HugeStat> {
-    if v.is_empty() {
-        return None;
+impl HugeAcc {
+    fn push(&mut self, v: Option<u64>) {
+        let Some(v) = v else { return };
+        self.min = if self.samples == 0 {
+            v
+        } else {
+            self.min.min(v)
+        };
+        self.max = self.max.max(v);
+        self.sum += u128::from(v);
+        self.samples = self.samples.saturating_add(1);
     }
-    Some(HugeStat {
-        samples: v.len() as u32,
-        mean_bytes: v.iter().sum::<u64>() / v.len() as u64,
-        min_bytes: *v.iter().min().unwrap(),
-        max_bytes: *v.iter().max().unwrap(),
-    })
+
+    fn stat(&self) -> Option<HugeStat> {
+        (self.samples > 0).then(|| HugeStat {
+            samples: self.samples,
+            mean_bytes: (self.sum / u128::from(self.samples)) as u64,
+            min_bytes: self.min,
+            max_bytes: self.max,
+        })
+    }
 }
 
 /// Collects the exit records and hardware counters of a node's jobs.
@@ -330,9 +325,8 @@ impl Tracker {
                 soft,
                 frozen_at: None,
                 while_frozen: Accrued::default(),
-                huge_quantum_end: Vec::new(),
-                huge_running: Vec::new(),
-                next_huge_s: start_s + HUGE_EVERY_S,
+                huge_quantum_end: HugeAcc::default(),
+                huge_running: HugeAcc::default(),
                 mthp_start: read_mthp(),
             },
         );
@@ -351,16 +345,16 @@ impl Tracker {
     }
 
     /// Job `job` was just frozen with processes `pids` (its quantum's
-    /// end): their counters and huge pages now.
-    pub fn frozen(&mut self, job: usize, pids: &[i32]) {
+    /// end): their counters now, and its huge pages (`huge`, bytes; None
+    /// where its cgroup does not count them).
+    pub fn frozen(&mut self, job: usize, pids: &[i32], huge: Option<u64>) {
         if !self.jobs.contains_key(&job) {
             return;
         }
         let now = self.sample(pids);
-        let huge = anon_huge(pids);
         let s = self.jobs.get_mut(&job).expect("checked");
         s.frozen_at = Some(now);
-        s.huge_quantum_end.extend(huge);
+        s.huge_quantum_end.push(huge);
     }
 
     /// Job `job` was just thawed: what its processes' counters grew by
@@ -384,17 +378,10 @@ impl Tracker {
         w.samples += 1;
     }
 
-    /// A running job's huge pages are due a reading at `now_s`.
-    pub fn huge_due(&self, job: usize, now_s: f64) -> bool {
-        self.jobs.get(&job).is_some_and(|s| now_s >= s.next_huge_s)
-    }
-
-    /// Read a running job's huge pages (processes `pids`).
-    pub fn huge_running(&mut self, job: usize, pids: &[i32], now_s: f64) {
-        let huge = anon_huge(pids);
+    /// A running (not frozen) job's huge pages read now (bytes).
+    pub fn huge_running(&mut self, job: usize, huge: Option<u64>) {
         if let Some(s) = self.jobs.get_mut(&job) {
-            s.huge_running.extend(huge);
-            s.next_huge_s = now_s + HUGE_EVERY_S;
+            s.huge_running.push(huge);
         }
     }
 
@@ -404,8 +391,8 @@ impl Tracker {
         let s = self.jobs.get(&job)?;
         Some(Live {
             sw: s.soft.as_ref().map(sw_counts),
-            anon_huge_running: huge_stat(&s.huge_running),
-            anon_huge_quantum_end: huge_stat(&s.huge_quantum_end),
+            anon_huge_running: s.huge_running.stat(),
+            anon_huge_quantum_end: s.huge_quantum_end.stat(),
         })
     }
 
@@ -478,8 +465,8 @@ impl Tracker {
         a.hw_missing = self.no_hw.clone();
         a.sw = sw;
         a.sw_missing = self.no_sw.clone();
-        a.anon_huge_quantum_end = huge_stat(&started.huge_quantum_end);
-        a.anon_huge_running = huge_stat(&started.huge_running);
+        a.anon_huge_quantum_end = started.huge_quantum_end.stat();
+        a.anon_huge_running = started.huge_running.stat();
         a.mthp = mthp_delta(&started.mthp_start, &read_mthp());
         a.records_lost = lost;
         // Records older than every job still running are of no use.
@@ -920,6 +907,30 @@ mod tests {
             .collect();
         pids.sort();
         assert_eq!(pids, [10, 11, 20, 30]);
+    }
+
+    #[test]
+    fn huge_page_readings_are_summed_not_kept() {
+        let mut h = HugeAcc::default();
+        assert_eq!(h.stat(), None);
+        h.push(None);
+        assert_eq!(
+            h.stat(),
+            None,
+            "a reading the cgroup did not give is no reading"
+        );
+        for v in [6 << 20, 2 << 20, 4 << 20] {
+            h.push(Some(v));
+        }
+        assert_eq!(
+            h.stat(),
+            Some(HugeStat {
+                samples: 3,
+                mean_bytes: 4 << 20,
+                min_bytes: 2 << 20,
+                max_bytes: 6 << 20,
+            })
+        );
     }
 
     #[test]

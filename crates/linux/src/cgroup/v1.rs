@@ -137,6 +137,7 @@ pub fn parse_memory_stat(text: &str, path: &Path) -> Result<MemoryStat> {
         // v1 does not count swap-ins/outs per cgroup.
         swap_ins: None,
         swap_outs: None,
+        anon_huge_bytes: m.get("total_rss_huge").copied(),
     })
 }
 
@@ -427,6 +428,7 @@ total_inactive_anon 5558272
                 major_faults: 1181,
                 swap_ins: None,
                 swap_outs: None,
+                anon_huge_bytes: Some(2097152),
             }
         );
     }

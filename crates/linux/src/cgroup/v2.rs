@@ -176,6 +176,7 @@ pub fn parse_memory_stat(text: &str, path: &Path) -> Result<MemoryStat> {
         major_faults: required(&m, "pgmajfault", path, text)?,
         swap_ins: m.get("pswpin").copied(),
         swap_outs: m.get("pswpout").copied(),
+        anon_huge_bytes: m.get("anon_thp").copied(),
     })
 }
 
@@ -441,6 +442,7 @@ thp_fault_alloc 0
         assert_eq!(s.swap_ins, Some(120));
         assert_eq!(s.swap_outs, Some(8300));
         assert_eq!(s.swap_bytes, None);
+        assert_eq!(s.anon_huge_bytes, Some(0));
     }
 
     #[test]

@@ -191,9 +191,8 @@ impl Sampling {
                 continue;
             };
             let frozen = env.freezer.is_frozen(&j.group).unwrap_or(false);
-            if !frozen && account.huge_due(i, now.as_secs_f64()) {
-                let pids = backend.procs_recursive(&j.group).unwrap_or_default();
-                account.huge_running(i, &pids, now.as_secs_f64());
+            if !frozen {
+                account.huge_running(i, stat.anon_huge_bytes);
             }
             let r = &mut j.result;
             match (

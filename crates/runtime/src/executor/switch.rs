@@ -115,10 +115,13 @@ impl SwitchState {
                     // Listed once: the freeze keeps the list as it is
                     // until the thaw, for the account and the page-out.
                     let pids = SwitchSteps::time(&mut steps.sampling_s, || {
-                        let pids = (env.backend)
-                            .procs_recursive(&jobs.runs[i].group)
-                            .unwrap_or_default();
-                        jobs.account.frozen(i, &pids);
+                        let group = &jobs.runs[i].group;
+                        let pids = (env.backend).procs_recursive(group).unwrap_or_default();
+                        let huge = (env.backend)
+                            .memory_stat(group)
+                            .ok()
+                            .and_then(|m| m.anon_huge_bytes);
+                        jobs.account.frozen(i, &pids, huge);
                         pids
                     });
                     let j = &mut jobs.runs[i];
