@@ -16,7 +16,19 @@ the figure to hold against the target. Per app and run:
   uses CPU in proportion to its running time).
 Each job's check against the same round's batch run: all rounds together.
 A second table: each run's time account (realapps_account.py), the median
-of each part over the rounds.
+of each part over the rounds; a third its counters.
+A fourth sets each gang run's time over batch against its floors, medians
+over the rounds: its switches' seconds; what the kernel alone takes to
+page the same bytes (bench/paging_rate.sh's LAMMPS rows in turn, as
+switch_steps.py scales them to each switch's bytes; PAGING_RATE names the
+table, else the newest under bench/results/); the same bytes at the
+disk's sequential rates (DIR's bandwidth-*.json, the slower); the rest
+of the time over batch (the jobs computing, waiting or queued longer than
+alone); and the overhead the run would have had, had its switches taken
+only the kernel's own time. A pool that holds one job of the pair must
+move those bytes at every switch, so where the kernel's time alone is more
+than the target's share of batch, the quantum, not memgang's switch, sets
+the overhead.
 """
 import glob
 import json
@@ -26,7 +38,8 @@ import statistics
 import sys
 
 import realapps_account
-from realapps_table import check
+import switch_steps
+from realapps_table import PAGE, check
 
 ORDER = {"batch": 0, "lru": 1, "so": 2, "so-ao": 3, "so-ao-ai": 4, "so-ao-ai-share5": 5,
          "so-ao-ai-share2.5": 5}
@@ -122,6 +135,89 @@ def main(d):
             realapps_account.counter_values(r) for r in runs[(app, name)].values())
         print(f"| {app} | {label(name)} | " + " | ".join(realapps_account.counter_cells(c)) + " |")
 
+    floors(d, runs, n)
+
+
+def floor_row(run, batch, kernel, read_bw, write_bw):
+    """One gang run against its batch run: batch's makespan, the time over
+    it, its switches' seconds, the kernel alone's and the disk's for the
+    same bytes (None without kernel rows or bandwidths). As
+    switch_steps.py and realapps_table.py count them: the kernel alone for
+    the bytes memgang paged, the disk for the pages that reached swap and
+    came back from it."""
+    sw = run["switches"]
+    return {
+        "tb": batch["makespan_s"],
+        "over": run["makespan_s"] - batch["makespan_s"],
+        "took": sum(s["took_s"] for s in sw),
+        "kernel": sum(switch_steps.kernel_s(kernel, s["paged_out_bytes"], s["paged_in_bytes"])
+                      for s in sw) if kernel else None,
+        "disk": sum(s["swap_out_pages"] * PAGE / write_bw + s["swap_in_pages"] * PAGE / read_bw
+                    for s in sw) if read_bw and write_bw else None,
+    }
+
+
+def self_test():
+    """floor_row on a made-up pair: the kernel rows page 100 MiB out in
+    0.1 s, drain it in 0.05 s and page 100 MiB in in 0.2 s."""
+    mib = switch_steps.MIB
+    kernel = [(100.0, 0.1, 0.05, 100.0, 0.2, 0.35)]
+    sw = {"took_s": 0.5, "paged_out_bytes": 200 * mib, "paged_in_bytes": 100 * mib,
+          "swap_out_pages": 1000, "swap_in_pages": 2000}
+    run = {"makespan_s": 110.0, "switches": [sw, dict(sw)]}
+    r = floor_row(run, {"makespan_s": 100.0}, kernel, read_bw=PAGE * 1000, write_bw=PAGE * 500)
+    want = {"tb": 100.0, "over": 10.0, "took": 1.0,
+            # per switch: 200 MiB out 0.2 s, drained 0.1 s, 100 MiB in 0.2 s
+            "kernel": 1.0,
+            # per switch: 1000 pages out at 500 a second, 2000 in at 1000
+            "disk": 8.0}
+    for k, v in want.items():
+        assert abs(r[k] - v) < 1e-9, f"{k}: {r[k]} != {v}"
+    r = floor_row(run, {"makespan_s": 100.0}, None, None, None)
+    assert r["kernel"] is None and r["disk"] is None, r
+    print("realapps_rounds.py: self-test passed")
+
+
+def floors(d, runs, n):
+    """The fourth table (see the module's doc)."""
+    bws = [json.load(open(f)) for f in sorted(glob.glob(os.path.join(d, "bandwidth-*.json")))]
+    read_bw = min((b["read_bytes_per_s"] for b in bws), default=None)
+    write_bw = min((b["write_bytes_per_s"] for b in bws), default=None)
+    rate = os.environ.get("PAGING_RATE") or max(
+        glob.glob(os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "paging-rate-*",
+                               "table.txt")), default=None)
+    kernel = switch_steps.kernel_rows(rate).get("in_turn")
+    print()
+    print(f"Time over batch against its floors, median over the {n} rounds (s; kernel alone: "
+          f"{rate or 'none found'}, LAMMPS rows in turn; disk: read {read_bw / 1e6 if read_bw else 0:.0f} MB/s, "
+          f"write {write_bw / 1e6 if write_bw else 0:.0f} MB/s):")
+    print()
+    print("| app | run | over batch | switches | kernel alone, same bytes | disk's limit, same bytes "
+          "| rest over batch | overhead | overhead with the kernel's switch | kernel's switch / batch |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for (app, name) in sorted(runs, key=lambda k: (k[0], ORDER.get(unq(k[1]), 9))):
+        batch = runs.get((app, "batch"), {})
+        if name == "batch" or unq(name) == "lru":
+            continue
+        rows = [floor_row(run, batch[k], kernel, read_bw, write_bw)
+                for k, run in runs[(app, name)].items() if k in batch]
+        if not rows:
+            continue
+        med = lambda key: statistics.median(r[key] for r in rows) if all(
+            r[key] is not None for r in rows) else None
+        f = lambda x: "-" if x is None else f"{x:.1f}"
+        pc = lambda x: "-" if x is None else f"{x * 100:.1f}%"
+        with_k = [(r["over"] - r["took"] + r["kernel"]) / r["tb"] for r in rows] if kernel else None
+        k_share = [r["kernel"] / r["tb"] for r in rows] if kernel else None
+        print(f"| {app} | {label(name)} | {f(med('over'))} | {f(med('took'))} | {f(med('kernel'))} "
+              f"| {f(med('disk'))} | {f(statistics.median(r['over'] - r['took'] for r in rows))} "
+              f"| {pc(statistics.median(r['over'] / r['tb'] for r in rows))} "
+              f"| {pc(statistics.median(with_k) if with_k else None)} "
+              f"| {pc(statistics.median(k_share) if k_share else None)} |")
+
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    if sys.argv[1:] == ["--self-test"]:
+        self_test()
+    else:
+        main(sys.argv[1])

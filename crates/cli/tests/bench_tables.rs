@@ -1,6 +1,7 @@
 //! The bench scripts' own parsing and tables (Python, no root): each
 //! script's `--self-test` checks its parsers and rows on text captured
-//! from the tools it reads (Slurm's `scontrol show job -o`, /proc/PID/stat).
+//! from the tools it reads (Slurm's `scontrol show job -o`, /proc/PID/stat)
+//! or on made-up results (realapps_rounds.py's floors).
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -28,4 +29,9 @@ fn slurm_table_splits_the_overhead_from_slurms_job_records() {
 #[test]
 fn slurm_poll_counts_cpu_from_proc_stat() {
     self_test("slurm_poll.py");
+}
+
+#[test]
+fn realapps_rounds_sets_a_run_against_the_kernels_and_the_disks_time() {
+    self_test("realapps_rounds.py");
 }

@@ -287,7 +287,10 @@ impl Jobs {
             .with_context(|| format!("resuming adopted job {}", group.as_str()))?;
         let pids = env.backend.procs_recursive(&group).unwrap_or_default();
         // A first process still stopped at its gate (`Launch::gate`): the
-        // service that started it ended before it continued it.
+        // service that started it ended before it continued it. Every
+        // stopped process of the job is continued, not only the shim: a
+        // process its user stopped on purpose is continued too, as the
+        // signal freezer's thaw does (docs/daemon.md says so).
         for &p in &pids {
             if process::state(p) == Some('T') {
                 let _ = nix::sys::signal::kill(
@@ -481,9 +484,10 @@ fn tail(path: &std::path::Path) -> Option<String> {
 }
 
 /// How long a gated first process (memgangd's shim) may take to stop
-/// itself: it does so first thing after exec, within milliseconds; on a
-/// node so loaded that it takes longer, the job runs anyway and its
-/// counters may miss the command's first instants.
+/// itself. It stops first thing after exec, before it forks anything, so
+/// the bound only matters on a node too loaded to run it for seconds;
+/// then the job runs anyway, its counters may miss the command's first
+/// instants, and a warning says so.
 const GATE_WAIT: Duration = Duration::from_secs(2);
 
 /// Wait until `pid` has stopped itself at its gate, has ended, or
