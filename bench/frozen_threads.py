@@ -5,11 +5,16 @@
     python3 bench/frozen_threads.py --table OBSERVED RUN.json
 
 Reading: every 0.5 s, each cgroup under the v1 freezer whose name holds
-"memgang" and that reads FROZEN; each of its threads' state, wchan and
-kernel stack (/proc/TID/stack, root). Written: one line per (cgroup,
-command, state, wchan) with its count, then the first stack seen of it.
-The table: those lines, most seen first, and each job's
-io_wait_while_frozen_s (the time account's, docs/results.md) from RUN.json.
+"memgang"; of each thread of one that reads FROZEN, its state, wchan and
+kernel stack (/proc/TID/stack, root); of every thread, frozen or not, its
+block I/O delay (/proc/TID/stat's delayacct_blkio_ticks, which the kernel
+adds when a wait ends). Written: one line per (cgroup, command, state,
+wchan) with its count, then the first stack seen of it; one line per
+thread whose block I/O delay grew from its last reading while frozen to
+its first after the thaw.
+The table: those lines, most seen first, the threads by what their delay
+grew across thaws, and each job's io_wait_while_frozen_s (the time
+account's, docs/results.md) from RUN.json.
 """
 import collections
 import json
@@ -22,14 +27,22 @@ ROOT = "/sys/fs/cgroup/freezer"
 EVERY_S = 0.5  # a 10 s frozen period is read about 20 times
 
 
+TICK_S = 1 / os.sysconf("SC_CLK_TCK")
+
+
 def observe(path):
     seen = collections.Counter()
     stacks = {}
+    # tid -> (cgroup, command, blkio ticks at its last frozen reading)
+    last_frozen = {}
+    across_thaw = collections.Counter()  # (cgroup, command, tid) -> ticks
 
     def write(*_):
         with open(path, "w") as f:
             for key, n in seen.most_common():
                 f.write(json.dumps({"n": n, "key": key, "stack": stacks[key]}) + "\n")
+            for key, ticks in across_thaw.most_common():
+                f.write(json.dumps({"thread": key, "blkio_s": ticks * TICK_S}) + "\n")
         sys.exit(0)
 
     signal.signal(signal.SIGTERM, write)
@@ -38,21 +51,31 @@ def observe(path):
             if "memgang" not in d or "freezer.state" not in files:
                 continue
             try:
-                if open(os.path.join(d, "freezer.state")).read().strip() != "FROZEN":
-                    continue
+                frozen = open(os.path.join(d, "freezer.state")).read().strip() == "FROZEN"
                 tids = open(os.path.join(d, "tasks")).read().split()
             except OSError:
                 continue
             for t in tids:
                 try:
                     stat = open(f"/proc/{t}/stat").read()
-                    wchan = open(f"/proc/{t}/wchan").read()
-                    stack = open(f"/proc/{t}/stack").read()
+                    wchan = open(f"/proc/{t}/wchan").read() if frozen else ""
+                    stack = open(f"/proc/{t}/stack").read() if frozen else ""
                 except OSError:
                     continue
                 comm = stat[stat.index("(") + 1:stat.rindex(")")]
-                state = stat[stat.rindex(")") + 2]
-                key = (os.path.basename(d), comm, state, wchan)
+                # Fields after the command: state is the 3rd of stat, blkio
+                # ticks the 42nd.
+                rest = stat[stat.rindex(")") + 2:].split()
+                state, blkio = rest[0], int(rest[39])
+                cg = os.path.basename(d)
+                if frozen:
+                    last_frozen[t] = (cg, comm, blkio)
+                elif t in last_frozen:
+                    was = last_frozen.pop(t)
+                    across_thaw[(was[0], was[1], t)] += blkio - was[2]
+                if not frozen:
+                    continue
+                key = (cg, comm, state, wchan)
                 seen[key] += 1
                 stacks.setdefault(key, " < ".join(
                     l.split("] ", 1)[-1].split("+")[0] for l in stack.splitlines()[:5]))
@@ -63,14 +86,29 @@ def table(path, run_json):
     print("| times seen | cgroup | command | state | wchan | kernel stack (first seen, innermost first) |")
     print("|---|---|---|---|---|---|")
     total, frozen_sleep = 0, 0
+    threads = []
     for line in open(path):
         o = json.loads(line)
+        if "thread" in o:
+            threads.append(o)
+            continue
         cg, comm, state, wchan = o["key"]
         total += o["n"]
         frozen_sleep += o["n"] if wchan == "__refrigerator" else 0
         print(f"| {o['n']} | {cg} | {comm} | {state} | {wchan} | {o['stack']} |")
     print()
     print(f"{frozen_sleep} of {total} observations in __refrigerator (the freezer's own sleep)")
+    print()
+    print("Threads whose block I/O delay grew from their last frozen reading to their first after the thaw")
+    print("(/proc/TID/stat delayacct_blkio_ticks; the kernel adds a wait when it ends), summed over the run:")
+    print()
+    print("| cgroup | command | tid | block I/O delay added across thaws (s) |")
+    print("|---|---|---|---|")
+    for o in threads:
+        if o["blkio_s"] > 0:
+            cg, comm, tid = o["thread"]
+            print(f"| {cg} | {comm} | {tid} | {o['blkio_s']:.2f} |")
+    print()
     run = json.load(open(run_json))
     for j in run["jobs"]:
         a = j.get("account") or {}

@@ -3,9 +3,10 @@
 # while frozen", which LAMMPS shows under lru): one run of bench/realapps.sh's
 # pair APP (default lammps) at q = 10 s under SWITCH (default lru), while
 # bench/frozen_threads.py reads, every 0.5 s, the state, wchan and kernel
-# stack of every thread of every frozen memgang cgroup; then its table
-# (observations by job, command, state and wchan) beside each job's
-# io_wait_while_frozen_s from the run's JSON.
+# stack of every thread of every frozen memgang cgroup, and every thread's
+# block I/O delay; then its tables (observations by job, command, state
+# and wchan; the block I/O delay each thread gained across its thaws)
+# beside each job's io_wait_while_frozen_s from the run's JSON.
 #   sudo bench/frozen_threads.sh [OUT_DIR]      APP=lammps SWITCH=lru
 set -euo pipefail
 cd "$(dirname "$0")/.."
