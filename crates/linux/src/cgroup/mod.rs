@@ -152,8 +152,9 @@ pub struct MemoryStat {
     /// Anonymous transparent huge pages (PMD-sized), in bytes: v1
     /// `total_rss_huge`, v2 `anon_thp`. The kernel keeps this counter, so
     /// reading it costs one file read, where a process's smaps_rollup
-    /// walks its page tables (about 7 ms for 400 MB here). None where the
-    /// kernel does not show it.
+    /// walks its page tables (`bench/switch_sampling.sh`: the switch's
+    /// samples took 8-10 ms with smaps). None where the kernel does not
+    /// show it.
     pub anon_huge_bytes: Option<u64>,
 }
 
