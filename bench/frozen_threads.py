@@ -25,9 +25,7 @@ import time
 
 ROOT = "/sys/fs/cgroup/freezer"
 EVERY_S = 0.5  # a 10 s frozen period is read about 20 times
-
-
-TICK_S = 1 / os.sysconf("SC_CLK_TCK")
+TICK_S = 1 / os.sysconf("SC_CLK_TCK")  # /proc/TID/stat counts delays in ticks
 
 
 def observe(path):

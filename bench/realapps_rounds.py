@@ -183,9 +183,7 @@ def floors(d, runs, n):
     bws = [json.load(open(f)) for f in sorted(glob.glob(os.path.join(d, "bandwidth-*.json")))]
     read_bw = min((b["read_bytes_per_s"] for b in bws), default=None)
     write_bw = min((b["write_bytes_per_s"] for b in bws), default=None)
-    rate = os.environ.get("PAGING_RATE") or max(
-        glob.glob(os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "paging-rate-*",
-                               "table.txt")), default=None)
+    rate = switch_steps.paging_rate_table()
     kernel = switch_steps.kernel_rows(rate).get("in_turn")
     print()
     print(f"Time over batch against its floors, median over the {n} rounds (s; kernel alone: "

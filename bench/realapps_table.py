@@ -163,9 +163,7 @@ def main(d):
     stepped = [(f"{app} {label}", [json.load(open(f))]) for app, f, label in rows if label != "batch"]
     stepped = [(l, r) for l, r in stepped if switch_steps.switches(r[0])]
     if stepped:
-        rate = os.environ.get("PAGING_RATE") or max(
-            glob.glob(os.path.join(os.path.dirname(__file__), "results", "paging-rate-*", "table.txt")),
-            default=None)
+        rate = switch_steps.paging_rate_table()
         print()
         print(f"Switch steps (switch_steps.py; kernel alone: {rate or 'none found'}):")
         print()

@@ -63,7 +63,7 @@ sys.path.insert(0, "bench")
 import switch_steps
 stepped = [(f"{app} {t}", runs) for (app, t), runs in sorted(rows.items(), key=lambda kv: (kv[0][0], kv[0][1] != "old"))]
 if any(switch_steps.switches(r) for _, runs in stepped for r in runs):
-    rate = os.environ.get("PAGING_RATE") or max(glob.glob("bench/results/paging-rate-*/table.txt"), default=None)
+    rate = switch_steps.paging_rate_table()
     print()
     print(f"Switch steps (kernel alone: {rate or 'none found'}):")
     print()

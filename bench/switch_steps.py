@@ -12,6 +12,7 @@ switch over it. Used by bench/realapps_table.py and bench/switch_ab.sh;
 alone, with each run switch by switch too:
     python3 bench/switch_steps.py PAGING_RATE_TABLE RUN.json...
 """
+import glob
 import os
 import re
 import statistics
@@ -20,6 +21,15 @@ import sys
 STEPS = ["freeze", "sampling", "huge_wait", "scan", "reclaim", "advise", "drain",
          "stream_wait", "page_in", "thaw", "other"]
 MIB = 1 << 20
+
+
+def paging_rate_table():
+    """The bench/paging_rate.sh table to set switches against: PAGING_RATE,
+    else the newest under bench/results/ (names sort by date); None if
+    there is none."""
+    return os.environ.get("PAGING_RATE") or max(
+        glob.glob(os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "paging-rate-*",
+                               "table.txt")), default=None)
 
 
 def kernel_rows(table_txt):
