@@ -462,6 +462,13 @@ pub fn job_account(a: &JobAccount) -> String {
             num(a.run_queue_while_frozen_s)
         );
     }
+    if a.io_wait_dropped_s > 0.0 {
+        let _ = writeln!(
+            out,
+            "  left out: {} s of io wait the kernel added at thaws, longer than any wait since the job last ran",
+            num(a.io_wait_dropped_s)
+        );
+    }
     if let Some(s) = &a.sw {
         let _ = writeln!(
             out,

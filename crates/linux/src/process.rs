@@ -81,18 +81,24 @@ pub fn set_nice(pid: i32, nice: i32) -> Result<()> {
 /// value per thread, and setpriority(PRIO_PROCESS) changes one thread
 /// only. Threads that exit meanwhile are skipped.
 pub fn set_nice_process(pid: i32, nice: i32) -> Result<()> {
-    let tasks = format!("/proc/{pid}/task");
-    let dir = std::fs::read_dir(&tasks)
-        .map_err(|e| Error::io("listing the threads of", PathBuf::from(&tasks), e))?;
-    for tid in dir.flatten() {
-        if let Some(tid) = tid.file_name().to_str().and_then(|t| t.parse().ok()) {
-            match set_nice(tid, nice) {
-                Err(Error::Io { source, .. }) if source.raw_os_error() == Some(libc::ESRCH) => {}
-                r => r?,
-            }
+    for tid in threads(pid)? {
+        match set_nice(tid, nice) {
+            Err(Error::Io { source, .. }) if source.raw_os_error() == Some(libc::ESRCH) => {}
+            r => r?,
         }
     }
     Ok(())
+}
+
+/// The thread ids of process `pid` now (/proc/PID/task).
+pub fn threads(pid: i32) -> Result<Vec<i32>> {
+    let tasks = format!("/proc/{pid}/task");
+    let dir = std::fs::read_dir(&tasks)
+        .map_err(|e| Error::io("listing the threads of", PathBuf::from(&tasks), e))?;
+    Ok(dir
+        .flatten()
+        .filter_map(|t| t.file_name().to_str().and_then(|t| t.parse().ok()))
+        .collect())
 }
 
 /// What dynamic coscheduling reads of a process: how often its threads

@@ -126,6 +126,13 @@ pub struct JobAccount {
     pub run_queue_while_frozen_s: f64,
     #[serde(default)]
     pub frozen_samples: u32,
+    /// Block-I/O delay the kernel added to a thread at a thaw that no wait
+    /// can have had (longer than the time since its job last ran: this
+    /// kernel has added 24437.82 s to a thread frozen 60 s in all), summed
+    /// over its threads: left out of `io_wait_s` and
+    /// `io_wait_while_frozen_s`.
+    #[serde(default)]
+    pub io_wait_dropped_s: f64,
     /// Memory stalls, overlapping the parts above (the kernel counts them
     /// as wall time around work that is also on a CPU or in I/O wait):
     /// submitting swap-in reads, waiting on evicted working-set pages

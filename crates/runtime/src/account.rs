@@ -19,13 +19,25 @@
 //! catches a task asleep in an I/O wait (a swap-in fault) leaves its wait
 //! open, and the kernel adds it, frozen time included, when the thaw
 //! wakes the task; a task still on its way into the freezer computes a
-//! little after memgang's clock stopped it. So each process of the job is
-//! sampled (taskstats' `TASKSTATS_CMD_GET` by thread group) right after
-//! each freeze and right after each thaw, and what its counters grew by
-//! in between is the frozen time's (`*_while_frozen_s`), taken out of the
+//! little after memgang's clock stopped it. So each thread of the job is
+//! sampled (taskstats' `TASKSTATS_CMD_GET` by pid) right after each
+//! freeze and right after each thaw, and what its counters grew by in
+//! between is the frozen time's (`*_while_frozen_s`), taken out of the
 //! running parts. A wait open across the freeze is all counted as frozen,
 //! its part before the freeze (under a millisecond to a fraction of a
 //! second) included.
+//!
+//! This kernel also adds block-I/O delays no wait can have had (a task
+//! blocked by delayed dequeue has its wait's start stamped on another,
+//! docs/realapps.md): 24437.82 s to one thread frozen 60 s in all. A wait
+//! is open across one freeze at most (its I/O completes while the job is
+//! frozen), and a thread does not run while it waits; so a wait that ends
+//! now began after the start of the job's previous running stretch and
+//! after the thread last ran. Each thread's block-I/O delay and CPU time
+//! are read every [`IO_EVERY`] while the job runs, at its freeze and at
+//! its thaw; growth since the last reading longer than the time since the
+//! later of those two is no wait's: it is left out of the thread's
+//! totals, frozen and running alike, and shown as `io_wait_dropped_s`.
 //!
 //! Beside the time, each job's software perf counters (faults, context
 //! switches, migrations, CPU clock) and, where the machine has a PMU, its
@@ -74,6 +86,21 @@ const START_GRACE_S: f64 = 0.5;
 /// A task on a CPU for more than this share of its job's running time
 /// counts as busy: a job with more than one busy task is wider than 1.
 const BUSY_SHARE: f64 = 0.05;
+/// How often a running job's threads' block-I/O delays are read. The
+/// readings only bound each growth (the module's doc); once a second keeps
+/// them to one taskstats query per thread per second (a 64-thread job: 64
+/// netlink round trips), and a growth dropped takes at most a second of
+/// real waits with it.
+const IO_EVERY: Duration = Duration::from_secs(1);
+/// A thread's CPU time is brought up to date at a scheduler tick or a
+/// switch, so a run seen in one reading may have ended up to a tick
+/// before the previous one: 10 ms, a tick at HZ = 100, the coarsest.
+const TICK_NS: u64 = 10_000_000;
+/// Threads of a job read at most per sample, one netlink round trip each:
+/// a job that starts tens of thousands of threads must not stretch every
+/// switch by as many. Beyond them, a thread's frozen-time counters stay in
+/// the running parts and its impossible delays are kept.
+const MAX_THREADS: usize = 1024;
 /// Records kept at most (about 200 bytes each: 50 MiB), for a node whose
 /// jobs run for days with other processes exiting around them; beyond it
 /// they count as lost.
@@ -93,8 +120,9 @@ struct Started {
     start_s: f64,
     counters: Option<Counters>,
     soft: Option<Counters>,
-    /// Each process's counters at its last freeze, while it is frozen.
-    frozen_at: Option<HashMap<i32, TaskStats>>,
+    /// Each thread's counters at its last freeze, while it is frozen.
+    frozen_at: Option<HashMap<u32, TaskStats>>,
+    io: IoReadings,
     while_frozen: Accrued,
     /// Huge pages at each quantum's end, and while running.
     huge_quantum_end: HugeAcc,
@@ -102,14 +130,117 @@ struct Started {
     mthp_start: Mthp,
 }
 
-/// The kernel's counters of a job's tasks grown while it was frozen, in ns.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+/// The kernel's counters of a job's tasks grown while it was frozen, and
+/// the block-I/O delay no wait can have had, in ns.
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Accrued {
     pub cpu_ns: u64,
     pub cpu_delay_ns: u64,
     pub blkio_ns: u64,
     /// Freeze-thaw pairs sampled.
     pub samples: u32,
+    /// Block-I/O delay grown between two readings (running or frozen) by
+    /// more than any wait can have lasted, by thread id: not in
+    /// `blkio_ns`, and taken out of that thread's exit record (the
+    /// module's doc). Only threads the kernel did this to have an entry.
+    pub blkio_dropped_ns: BTreeMap<u32, u64>,
+}
+
+/// A thread's counters as last read.
+#[derive(Clone, Copy)]
+struct IoLast {
+    blkio_ns: u64,
+    cpu_ns: u64,
+    /// The reading before the latest one that saw it run: it ran after
+    /// this, so a wait that ended after that reading began after this.
+    ran_after: Option<Instant>,
+}
+
+/// Each thread's block-I/O delay and CPU time as last read, to tell growth
+/// no wait can have had (the module's doc).
+struct IoReadings {
+    last: HashMap<u32, IoLast>,
+    /// When `last` was read.
+    read_at: Instant,
+    /// The start of the job's running stretch before the current one (its
+    /// start, at first), and of the current one.
+    since: Instant,
+    current: Instant,
+}
+
+impl IoReadings {
+    fn new(now: Instant) -> IoReadings {
+        IoReadings {
+            last: HashMap::new(),
+            read_at: now,
+            since: now,
+            current: now,
+        }
+    }
+
+    /// What the delays of `threads` (read at `now`) grew by since their
+    /// last reading, summed. A wait that ends now began after the start of
+    /// the job's previous running stretch (`since`) and after the thread
+    /// last ran before it (seen as CPU time grown between two earlier
+    /// readings); a thread's growth longer than that goes to `dropped`
+    /// instead. A thread not read before was born since the last reading,
+    /// so all its delay is its growth; threads not in `threads` are
+    /// forgotten (gone).
+    fn read(
+        &mut self,
+        now: Instant,
+        threads: &HashMap<u32, TaskStats>,
+        dropped: &mut BTreeMap<u32, u64>,
+    ) -> u64 {
+        let mut kept = 0;
+        let mut last = HashMap::with_capacity(threads.len());
+        for (&tid, t) in threads {
+            let was = self.last.get(&tid).copied();
+            let began = was
+                .and_then(|w| w.ran_after)
+                .map_or(self.since, |r| r.max(self.since));
+            let bound = u64::try_from(now.saturating_duration_since(began).as_nanos())
+                .unwrap_or(u64::MAX)
+                .saturating_add(TICK_NS);
+            let grew = t
+                .blkio_delay_ns
+                .saturating_sub(was.map_or(0, |w| w.blkio_ns));
+            if grew > bound {
+                tracing::debug!(
+                    "taskstats: thread {tid} ({}) gained {} s of block-I/O delay, {} s after \
+                     its job's previous running stretch began: dropped",
+                    t.comm(),
+                    grew as f64 * 1e-9,
+                    bound as f64 * 1e-9
+                );
+                *dropped.entry(tid).or_default() += grew;
+            } else {
+                kept += grew;
+            }
+            let ran = was.is_none_or(|w| t.cpu_ns > w.cpu_ns);
+            last.insert(
+                tid,
+                IoLast {
+                    blkio_ns: t.blkio_delay_ns,
+                    cpu_ns: t.cpu_ns,
+                    ran_after: if ran {
+                        Some(self.read_at)
+                    } else {
+                        was.and_then(|w| w.ran_after)
+                    },
+                },
+            );
+        }
+        self.last = last;
+        self.read_at = now;
+        kept
+    }
+
+    /// The job was thawed at `now`: a new running stretch.
+    fn thawed(&mut self, now: Instant) {
+        self.since = self.current;
+        self.current = now;
+    }
 }
 
 /// A job's counters while it runs, before its account: its software perf
@@ -324,6 +455,12 @@ impl Tracker {
                 counters,
                 soft,
                 frozen_at: None,
+                // Its processes were launched a moment before this call.
+                io: IoReadings::new(
+                    Instant::now()
+                        .checked_sub(Duration::from_secs_f64(START_GRACE_S))
+                        .unwrap_or_else(Instant::now),
+                ),
                 while_frozen: Accrued::default(),
                 huge_quantum_end: HugeAcc::default(),
                 huge_running: HugeAcc::default(),
@@ -333,14 +470,25 @@ impl Tracker {
         self.update_oldest();
     }
 
-    /// Each process's counters, by thread group; those that could not be
-    /// read are left out.
-    fn sample(&self, pids: &[i32]) -> HashMap<i32, TaskStats> {
+    /// The counters of each thread of processes `pids`; those that could
+    /// not be read (gone meanwhile) are left out.
+    fn sample(&self, pids: &[i32]) -> HashMap<u32, TaskStats> {
         let Some(q) = &self.querier else {
             return HashMap::new();
         };
         pids.iter()
-            .filter_map(|&p| Some((p, q.query(p as u32, true).ok()??)))
+            .flat_map(|&p| memgang_linux::process::threads(p).unwrap_or_default())
+            .take(MAX_THREADS)
+            .filter_map(|t| Some((t as u32, q.query(t as u32, false).ok()??)))
+            .collect()
+    }
+
+    /// The counters of threads `tids`, as [`Tracker::sample`].
+    fn sample_threads(&self, tids: impl Iterator<Item = u32>) -> HashMap<u32, TaskStats> {
+        let Some(q) = &self.querier else {
+            return HashMap::new();
+        };
+        tids.filter_map(|t| Some((t, q.query(t, false).ok()??)))
             .collect()
     }
 
@@ -353,36 +501,50 @@ impl Tracker {
         }
         let now = self.sample(pids);
         let s = self.jobs.get_mut(&job).expect("checked");
+        // What grew while it ran is its running stretch's: only read here,
+        // for the growth no wait can have had.
+        s.io.read(Instant::now(), &now, &mut s.while_frozen.blkio_dropped_ns);
         s.frozen_at = Some(now);
         s.huge_quantum_end.push(huge);
     }
 
-    /// Job `job` was just thawed: what its processes' counters grew by
-    /// since its freeze is the frozen time's. The processes are those
-    /// sampled at the freeze: a frozen job cannot fork, so no list is
-    /// needed again.
+    /// Job `job` was just thawed: what its threads' counters grew by
+    /// since its freeze is the frozen time's. The threads are those
+    /// sampled at the freeze: a frozen job cannot start any, so no list
+    /// is needed again.
     pub fn thawed(&mut self, job: usize) {
         let Some(before) = self.jobs.get_mut(&job).and_then(|s| s.frozen_at.take()) else {
             return;
         };
-        let pids: Vec<i32> = before.keys().copied().collect();
-        let now = self.sample(&pids);
+        let now = self.sample_threads(before.keys().copied());
         let s = self.jobs.get_mut(&job).expect("checked");
         let w = &mut s.while_frozen;
-        for (pid, b) in &before {
-            let Some(a) = now.get(pid) else { continue };
+        for (tid, b) in &before {
+            let Some(a) = now.get(tid) else { continue };
             w.cpu_ns += a.cpu_ns.saturating_sub(b.cpu_ns);
             w.cpu_delay_ns += a.cpu_delay_ns.saturating_sub(b.cpu_delay_ns);
-            w.blkio_ns += a.blkio_delay_ns.saturating_sub(b.blkio_delay_ns);
         }
+        let at = Instant::now();
+        w.blkio_ns += s.io.read(at, &now, &mut w.blkio_dropped_ns);
+        s.io.thawed(at);
         w.samples += 1;
     }
 
-    /// A running (not frozen) job's huge pages read now (bytes).
-    pub fn huge_running(&mut self, job: usize, huge: Option<u64>) {
-        if let Some(s) = self.jobs.get_mut(&job) {
-            s.huge_running.push(huge);
+    /// A running (not frozen) job's sample: its huge pages now (`huge`,
+    /// bytes) and, every [`IO_EVERY`], the block-I/O delays of the threads
+    /// of its processes (`pids`, listed only then), for the growth no wait
+    /// can have had.
+    pub fn running(&mut self, job: usize, pids: impl FnOnce() -> Vec<i32>, huge: Option<u64>) {
+        let Some(s) = self.jobs.get_mut(&job) else {
+            return;
+        };
+        s.huge_running.push(huge);
+        if s.io.read_at.elapsed() < IO_EVERY {
+            return;
         }
+        let now = self.sample(&pids());
+        let s = self.jobs.get_mut(&job).expect("checked");
+        s.io.read(Instant::now(), &now, &mut s.while_frozen.blkio_dropped_ns);
     }
 
     /// A running job's counters so far (its time account comes at its
@@ -437,6 +599,7 @@ impl Tracker {
         } else {
             (Vec::new(), 0)
         };
+        let tasks = corrected(tasks, &started.while_frozen.blkio_dropped_ns);
         let running: Vec<(f64, f64)> = timeline
             .iter()
             .filter(|i| i.job == r.name)
@@ -458,7 +621,7 @@ impl Tracker {
             &outs,
             &ins,
             (user, r.system_cpu_s.unwrap_or(0.0)),
-            started.while_frozen,
+            started.while_frozen.clone(),
             self.no_delays.clone(),
         );
         a.hw = hw;
@@ -574,7 +737,20 @@ fn job_tasks(records: &[(f64, TaskStats)], seeds: &HashSet<u32>, start_s: f64) -
     }
     mine.into_iter()
         .filter(|s| groups.contains(&s.tgid))
-        .map(sane)
+        .copied()
+        .collect()
+}
+
+/// Exit records less the block-I/O delay dropped across freezes
+/// (`dropped`, by thread id), each then [`sane`].
+fn corrected(tasks: Vec<TaskStats>, dropped: &BTreeMap<u32, u64>) -> Vec<TaskStats> {
+    tasks
+        .into_iter()
+        .map(|mut t| {
+            let d = dropped.get(&t.pid).copied().unwrap_or(0);
+            t.blkio_delay_ns = t.blkio_delay_ns.saturating_sub(d);
+            sane(&t)
+        })
         .collect()
 }
 
@@ -717,6 +893,8 @@ pub fn job_account(
             a.run_queue_while_frozen_s = fz_rq / w;
             a.io_wait_while_frozen_s = fz_io / w;
             a.frozen_samples = frozen_grew.samples;
+            a.io_wait_dropped_s =
+                (frozen_grew.blkio_dropped_ns.values()).fold(0.0, |s, &n| s + g(n));
             a.swapin_delay_s = ns(|t| t.swapin_delay_ns) / w;
             a.thrashing_delay_s = ns(|t| t.thrashing_delay_ns) / w;
             a.reclaim_delay_s = ns(|t| t.freepages_delay_ns) / w;
@@ -910,6 +1088,58 @@ mod tests {
     }
 
     #[test]
+    fn io_delay_no_wait_can_have_had_is_dropped() {
+        let t = Instant::now();
+        let at = |s: f64| t + Duration::from_secs_f64(s);
+        let io = |ns: u64| {
+            let mut x = task(7, 7, 1, 100.0, 1.0, 0.0);
+            x.blkio_delay_ns = ns;
+            HashMap::from([(7, x)])
+        };
+        let mut r = IoReadings::new(t);
+        let mut dropped = BTreeMap::new();
+        // Born since the last reading: all its delay is its growth.
+        assert_eq!(r.read(at(1.0), &io(100_000_000), &mut dropped), 100_000_000);
+        // 24437.8 s, 6 s after the job started: no wait's.
+        let odd = 100_000_000 + 24_437_800_000_000;
+        assert_eq!(r.read(at(6.0), &io(odd), &mut dropped), 0);
+        assert_eq!(dropped, BTreeMap::from([(7, 24_437_800_000_000)]));
+        r.thawed(at(6.0));
+        r.thawed(at(10.0));
+        // Now a wait may have begun at 6 s (open across the freeze at
+        // 8-10 s): 5 s at 12 s is possible, 7 s more at 12.5 s is not.
+        assert_eq!(
+            r.read(at(12.0), &io(odd + 5_000_000_000), &mut dropped),
+            5_000_000_000
+        );
+        assert_eq!(r.read(at(12.5), &io(odd + 12_000_000_000), &mut dropped), 0);
+        assert_eq!(dropped[&7], 24_444_800_000_000);
+        // A thread gone is forgotten: one with its id later starts afresh.
+        assert_eq!(r.read(at(13.0), &HashMap::new(), &mut dropped), 0);
+        assert_eq!(
+            r.read(at(14.0), &io(1_000_000_000), &mut dropped),
+            1_000_000_000
+        );
+        // A thread seen running between the readings at 1 and 2 s (its CPU
+        // time grew) began no wait before 1 s: 2.5 s ending by 3 s is no
+        // wait's; 2.5 s more by 4 s can be (it has not run since).
+        let busy = |cpu_s: f64, ns: u64| {
+            let mut x = task(8, 8, 1, 100.0, cpu_s, 0.0);
+            x.blkio_delay_ns = ns;
+            HashMap::from([(8, x)])
+        };
+        let (mut r, mut dropped) = (IoReadings::new(t), BTreeMap::new());
+        assert_eq!(r.read(at(1.0), &busy(1.0, 0), &mut dropped), 0);
+        assert_eq!(r.read(at(2.0), &busy(1.5, 0), &mut dropped), 0);
+        assert_eq!(r.read(at(3.0), &busy(1.5, 2_500_000_000), &mut dropped), 0);
+        assert_eq!(dropped, BTreeMap::from([(8, 2_500_000_000)]));
+        assert_eq!(
+            r.read(at(4.0), &busy(1.5, 5_000_000_000), &mut dropped),
+            2_500_000_000
+        );
+    }
+
+    #[test]
     fn huge_page_readings_are_summed_not_kept() {
         let mut h = HugeAcc::default();
         assert_eq!(h.stat(), None);
@@ -1020,6 +1250,33 @@ mod tests {
         assert!((f.io_wait_while_frozen_s - 1.5).abs() < 1e-6, "{f:?}");
         assert!((f.cpu_while_frozen_s - 0.1).abs() < 1e-6, "{f:?}");
         assert!((f.unaccounted_s - a.unaccounted_s).abs() < 1e-6, "{f:?}");
+        // A thread frozen 4-6 that the kernel gives 24437.8 s of block-I/O
+        // delay at the thaw, 6 s after the job started: impossible, so
+        // left out of its exit record, frozen and running alike; its real
+        // 0.3 s of I/O wait stays (dropping the whole record as longer
+        // than its life would lose it).
+        let odd = Accrued {
+            blkio_dropped_ns: BTreeMap::from([(1, 24_437_800_000_000)]),
+            samples: 1,
+            ..Accrued::default()
+        };
+        let mut end = t0;
+        end.blkio_delay_ns += 24_437_800_000_000;
+        let fixed = corrected(vec![end], &odd.blkio_dropped_ns);
+        let d = job_account(
+            (0.0, 10.0),
+            &fixed,
+            &[(0.0, 4.0), (6.0, 10.0)],
+            &[(3.9, 4.5)],
+            &[(5.5, 6.1)],
+            (6.5, 0.5),
+            odd,
+            None,
+        );
+        assert!((d.io_wait_s - 0.3).abs() < 1e-6, "{d:?}");
+        assert_eq!(d.io_wait_while_frozen_s, 0.0, "{d:?}");
+        assert!((d.io_wait_dropped_s - 24_437.8).abs() < 1e-3, "{d:?}");
+        assert!((d.unaccounted_s - a.unaccounted_s).abs() < 1e-6, "{d:?}");
         // Without records: rusage's CPU, the rest unaccounted.
         let c = job_account(
             (0.0, 10.0),

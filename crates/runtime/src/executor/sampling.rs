@@ -192,7 +192,8 @@ impl Sampling {
             };
             let frozen = env.freezer.is_frozen(&j.group).unwrap_or(false);
             if !frozen {
-                account.huge_running(i, stat.anon_huge_bytes);
+                let pids = || backend.procs_recursive(&j.group).unwrap_or_default();
+                account.running(i, pids, stat.anon_huge_bytes);
             }
             let r = &mut j.result;
             match (
