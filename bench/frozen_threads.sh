@@ -5,8 +5,10 @@
 # bench/frozen_threads.py reads, every 0.5 s, the state, wchan and kernel
 # stack of every thread of every frozen memgang cgroup, and every thread's
 # block I/O delay; then its tables (observations by job, command, state
-# and wchan; the block I/O delay each thread gained across its thaws)
-# beside each job's io_wait_while_frozen_s from the run's JSON.
+# and wchan; the block I/O delay each thread gained across its thaws, and
+# each growth over 60 s beside the machine's uptime then) beside each
+# job's io wait (while frozen, while running, dropped as no wait's) and
+# the account's samples' time per switch, from the run's JSON.
 #   sudo bench/frozen_threads.sh [OUT_DIR]      APP=lammps SWITCH=lru
 set -euo pipefail
 cd "$(dirname "$0")/.."
