@@ -31,11 +31,13 @@
 //! blocked by delayed dequeue has its wait's start stamped on another,
 //! docs/realapps.md): 24437.82 s to one thread frozen 60 s in all. A wait
 //! is open across one freeze at most (its I/O completes while the job is
-//! frozen), and a thread does not run while it waits; so a wait that ends
-//! now began after the start of the job's previous running stretch and
-//! after the thread last ran. Each thread's block-I/O delay and CPU time
-//! are read every [`IO_EVERY`] while the job runs, at its freeze and at
-//! its thaw; growth since the last reading longer than the time since the
+//! frozen), and a thread neither runs nor sleeps otherwise while it waits
+//! (an I/O wait is an uninterruptible sleep, `D`); so a wait that ends now
+//! began after the start of the job's previous running stretch and after
+//! the thread was last seen out of one. Each thread's block-I/O delay and
+//! CPU time are read every [`IO_EVERY`] while the job runs (with its
+//! state), at its freeze and at its thaw, and its exit record comes at
+//! its end; growth since the last reading longer than the time since the
 //! later of those two is no wait's: it is left out of the thread's
 //! totals, frozen and running alike, and shown as `io_wait_dropped_s`.
 //!
@@ -96,6 +98,10 @@ const IO_EVERY: Duration = Duration::from_secs(1);
 /// switch, so a run seen in one reading may have ended up to a tick
 /// before the previous one: 10 ms, a tick at HZ = 100, the coarsest.
 const TICK_NS: u64 = 10_000_000;
+/// Threads gone kept at most per job (about 40 bytes each), for the check
+/// of their exit records: a job that starts threads by the million must
+/// not grow it without bound; beyond it, exit records go unchecked.
+const MAX_GONE: usize = 1 << 16;
 /// Threads of a job read at most per sample, one netlink round trip each:
 /// a job that starts tens of thousands of threads must not stretch every
 /// switch by as many. Beyond them, a thread's frozen-time counters stay in
@@ -151,15 +157,20 @@ pub struct Accrued {
 struct IoLast {
     blkio_ns: u64,
     cpu_ns: u64,
-    /// The reading before the latest one that saw it run: it ran after
-    /// this, so a wait that ended after that reading began after this.
-    ran_after: Option<Instant>,
+    /// It was not in an I/O wait at some moment after this, so a wait
+    /// that ends after its next reading began after this: the reading
+    /// before the latest one that saw it run (its CPU time grew in
+    /// between), or the latest one that saw it awake (not in `D`).
+    free_after: Option<Instant>,
 }
 
 /// Each thread's block-I/O delay and CPU time as last read, to tell growth
 /// no wait can have had (the module's doc).
 struct IoReadings {
     last: HashMap<u32, IoLast>,
+    /// Threads gone since their last reading, up to [`MAX_GONE`]: what
+    /// their exit records add after it is checked the same way.
+    gone: HashMap<u32, IoLast>,
     /// When `last` was read.
     read_at: Instant,
     /// The start of the job's running stretch before the current one (its
@@ -172,6 +183,7 @@ impl IoReadings {
     fn new(now: Instant) -> IoReadings {
         IoReadings {
             last: HashMap::new(),
+            gone: HashMap::new(),
             read_at: now,
             since: now,
             current: now,
@@ -181,59 +193,101 @@ impl IoReadings {
     /// What the delays of `threads` (read at `now`) grew by since their
     /// last reading, summed. A wait that ends now began after the start of
     /// the job's previous running stretch (`since`) and after the thread
-    /// last ran before it (seen as CPU time grown between two earlier
-    /// readings); a thread's growth longer than that goes to `dropped`
-    /// instead. A thread not read before was born since the last reading,
-    /// so all its delay is its growth; threads not in `threads` are
-    /// forgotten (gone).
+    /// was last seen out of one before it (its CPU time grown between two
+    /// earlier readings, or awake at one); a thread's growth longer than
+    /// that goes to `dropped` instead. `awake` are the threads seen
+    /// running or in a sleep that is no I/O wait (not `D`) right after
+    /// this reading. A thread not read before was born since the last
+    /// reading, so all its delay is its growth; threads not in `threads`
+    /// are forgotten (gone).
     fn read(
         &mut self,
         now: Instant,
         threads: &HashMap<u32, TaskStats>,
+        awake: &HashSet<u32>,
         dropped: &mut BTreeMap<u32, u64>,
     ) -> u64 {
         let mut kept = 0;
         let mut last = HashMap::with_capacity(threads.len());
         for (&tid, t) in threads {
-            let was = self.last.get(&tid).copied();
-            let began = was
-                .and_then(|w| w.ran_after)
-                .map_or(self.since, |r| r.max(self.since));
-            let bound = u64::try_from(now.saturating_duration_since(began).as_nanos())
-                .unwrap_or(u64::MAX)
-                .saturating_add(TICK_NS);
-            let grew = t
-                .blkio_delay_ns
-                .saturating_sub(was.map_or(0, |w| w.blkio_ns));
-            if grew > bound {
-                tracing::debug!(
-                    "taskstats: thread {tid} ({}) gained {} s of block-I/O delay, {} s after \
-                     its job's previous running stretch began: dropped",
-                    t.comm(),
-                    grew as f64 * 1e-9,
-                    bound as f64 * 1e-9
-                );
-                *dropped.entry(tid).or_default() += grew;
-            } else {
-                kept += grew;
-            }
+            let was = self.was(tid, t);
+            kept += self.check(tid, t, was, now, dropped);
             let ran = was.is_none_or(|w| t.cpu_ns > w.cpu_ns);
+            let free_after = if awake.contains(&tid) {
+                Some(now)
+            } else if ran {
+                Some(self.read_at)
+            } else {
+                was.and_then(|w| w.free_after)
+            };
             last.insert(
                 tid,
                 IoLast {
                     blkio_ns: t.blkio_delay_ns,
                     cpu_ns: t.cpu_ns,
-                    ran_after: if ran {
-                        Some(self.read_at)
-                    } else {
-                        was.and_then(|w| w.ran_after)
-                    },
+                    free_after,
                 },
             );
         }
-        self.last = last;
+        for (tid, w) in std::mem::replace(&mut self.last, last) {
+            if !self.last.contains_key(&tid) && self.gone.len() < MAX_GONE {
+                self.gone.insert(tid, w);
+            }
+        }
+        let last = &self.last;
+        self.gone.retain(|tid, _| !last.contains_key(tid));
         self.read_at = now;
         kept
+    }
+
+    /// Thread `tid`'s last reading, unless `t` is another thread of the
+    /// same id (its counters are lower: the id was used again).
+    fn was(&self, tid: u32, t: &TaskStats) -> Option<IoLast> {
+        let w = self.last.get(&tid).or_else(|| self.gone.get(&tid))?;
+        (t.blkio_delay_ns >= w.blkio_ns && t.cpu_ns >= w.cpu_ns).then_some(*w)
+    }
+
+    /// What thread `tid`'s delay grew by from `was` (None: since its
+    /// birth) to `t`, read at `now`: the growth if a wait can have been
+    /// that long, else 0 and the growth added to `dropped`.
+    fn check(
+        &self,
+        tid: u32,
+        t: &TaskStats,
+        was: Option<IoLast>,
+        now: Instant,
+        dropped: &mut BTreeMap<u32, u64>,
+    ) -> u64 {
+        let began = was
+            .and_then(|w| w.free_after)
+            .map_or(self.since, |r| r.max(self.since));
+        let bound = u64::try_from(now.saturating_duration_since(began).as_nanos())
+            .unwrap_or(u64::MAX)
+            .saturating_add(TICK_NS);
+        let grew = t
+            .blkio_delay_ns
+            .saturating_sub(was.map_or(0, |w| w.blkio_ns));
+        if grew <= bound {
+            return grew;
+        }
+        tracing::debug!(
+            "taskstats: thread {tid} ({}) gained {} s of block-I/O delay, {} s after it was \
+             last seen out of a wait: dropped",
+            t.comm(),
+            grew as f64 * 1e-9,
+            bound as f64 * 1e-9
+        );
+        *dropped.entry(tid).or_default() += grew;
+        0
+    }
+
+    /// Thread `t`'s exit record, received at `at`: what it adds after the
+    /// thread's last reading is checked as a reading's growth (a thread
+    /// never read is left to [`sane`]).
+    fn exited(&self, t: &TaskStats, at: Instant, dropped: &mut BTreeMap<u32, u64>) {
+        if let Some(w) = self.was(t.pid, t) {
+            self.check(t.pid, t, Some(w), at, dropped);
+        }
     }
 
     /// The job was thawed at `now`: a new running stretch.
@@ -348,6 +402,8 @@ impl HugeAcc {
 
 /// Collects the exit records and hardware counters of a node's jobs.
 pub struct Tracker {
+    /// The node's start: exit records are stamped in seconds since.
+    t0: Instant,
     collected: Arc<Mutex<Collected>>,
     /// The earliest start of a job still running (f64 bits; infinite with
     /// none): records from before it are no job's, and are not kept.
@@ -428,6 +484,7 @@ impl Tracker {
             None
         };
         Tracker {
+            t0,
             collected,
             oldest,
             stop,
@@ -503,7 +560,14 @@ impl Tracker {
         let s = self.jobs.get_mut(&job).expect("checked");
         // What grew while it ran is its running stretch's: only read here,
         // for the growth no wait can have had.
-        s.io.read(Instant::now(), &now, &mut s.while_frozen.blkio_dropped_ns);
+        // Frozen threads read as `D`: no state is read here.
+        let none = HashSet::new();
+        s.io.read(
+            Instant::now(),
+            &now,
+            &none,
+            &mut s.while_frozen.blkio_dropped_ns,
+        );
         s.frozen_at = Some(now);
         s.huge_quantum_end.push(huge);
     }
@@ -525,7 +589,8 @@ impl Tracker {
             w.cpu_delay_ns += a.cpu_delay_ns.saturating_sub(b.cpu_delay_ns);
         }
         let at = Instant::now();
-        w.blkio_ns += s.io.read(at, &now, &mut w.blkio_dropped_ns);
+        w.blkio_ns +=
+            s.io.read(at, &now, &HashSet::new(), &mut w.blkio_dropped_ns);
         s.io.thawed(at);
         w.samples += 1;
     }
@@ -543,8 +608,14 @@ impl Tracker {
             return;
         }
         let now = self.sample(&pids());
+        let at = Instant::now();
+        let awake: HashSet<u32> = now
+            .keys()
+            .copied()
+            .filter(|&t| memgang_linux::process::state(t as i32).is_some_and(|c| c != 'D'))
+            .collect();
         let s = self.jobs.get_mut(&job).expect("checked");
-        s.io.read(Instant::now(), &now, &mut s.while_frozen.blkio_dropped_ns);
+        s.io.read(at, &now, &awake, &mut s.while_frozen.blkio_dropped_ns);
     }
 
     /// A running job's counters so far (its time account comes at its
@@ -599,7 +670,15 @@ impl Tracker {
         } else {
             (Vec::new(), 0)
         };
-        let tasks = corrected(tasks, &started.while_frozen.blkio_dropped_ns);
+        let mut while_frozen = started.while_frozen.clone();
+        let tasks = corrected(
+            tasks,
+            |at, t, dropped| {
+                let at = self.t0 + Duration::from_secs_f64(at.max(0.0));
+                started.io.exited(t, at, dropped)
+            },
+            &mut while_frozen.blkio_dropped_ns,
+        );
         let running: Vec<(f64, f64)> = timeline
             .iter()
             .filter(|i| i.job == r.name)
@@ -621,7 +700,7 @@ impl Tracker {
             &outs,
             &ins,
             (user, r.system_cpu_s.unwrap_or(0.0)),
-            started.while_frozen.clone(),
+            while_frozen,
             self.no_delays.clone(),
         );
         a.hw = hw;
@@ -639,7 +718,12 @@ impl Tracker {
 
     /// The exit records of the job whose first process is `pid`: waits
     /// (up to [`RECORD_WAIT`]) for those of `pid` and `leftovers`.
-    fn take_tasks(&self, pid: i32, leftovers: &[i32], start_s: f64) -> (Vec<TaskStats>, u64) {
+    fn take_tasks(
+        &self,
+        pid: i32,
+        leftovers: &[i32],
+        start_s: f64,
+    ) -> (Vec<(f64, TaskStats)>, u64) {
         // Its first process was started a moment before it was recorded.
         let start_s = start_s - START_GRACE_S;
         let want: HashSet<u32> = std::iter::once(pid)
@@ -717,18 +801,18 @@ fn attach(
 /// of every process whose parent was one of them when it exited, and so on.
 /// Records from before the job's start are another process's (a pid used
 /// again).
-fn job_tasks(records: &[(f64, TaskStats)], seeds: &HashSet<u32>, start_s: f64) -> Vec<TaskStats> {
-    let mine: Vec<&TaskStats> = records
-        .iter()
-        .filter(|(t, _)| *t >= start_s)
-        .map(|(_, s)| s)
-        .collect();
+fn job_tasks(
+    records: &[(f64, TaskStats)],
+    seeds: &HashSet<u32>,
+    start_s: f64,
+) -> Vec<(f64, TaskStats)> {
+    let mine: Vec<&(f64, TaskStats)> = records.iter().filter(|(t, _)| *t >= start_s).collect();
     let mut groups = seeds.clone();
     loop {
         let more: Vec<u32> = mine
             .iter()
-            .filter(|s| !groups.contains(&s.tgid) && groups.contains(&s.ppid))
-            .map(|s| s.tgid)
+            .filter(|(_, s)| !groups.contains(&s.tgid) && groups.contains(&s.ppid))
+            .map(|(_, s)| s.tgid)
             .collect();
         if more.is_empty() {
             break;
@@ -736,17 +820,24 @@ fn job_tasks(records: &[(f64, TaskStats)], seeds: &HashSet<u32>, start_s: f64) -
         groups.extend(more);
     }
     mine.into_iter()
-        .filter(|s| groups.contains(&s.tgid))
+        .filter(|(_, s)| groups.contains(&s.tgid))
         .copied()
         .collect()
 }
 
-/// Exit records less the block-I/O delay dropped across freezes
-/// (`dropped`, by thread id), each then [`sane`].
-fn corrected(tasks: Vec<TaskStats>, dropped: &BTreeMap<u32, u64>) -> Vec<TaskStats> {
+/// Exit records (each with when it came), their growth since their
+/// thread's last reading first checked by `exited` (which adds what no
+/// wait can have been to `dropped`), less the block-I/O delay dropped (by
+/// thread id), each then [`sane`].
+fn corrected(
+    tasks: Vec<(f64, TaskStats)>,
+    exited: impl Fn(f64, &TaskStats, &mut BTreeMap<u32, u64>),
+    dropped: &mut BTreeMap<u32, u64>,
+) -> Vec<TaskStats> {
     tasks
         .into_iter()
-        .map(|mut t| {
+        .map(|(at, mut t)| {
+            exited(at, &t, dropped);
             let d = dropped.get(&t.pid).copied().unwrap_or(0);
             t.blkio_delay_ns = t.blkio_delay_ns.saturating_sub(d);
             sane(&t)
@@ -1081,7 +1172,7 @@ mod tests {
         let seeds = HashSet::from([10, 9]);
         let mut pids: Vec<u32> = job_tasks(&records, &seeds, 1.0)
             .iter()
-            .map(|t| t.pid)
+            .map(|(_, t)| t.pid)
             .collect();
         pids.sort();
         assert_eq!(pids, [10, 11, 20, 30]);
@@ -1090,6 +1181,7 @@ mod tests {
     #[test]
     fn io_delay_no_wait_can_have_had_is_dropped() {
         let t = Instant::now();
+        let none = HashSet::new();
         let at = |s: f64| t + Duration::from_secs_f64(s);
         let io = |ns: u64| {
             let mut x = task(7, 7, 1, 100.0, 1.0, 0.0);
@@ -1099,25 +1191,32 @@ mod tests {
         let mut r = IoReadings::new(t);
         let mut dropped = BTreeMap::new();
         // Born since the last reading: all its delay is its growth.
-        assert_eq!(r.read(at(1.0), &io(100_000_000), &mut dropped), 100_000_000);
+        assert_eq!(
+            r.read(at(1.0), &io(100_000_000), &none, &mut dropped),
+            100_000_000
+        );
         // 24437.8 s, 6 s after the job started: no wait's.
         let odd = 100_000_000 + 24_437_800_000_000;
-        assert_eq!(r.read(at(6.0), &io(odd), &mut dropped), 0);
+        assert_eq!(r.read(at(6.0), &io(odd), &none, &mut dropped), 0);
         assert_eq!(dropped, BTreeMap::from([(7, 24_437_800_000_000)]));
         r.thawed(at(6.0));
         r.thawed(at(10.0));
         // Now a wait may have begun at 6 s (open across the freeze at
         // 8-10 s): 5 s at 12 s is possible, 7 s more at 12.5 s is not.
         assert_eq!(
-            r.read(at(12.0), &io(odd + 5_000_000_000), &mut dropped),
+            r.read(at(12.0), &io(odd + 5_000_000_000), &none, &mut dropped),
             5_000_000_000
         );
-        assert_eq!(r.read(at(12.5), &io(odd + 12_000_000_000), &mut dropped), 0);
-        assert_eq!(dropped[&7], 24_444_800_000_000);
-        // A thread gone is forgotten: one with its id later starts afresh.
-        assert_eq!(r.read(at(13.0), &HashMap::new(), &mut dropped), 0);
         assert_eq!(
-            r.read(at(14.0), &io(1_000_000_000), &mut dropped),
+            r.read(at(12.5), &io(odd + 12_000_000_000), &none, &mut dropped),
+            0
+        );
+        assert_eq!(dropped[&7], 24_444_800_000_000);
+        // Another thread with a gone one's id (its counters lower) starts
+        // afresh.
+        assert_eq!(r.read(at(13.0), &HashMap::new(), &none, &mut dropped), 0);
+        assert_eq!(
+            r.read(at(14.0), &io(1_000_000_000), &none, &mut dropped),
             1_000_000_000
         );
         // A thread seen running between the readings at 1 and 2 s (its CPU
@@ -1129,14 +1228,42 @@ mod tests {
             HashMap::from([(8, x)])
         };
         let (mut r, mut dropped) = (IoReadings::new(t), BTreeMap::new());
-        assert_eq!(r.read(at(1.0), &busy(1.0, 0), &mut dropped), 0);
-        assert_eq!(r.read(at(2.0), &busy(1.5, 0), &mut dropped), 0);
-        assert_eq!(r.read(at(3.0), &busy(1.5, 2_500_000_000), &mut dropped), 0);
+        assert_eq!(r.read(at(1.0), &busy(1.0, 0), &none, &mut dropped), 0);
+        assert_eq!(r.read(at(2.0), &busy(1.5, 0), &none, &mut dropped), 0);
+        assert_eq!(
+            r.read(at(3.0), &busy(1.5, 2_500_000_000), &none, &mut dropped),
+            0
+        );
         assert_eq!(dropped, BTreeMap::from([(8, 2_500_000_000)]));
         assert_eq!(
-            r.read(at(4.0), &busy(1.5, 5_000_000_000), &mut dropped),
+            r.read(at(4.0), &busy(1.5, 5_000_000_000), &none, &mut dropped),
             2_500_000_000
         );
+        // Seen awake (asleep, not in D) at 4.5 s, it began no wait before:
+        // 40 s of it by 5 s is no wait's, though it has not run since 1 s.
+        let awake = HashSet::from([8]);
+        assert_eq!(
+            r.read(at(4.5), &busy(1.5, 5_000_000_000), &awake, &mut dropped),
+            0
+        );
+        assert_eq!(
+            r.read(at(5.0), &busy(1.5, 45_000_000_000), &none, &mut dropped),
+            0
+        );
+        assert_eq!(dropped[&8], 42_500_000_000);
+        // Seen awake at 5.5 s and gone by 6 s: its exit record, come at 6
+        // s, adds 30 s after that reading, which is no wait's; 0.2 s is.
+        assert_eq!(
+            r.read(at(5.5), &busy(1.5, 45_000_000_000), &awake, &mut dropped),
+            0
+        );
+        assert_eq!(r.read(at(6.0), &HashMap::new(), &none, &mut dropped), 0);
+        let exit = |ns: u64| busy(1.5, ns)[&8];
+        r.exited(&exit(75_000_000_000), at(6.0), &mut dropped);
+        assert_eq!(dropped[&8], 72_500_000_000);
+        let mut few = BTreeMap::new();
+        r.exited(&exit(45_200_000_000), at(6.0), &mut few);
+        assert!(few.is_empty());
     }
 
     #[test]
@@ -1255,14 +1382,14 @@ mod tests {
         // left out of its exit record, frozen and running alike; its real
         // 0.3 s of I/O wait stays (dropping the whole record as longer
         // than its life would lose it).
-        let odd = Accrued {
+        let mut odd = Accrued {
             blkio_dropped_ns: BTreeMap::from([(1, 24_437_800_000_000)]),
             samples: 1,
             ..Accrued::default()
         };
         let mut end = t0;
         end.blkio_delay_ns += 24_437_800_000_000;
-        let fixed = corrected(vec![end], &odd.blkio_dropped_ns);
+        let fixed = corrected(vec![(9.0, end)], |_, _, _| {}, &mut odd.blkio_dropped_ns);
         let d = job_account(
             (0.0, 10.0),
             &fixed,
