@@ -80,11 +80,14 @@ def median_values(vs):
 # the jobs), the machine's 2 MiB THP swap-outs that fell back to small
 # pages (mTHP stats, machine-wide, over the longest job's life), the I/O
 # wait and CPU the kernel counted while the jobs were frozen (measured at
-# each freeze and thaw), and the hardware counters or why there are none.
+# each freeze and thaw), the block I/O delay left out as no wait's
+# (io_wait_dropped_s; "-" in runs from before it), and the hardware
+# counters or why there are none.
 COUNTERS_HEADER = ("| app | run | task-clock (s) | page faults (k) | major faults | context switches (k) "
                    "| CPU migrations | huge pages at quantum end (MB) | huge pages running (MB) "
-                   "| THP swap-out fallbacks | frozen: io wait / CPU (s) | hardware counters |")
-COUNTERS_RULE = "|---|---|---|---|---|---|---|---|---|---|---|---|"
+                   "| THP swap-out fallbacks | frozen: io wait / CPU (s) | io wait dropped (s) "
+                   "| hardware counters |")
+COUNTERS_RULE = "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 
 
 def counter_values(run):
@@ -117,6 +120,8 @@ def counter_values(run):
         "thp_fallback": fallback,
         "frozen_io": sum(a.get("io_wait_while_frozen_s", 0) for a in accs),
         "frozen_cpu": sum(a.get("cpu_while_frozen_s", 0) for a in accs),
+        "io_dropped": (sum(a["io_wait_dropped_s"] for a in accs)
+                       if all("io_wait_dropped_s" in a for a in accs) else None),
         "cycles": sum(h["cycles"] for h in hw) if all(hw) else None,
         "instructions": sum(h["instructions"] for h in hw) if all(hw) else None,
         "llc": sum(h["llc_misses"] for h in hw) if all(hw) else None,
@@ -128,7 +133,7 @@ def counter_values(run):
 
 def counter_cells(c):
     if c is None:
-        return ["-"] * 10
+        return ["-"] * 11
 
     def n(x, scale=1, fmt="{:.0f}"):
         return "-" if x is None else fmt.format(x / scale)
@@ -143,7 +148,7 @@ def counter_cells(c):
     return [n(c["task_clock"], fmt="{:.1f}"), n(c["page_faults"], 1e3, "{:.1f}"), n(c["major_faults"]),
             n(c["context_switches"], 1e3, "{:.1f}"), n(c["cpu_migrations"]),
             n(c["huge_quantum_end"]), n(c["huge_running"]), n(c["thp_fallback"]),
-            f"{c['frozen_io']:.2f} / {c['frozen_cpu']:.2f}", hw]
+            f"{c['frozen_io']:.2f} / {c['frozen_cpu']:.2f}", n(c["io_dropped"], fmt="{:.2f}"), hw]
 
 
 def median_counters(cs):
