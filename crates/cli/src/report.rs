@@ -465,7 +465,7 @@ pub fn job_account(a: &JobAccount) -> String {
     if a.io_wait_dropped_s > 0.0 {
         let _ = writeln!(
             out,
-            "  left out: {} s of io wait the kernel added at thaws, longer than any wait since the job last ran",
+            "  left out: {} s of io wait the kernel added that no wait can have had (docs/results.md)",
             num(a.io_wait_dropped_s)
         );
     }

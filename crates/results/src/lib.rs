@@ -126,11 +126,12 @@ pub struct JobAccount {
     pub run_queue_while_frozen_s: f64,
     #[serde(default)]
     pub frozen_samples: u32,
-    /// Block-I/O delay the kernel added to a thread at a thaw that no wait
-    /// can have had (longer than the time since its job last ran: this
-    /// kernel has added 24437.82 s to a thread frozen 60 s in all), summed
-    /// over its threads: left out of `io_wait_s` and
-    /// `io_wait_while_frozen_s`.
+    /// Block-I/O delay the kernel added to a thread that no wait can have
+    /// had: grown between two readings of the thread by more than the time
+    /// since it was last seen out of a wait or its job's previous running
+    /// stretch began (this kernel adds the time since boot at times),
+    /// summed over its threads: left out of `io_wait_s` and
+    /// `io_wait_while_frozen_s` (docs/results.md).
     #[serde(default)]
     pub io_wait_dropped_s: f64,
     /// Memory stalls, overlapping the parts above (the kernel counts them
