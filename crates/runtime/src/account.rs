@@ -91,8 +91,8 @@ const BUSY_SHARE: f64 = 0.05;
 /// How often a running job's threads' block-I/O delays are read. The
 /// readings only bound each growth (the module's doc); once a second keeps
 /// them to one taskstats query per thread per second (a 64-thread job: 64
-/// netlink round trips), and a growth dropped takes at most a second of
-/// real waits with it.
+/// netlink round trips), and a growth dropped while it runs takes with it
+/// only the real waits that ended in that second.
 const IO_EVERY: Duration = Duration::from_secs(1);
 /// A thread's CPU time is brought up to date at a scheduler tick or a
 /// switch, so a run seen in one reading may have ended up to a tick
@@ -234,8 +234,9 @@ impl IoReadings {
                 self.gone.insert(tid, w);
             }
         }
-        let last = &self.last;
-        self.gone.retain(|tid, _| !last.contains_key(tid));
+        for tid in self.last.keys() {
+            self.gone.remove(tid);
+        }
         self.read_at = now;
         kept
     }
@@ -530,14 +531,12 @@ impl Tracker {
     /// The counters of each thread of processes `pids`; those that could
     /// not be read (gone meanwhile) are left out.
     fn sample(&self, pids: &[i32]) -> HashMap<u32, TaskStats> {
-        let Some(q) = &self.querier else {
-            return HashMap::new();
-        };
-        pids.iter()
-            .flat_map(|&p| memgang_linux::process::threads(p).unwrap_or_default())
-            .take(MAX_THREADS)
-            .filter_map(|t| Some((t as u32, q.query(t as u32, false).ok()??)))
-            .collect()
+        self.sample_threads(
+            pids.iter()
+                .flat_map(|&p| memgang_linux::process::threads(p).unwrap_or_default())
+                .take(MAX_THREADS)
+                .map(|t| t as u32),
+        )
     }
 
     /// The counters of threads `tids`, as [`Tracker::sample`].
@@ -558,14 +557,13 @@ impl Tracker {
         }
         let now = self.sample(pids);
         let s = self.jobs.get_mut(&job).expect("checked");
-        // What grew while it ran is its running stretch's: only read here,
-        // for the growth no wait can have had.
-        // Frozen threads read as `D`: no state is read here.
-        let none = HashSet::new();
+        // What grew while it ran is its running stretch's: read here only
+        // for the growth no wait can have had. No states: frozen threads
+        // read as `D`.
         s.io.read(
             Instant::now(),
             &now,
-            &none,
+            &HashSet::new(),
             &mut s.while_frozen.blkio_dropped_ns,
         );
         s.frozen_at = Some(now);
@@ -673,10 +671,8 @@ impl Tracker {
         let mut while_frozen = started.while_frozen.clone();
         let tasks = corrected(
             tasks,
-            |at, t, dropped| {
-                let at = self.t0 + Duration::from_secs_f64(at.max(0.0));
-                started.io.exited(t, at, dropped)
-            },
+            &started.io,
+            self.t0,
             &mut while_frozen.blkio_dropped_ns,
         );
         let running: Vec<(f64, f64)> = timeline
@@ -825,19 +821,20 @@ fn job_tasks(
         .collect()
 }
 
-/// Exit records (each with when it came), their growth since their
-/// thread's last reading first checked by `exited` (which adds what no
-/// wait can have been to `dropped`), less the block-I/O delay dropped (by
-/// thread id), each then [`sane`].
+/// Exit records (each with when it came, in seconds since `t0`), their
+/// growth since their thread's last reading in `io` first checked (what no
+/// wait can have been goes to `dropped`), less the block-I/O delay dropped
+/// (by thread id), each then [`sane`].
 fn corrected(
     tasks: Vec<(f64, TaskStats)>,
-    exited: impl Fn(f64, &TaskStats, &mut BTreeMap<u32, u64>),
+    io: &IoReadings,
+    t0: Instant,
     dropped: &mut BTreeMap<u32, u64>,
 ) -> Vec<TaskStats> {
     tasks
         .into_iter()
         .map(|(at, mut t)| {
-            exited(at, &t, dropped);
+            io.exited(&t, t0 + Duration::from_secs_f64(at.max(0.0)), dropped);
             let d = dropped.get(&t.pid).copied().unwrap_or(0);
             t.blkio_delay_ns = t.blkio_delay_ns.saturating_sub(d);
             sane(&t)
@@ -1389,7 +1386,9 @@ mod tests {
         };
         let mut end = t0;
         end.blkio_delay_ns += 24_437_800_000_000;
-        let fixed = corrected(vec![(9.0, end)], |_, _, _| {}, &mut odd.blkio_dropped_ns);
+        let now = Instant::now();
+        let unread = IoReadings::new(now);
+        let fixed = corrected(vec![(9.0, end)], &unread, now, &mut odd.blkio_dropped_ns);
         let d = job_account(
             (0.0, 10.0),
             &fixed,
