@@ -755,3 +755,30 @@ fn the_citation_check_reads_paths_and_globs() {
     assert!(expand(&root, "bench/results/baseline/*.nothing").is_empty());
     assert!(expand(&root, "bench/results/no-such-dir").is_empty());
 }
+
+/// docs/README.md is the index of docs/: it links every page there, and
+/// every page it links is there.
+#[test]
+fn docs_readme_lists_every_doc() {
+    let docs = workspace().join("docs");
+    let index = std::fs::read_to_string(docs.join("README.md")).expect("docs/README.md");
+    let linked: BTreeSet<String> = index
+        .split("](")
+        .skip(1)
+        .filter_map(|s| s.split_once(')').map(|(target, _)| target.to_string()))
+        .filter(|t| !t.contains('/') && t.ends_with(".md"))
+        .collect();
+    let pages: BTreeSet<String> = std::fs::read_dir(&docs)
+        .expect("read docs/")
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".md") && n != "README.md")
+        .collect();
+    assert!(pages.len() > 5, "only {} pages in docs/", pages.len());
+    let missing: Vec<_> = pages.difference(&linked).collect();
+    let gone: Vec<_> = linked.difference(&pages).collect();
+    assert!(
+        missing.is_empty() && gone.is_empty(),
+        "docs/README.md leaves out {missing:?} (add a line each) and links {gone:?}, which are not in docs/"
+    );
+}
