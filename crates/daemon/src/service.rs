@@ -11,6 +11,7 @@ use memgang_core::text::printable;
 use memgang_core::{JobId, JobSpec, JobStatus};
 use memgang_linux::cgroup::{CgroupBackend, GroupPath};
 use memgang_linux::counters::{Psi, SwapStatus, VmStat};
+use memgang_linux::paging::page_size;
 use memgang_proto::{JobInfo, JobState};
 use memgang_results::{JobAccount, SwCounts};
 use memgang_runtime::account::Live;
@@ -1004,16 +1005,6 @@ impl Service {
         if let Err(e) = write() {
             tracing::warn!("writing metrics {}: {e}", path.display());
         }
-    }
-}
-
-fn page_size() -> u64 {
-    // SAFETY: sysconf has no preconditions.
-    let n = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    if n > 0 {
-        n as u64
-    } else {
-        4096
     }
 }
 
