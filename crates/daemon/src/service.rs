@@ -7,6 +7,7 @@ use crate::config::Config;
 use crate::journal::{Journal, Record};
 use anyhow::{Context, Result};
 use memgang_core::admission::{self, Capacity};
+use memgang_core::capacity::Holding;
 use memgang_core::text::printable;
 use memgang_core::{JobId, JobSpec, JobStatus};
 use memgang_linux::cgroup::{CgroupBackend, GroupPath};
@@ -348,8 +349,8 @@ impl Service {
             self.cfg.pool_memory,
             ours,
             self.cfg.swap_reserve,
-            self.cfg.policy != memgang_core::PolicyKind::Cosched,
         )
+        .promised(Holding::of(self.cfg.policy))
     }
 
     /// A capacity for refusing submissions before the loop has measured.
