@@ -155,12 +155,8 @@ fn check_pool(exp: &Experiment, counters: &dyn NodeCounters) -> Result<()> {
         .iter()
         .filter_map(|j| Some((j.spec.name.as_str(), j.spec.memory_bytes?)))
         .collect();
-    let room = memgang_runtime::memory::capacity(
-        counters,
-        exp.pool_memory,
-        0,
-        capacity::SWAP_RESERVE,
-    );
+    let room =
+        memgang_runtime::memory::capacity(counters, exp.pool_memory, 0, capacity::SWAP_RESERVE);
     let fmt = memgang_core::units::format_bytes;
     let fix =
         "Raise pool_memory, add swap with `memgang testbed up --swap SIZE`, or declare less memory";
@@ -358,8 +354,13 @@ mod tests {
                 assert_eq!(check.is_ok(), rule.is_ok(), "{policy}, {jobs} job(s)");
             }
         }
-        let err = check_pool(&exp("cosched", 3), &swap).unwrap_err().to_string();
-        assert!(err.contains("run at once") && err.contains("cosched"), "{err}");
+        let err = check_pool(&exp("cosched", 3), &swap)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("run at once") && err.contains("cosched"),
+            "{err}"
+        );
     }
 
     #[test]

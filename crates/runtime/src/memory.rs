@@ -307,12 +307,7 @@ impl GroupMemory {
 /// (`ours`: theirs to count on) and `reserve`, swap counted whatever the
 /// policy ([`Capacity::promised`] is paging prevention's part). Unreadable
 /// swap counts as none.
-pub fn capacity(
-    counters: &dyn NodeCounters,
-    pool_bytes: u64,
-    ours: u64,
-    reserve: u64,
-) -> Capacity {
+pub fn capacity(counters: &dyn NodeCounters, pool_bytes: u64, ours: u64, reserve: u64) -> Capacity {
     let (total, used) = counters
         .swap()
         .map_or((0, 0), |s| (s.total_bytes, s.used_bytes));
