@@ -7,7 +7,6 @@ use super::metrics::Accounted;
 use super::recovery::{read_status, Adopted, Recovered};
 use super::store::{disk_full, finish, unix_now};
 use super::Service;
-use crate::journal::Record;
 use anyhow::Result;
 use memgang_core::admission::Capacity;
 use memgang_core::text::printable;
@@ -47,9 +46,9 @@ struct Turns {
 impl Service {
     /// Run until `stop`: recover, then admit, start, step, record.
     pub fn run(&self, stop: &AtomicBool) -> Result<()> {
-        let rec = self.recover();
-        let (node, rejoin, adopted) = self.open_node(rec)?;
-        let mut t = self.rejoin(node, rejoin, adopted);
+        let mut rec = self.recover();
+        let node = self.open_node(&mut rec)?;
+        let mut t = self.rejoin(node, rec);
         while !stop.load(Ordering::Relaxed) {
             self.turn(&mut t)?;
         }
@@ -60,25 +59,24 @@ impl Service {
     /// The node in the pool the previous daemon left, with its jobs to
     /// rejoin, else in a new pool. A pool that refuses its limit (e.g. a
     /// smaller pool_memory than its jobs hold) keeps its jobs, which run
-    /// to their end there, and the new jobs go to a new pool.
-    fn open_node(&self, rec: Recovered) -> Result<(Node, Vec<(u64, Record)>, Vec<Adopted>)> {
+    /// to their end there (moved from `rec.rejoin` to `rec.elsewhere`),
+    /// and the new jobs go to a new pool.
+    fn open_node(&self, rec: &mut Recovered) -> Result<Node> {
         let pool = rec.pool.clone().unwrap_or_else(|| self.new_pool_name());
         let settings = self.node_settings(pool.clone());
         // Ours before it exists: a daemon removes only the pools it made.
         self.own_pools(|pools| {
             pools.insert(pool.clone());
         });
-        let mut rejoin = rec.rejoin;
-        let mut adopted = rec.elsewhere;
         let node = match Node::new(settings, self.env.clone()) {
             Ok(node) => node,
             Err(e) if rec.pool.is_some() => {
                 tracing::warn!(
                     "taking over the pool {pool}: {e:#}; its jobs run to their end there"
                 );
-                for (id, r) in rejoin.drain(..) {
+                for (id, r) in rec.rejoin.drain(..) {
                     if let Some(g) = r.group.as_deref().and_then(|g| GroupPath::new(g).ok()) {
-                        adopted.push(self.run_to_end(id, g));
+                        rec.elsewhere.push(self.run_to_end(id, g));
                     }
                 }
                 let pool = self.new_pool_name();
@@ -97,19 +95,15 @@ impl Service {
             self.cfg.quantum,
             self.cfg.switch
         );
-        Ok((node, rejoin, adopted))
+        Ok(node)
     }
 
     /// The previous daemon's jobs in this pool rejoin the rotation (one
     /// the node cannot adopt runs to its end); pools left empty go.
-    fn rejoin(
-        &self,
-        mut node: Node,
-        rejoin: Vec<(u64, Record)>,
-        mut adopted: Vec<Adopted>,
-    ) -> Turns {
+    fn rejoin(&self, mut node: Node, rec: Recovered) -> Turns {
+        let mut adopted = rec.elsewhere;
         let mut map: HashMap<u64, JobId> = HashMap::new();
-        for (id, r) in rejoin {
+        for (id, r) in rec.rejoin {
             let spec = JobSpec {
                 name: format!("j{id}"),
                 ranks: r.info.ranks,
