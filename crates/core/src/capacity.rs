@@ -39,7 +39,7 @@
 //!
 //! | rule | the question | asked by |
 //! |---|---|---|
-//! | [`Holding::of`], [`Capacity::promised`] | what the rules count under a policy (the `parks` decision) | memgangd (`Service::capacity`), [`experiment_may_run`] |
+//! | [`Holding::of`], [`Capacity::promised`] | what the rules count under a policy (the `parks` decision) | memgangd (`Service::capacity`), `memgang run` (`check_pool`) |
 //! | [`set_may_run`] ([`shortage`] says why not) | may these jobs be held at once, a switch's exchange included? | the two below |
 //! | [`job_may_start`] | may a queued job start beside the jobs already promised memory? | [`crate::admission::admit`] (memgangd's node loop) |
 //! | [`refuse`] | could a job ever run here, alone? | memgangd at submit |
