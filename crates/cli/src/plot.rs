@@ -5,6 +5,7 @@
 
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, Subcommand};
+use memgang_linux::paging::page_size;
 use memgang_results::{RunResult, Switch};
 use plotters::coord::Shift;
 use plotters::prelude::*;
@@ -252,16 +253,6 @@ fn load(path: &Path) -> Result<RunResult> {
         );
     }
     Ok(r)
-}
-
-fn page_size() -> u64 {
-    // SAFETY: sysconf has no preconditions.
-    let n = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    if n > 0 {
-        n as u64
-    } else {
-        4096
-    }
 }
 
 fn panel(r: &RunResult, page: f64, from: f64, to: f64) -> Panel {

@@ -5,7 +5,7 @@
 use crate::baseline::{self, Baseline};
 use crate::experiment::Experiment;
 use anyhow::{bail, Context, Result};
-use memgang_core::capacity::{self, Set};
+use memgang_core::capacity::{self, Holding, Refusal};
 use memgang_core::PolicyKind;
 use memgang_linux::cgroup;
 use memgang_linux::counters::NodeCounters;
@@ -143,38 +143,41 @@ fn require_root() -> Result<()> {
     Ok(())
 }
 
-/// Refuse an experiment whose declared jobs the node cannot hold, by the
-/// capacity model (`memgang_core::capacity`): each job alone in the pool
-/// and the usable swap, and, where the policy parks suspended jobs in swap,
-/// all of them with a switch's exchange; under `cosched` all of them at
-/// once, without one. Refused, not serialized: the policy, not `memgang
-/// run`, decides when jobs run, and a run that waited for memory would not
-/// measure the policy. Jobs that declare no memory are not counted.
+/// Refuse an experiment whose declared jobs the node cannot hold under its
+/// policy, by the capacity model's rule for an experiment
+/// ([`capacity::experiment_may_run`]: each job alone in the pool and the
+/// usable swap, and all of them as the policy holds them). Refused, not
+/// serialized: the policy, not `memgang run`, decides when jobs run. Jobs
+/// that declare no memory are not counted.
 fn check_pool(exp: &Experiment, counters: &dyn NodeCounters) -> Result<()> {
     let declared: Vec<(&str, u64)> = exp
         .jobs
         .iter()
         .filter_map(|j| Some((j.spec.name.as_str(), j.spec.memory_bytes?)))
         .collect();
-    let cap = memgang_runtime::memory::capacity(
-        counters,
-        exp.pool_memory,
-        0,
-        capacity::SWAP_RESERVE,
-        true,
-    );
+    let room =
+        memgang_runtime::memory::capacity(counters, exp.pool_memory, 0, capacity::SWAP_RESERVE);
     let fmt = memgang_core::units::format_bytes;
     let fix =
         "Raise pool_memory, add swap with `memgang testbed up --swap SIZE`, or declare less memory";
+    let bytes: Vec<u64> = declared.iter().map(|d| d.1).collect();
+    match capacity::experiment_may_run(&bytes, &room, Holding::of(exp.policy)) {
+        Ok(()) => {}
+        Err(Refusal::Alone { index, bytes }) => bail!(
+            "experiment {:?}: job {:?} declares {} but the node holds at most {}, so it cannot run. {fix}.",
+            exp.name,
+            declared[index].0,
+            fmt(bytes),
+            room.describe()
+        ),
+        Err(Refusal::Together(why)) => bail!(
+            "experiment {:?} cannot run as it is under {}: {why}. {fix}, run fewer jobs at once \
+             (or under policy batch).",
+            exp.name,
+            exp.policy
+        ),
+    }
     if let Some(&(name, big)) = declared.iter().max_by_key(|d| d.1) {
-        if big > cap.total() {
-            bail!(
-                "experiment {:?}: job {name:?} declares {} but the node holds at most {}, so it cannot run. {fix}.",
-                exp.name,
-                fmt(big),
-                cap.describe()
-            );
-        }
         if big > exp.pool_memory {
             tracing::warn!(
                 "job {name:?} declares {}, more than the pool's {}: it will page even when alone",
@@ -182,26 +185,6 @@ fn check_pool(exp: &Experiment, counters: &dyn NodeCounters) -> Result<()> {
                 fmt(exp.pool_memory)
             );
         }
-    }
-    let set = Set::of(&declared.iter().map(|d| d.1).collect::<Vec<_>>());
-    let why = match exp.policy {
-        PolicyKind::Batch => None,
-        PolicyKind::Cosched => (set.sum > cap.total()).then(|| {
-            format!(
-                "its jobs run at once and declare {} in all, more than {}",
-                fmt(set.sum),
-                cap.describe()
-            )
-        }),
-        _ => capacity::shortage(set, &cap),
-    };
-    if let Some(why) = why {
-        bail!(
-            "experiment {:?} cannot run as it is under {}: {why}. {fix}, run fewer jobs at once \
-             (or under policy batch).",
-            exp.name,
-            exp.policy
-        );
     }
     Ok(())
 }
@@ -351,6 +334,33 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("cannot run"), "{err}");
+    }
+
+    /// The check adds only its messages to the capacity model's rule for
+    /// an experiment (whose table against memgangd's admission is core's
+    /// `memgang_run_and_memgangd_judge_alike_but_where_they_mean_to_differ`).
+    #[test]
+    fn the_check_is_the_capacity_models_rule_for_an_experiment() {
+        let swap = FakeCounters::with_swap(320 << 20);
+        let room = memgang_runtime::memory::capacity(&swap, 256 << 20, 0, capacity::SWAP_RESERVE);
+        for policy in PolicyKind::ALL {
+            for jobs in 1..4 {
+                let rule = capacity::experiment_may_run(
+                    &vec![210 << 20; jobs],
+                    &room,
+                    Holding::of(policy),
+                );
+                let check = check_pool(&exp(policy.name(), jobs), &swap);
+                assert_eq!(check.is_ok(), rule.is_ok(), "{policy}, {jobs} job(s)");
+            }
+        }
+        let err = check_pool(&exp("cosched", 3), &swap)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("run at once") && err.contains("cosched"),
+            "{err}"
+        );
     }
 
     #[test]
