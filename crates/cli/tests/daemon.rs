@@ -648,3 +648,63 @@ fn a_switchs_exchange_is_admitted_only_with_swap_for_both_sides() {
         }
     }
 }
+
+fn oom_score_adj(pid: i32) -> i32 {
+    std::fs::read_to_string(format!("/proc/{pid}/oom_score_adj"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// The kernel's OOM killer picks a job, not memgangd: the daemon lowers
+/// its own oom_score_adj at start (the unit's OOMScoreAdjust= aside), and
+/// a job, which would inherit it across fork and exec, runs at the
+/// default, 0, and as its user cannot lower it again.
+#[test]
+#[ignore = "needs root: cgroups, users (scripts/test runs it as root)"]
+fn a_job_runs_at_oom_score_adj_0_under_a_protected_daemon() {
+    require_root("a_job_runs_at_oom_score_adj_0_under_a_protected_daemon");
+    assert!(
+        oom_score_adj(std::process::id() as i32) >= 0,
+        "the test itself must start unprotected"
+    );
+    let d = Daemon::new("pool_memory = \"256M\"\nswap_reserve = \"0\"\n");
+    let daemon = oom_score_adj(d.pid());
+    assert!(
+        daemon < 0,
+        "memgangd's oom_score_adj is {daemon}: {}",
+        d.log()
+    );
+    assert!(d.log().contains("oom_score_adj"), "{}", d.log());
+    let nobody = user("nobody");
+    let id = d.submit(Some(nobody), "16M", &["sleep", "60"]);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let pids = loop {
+        let pids = memgang_pids_of(id);
+        let sleeping = pids.iter().any(|p| {
+            std::fs::read_to_string(format!("/proc/{p}/comm")).is_ok_and(|c| c.trim() == "sleep")
+        });
+        if sleeping {
+            break pids;
+        }
+        assert!(Instant::now() < deadline, "job {id} never ran: {}", d.log());
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    for p in &pids {
+        assert_eq!(oom_score_adj(*p), 0, "job {id}'s process {p}");
+        // As the job's user it cannot take the daemon's protection back.
+        let lower = Command::new("sh")
+            .args(["-c", &format!("echo -900 > /proc/{p}/oom_score_adj")])
+            .uid(nobody.0)
+            .gid(nobody.1)
+            .output()
+            .unwrap();
+        assert!(
+            !lower.status.success(),
+            "nobody lowered {p}'s oom_score_adj"
+        );
+    }
+    let out = d.cli(None, &["cancel", &id.to_string()]);
+    assert!(out.status.success(), "{}", text(&out));
+}
