@@ -649,6 +649,17 @@ fn a_switchs_exchange_is_admitted_only_with_swap_for_both_sides() {
     }
 }
 
+/// CAP_SYS_RESOURCE (bit 24) in this process's effective set: needed to
+/// lower an oom_score_adj.
+fn has_sys_resource() -> bool {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .and_then(|h| u64::from_str_radix(h.trim(), 16).ok())
+        .is_some_and(|caps| caps & (1 << 24) != 0)
+}
+
 fn oom_score_adj(pid: i32) -> i32 {
     std::fs::read_to_string(format!("/proc/{pid}/oom_score_adj"))
         .unwrap()
@@ -671,6 +682,21 @@ fn a_job_runs_at_oom_score_adj_0_under_a_protected_daemon() {
     );
     let d = Daemon::new("pool_memory = \"256M\"\nswap_reserve = \"0\"\n");
     let daemon = oom_score_adj(d.pid());
+    if !has_sys_resource() {
+        // Root in a container without CAP_SYS_RESOURCE (as this project's
+        // machines): nobody can lower a score here. The daemon says so.
+        assert!(
+            d.log()
+                .contains("cannot protect memgangd from the OOM killer"),
+            "{}",
+            d.log()
+        );
+        eprintln!(
+            "\n*** SKIPPED the negative oom_score_adj checks: this root lacks CAP_SYS_RESOURCE; \
+             scripts/vm checks memgangd's, its holder's and a job's under systemd ***\n"
+        );
+        return;
+    }
     assert!(
         daemon < 0,
         "memgangd's oom_score_adj is {daemon}: {}",
