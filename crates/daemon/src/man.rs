@@ -50,7 +50,7 @@ the clients' socket, mode 0666.
 .I /run/memgang/memgang.prom
 the metrics, rewritten every 5 s.
 .TP
-.I /lib/systemd/system/memgangd.service\fR, \fI/lib/systemd/system/memgang\-jobs.service
+.I /usr/lib/systemd/system/memgangd.service\fR, \fI/usr/lib/systemd/system/memgang\-jobs.service
 the units: the daemon, and (cgroup v2) the delegated group its pools and
 jobs live in, held by \fBmemgangd hold\fR.
 .SH EXAMPLES
