@@ -78,10 +78,23 @@ MEMGANG_SOCKET=/tmp/test.sock memgang status
 \fBjournalctl\fR(1), \fI/usr/share/doc/memgang/daemon.md\fR
 "#;
 
+const DESCRIPTION: &str = "memgangd runs users' jobs on one node: they submit with \
+`memgang submit`, it admits a job only while the pool plus swap holds it (a job waits \
+rather than be OOM-killed), runs it as its user in its own cgroup under the configured \
+policy, and keeps every job in a journal so that a crash or restart loses none (running \
+jobs are adopted). It runs as root, normally as memgangd.service; its settings are in \
+memgang.toml(5).";
+
 /// memgangd.8 and memgang.toml.5 into `out`.
 pub fn write(cmd: clap::Command, out: &Path) -> std::io::Result<()> {
     std::fs::create_dir_all(out)?;
-    let man = clap_mangen::Man::new(cmd.disable_help_subcommand(true)).section("8");
+    // Its options without its internal subcommands (shim, hold, man).
+    let page = clap::Command::new("memgangd")
+        .version(env!("CARGO_PKG_VERSION"))
+        .about(cmd.get_about().cloned().unwrap_or_default())
+        .long_about(DESCRIPTION)
+        .args(cmd.get_arguments().cloned());
+    let man = clap_mangen::Man::new(page).section("8");
     let mut f = std::fs::File::create(out.join("memgangd.8"))?;
     man.render_title(&mut f)?;
     man.render_name_section(&mut f)?;
