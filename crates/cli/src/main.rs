@@ -18,6 +18,7 @@ mod calibrate;
 mod cleanup;
 mod client;
 mod figures;
+mod man;
 mod plot;
 mod report;
 mod sim;
@@ -88,7 +89,8 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Write man pages (memgang.1 and one per verb) into a directory.
+    /// Write man pages (memgang.1, one per verb, memgang-workload.1) into a
+    /// directory.
     #[command(hide = true)]
     Man {
         #[arg(short, long, default_value = ".")]
@@ -286,9 +288,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Man { out } => {
-            std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
-            clap_mangen::generate_to(<Cli as clap::CommandFactory>::command(), &out)
-                .with_context(|| format!("writing man pages to {}", out.display()))?;
+            man::write(&out)?;
             println!("man pages written to {}", out.display());
             Ok(ExitCode::SUCCESS)
         }
