@@ -37,7 +37,7 @@ pub struct CalibrateArgs {
     sample: u64,
     /// How long to read random 4 KiB pages of the sample, one at a time;
     /// then as long again with 8 in flight (the swap readahead window).
-    #[arg(long, default_value = "5s", value_parser = crate::humantime_arg)]
+    #[arg(long, default_value = "5s", value_parser = crate::args::duration)]
     random_for: Duration,
     /// Memory paged out and faulted back, once in a random order and once
     /// in order, to time demand faults and their readahead.
@@ -53,7 +53,7 @@ pub struct CalibrateArgs {
     #[arg(long, default_value = "256M", value_parser = parse_bytes)]
     pool_memory: u64,
     /// Quantum of the switch run.
-    #[arg(long, default_value = "2s", value_parser = crate::humantime_arg)]
+    #[arg(long, default_value = "2s", value_parser = crate::args::duration)]
     quantum: Duration,
     /// Sweeps over its memory each job of the switch run makes (its length).
     #[arg(long, default_value_t = 20)]

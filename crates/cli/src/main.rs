@@ -14,6 +14,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
+mod args;
 mod calibrate;
 mod cleanup;
 mod client;
@@ -108,7 +109,7 @@ struct RunArgs {
     #[arg(long)]
     policy: Option<PolicyKind>,
     /// Time slice of gang scheduling, e.g. 10s (overrides the file).
-    #[arg(long, value_parser = humantime_arg)]
+    #[arg(long, value_parser = args::duration)]
     quantum: Option<Duration>,
     /// The most of the time switching may take, e.g. 5%: a quantum after
     /// a dearer switch grows until it does, up to 10 quanta (overrides the
@@ -189,7 +190,7 @@ enum TestbedAction {
         /// Also read random 4 KiB pages for this long, one at a time and
         /// then 8 in flight (the rates demand faults and swap readahead
         /// get), e.g. 2s; default: not measured.
-        #[arg(long, value_parser = humantime_arg)]
+        #[arg(long, value_parser = args::duration)]
         random_for: Option<Duration>,
         /// Also time demand faults over this much memory paged out and
         /// touched back, at random and in order (root: a memory cgroup),
@@ -198,14 +199,6 @@ enum TestbedAction {
         #[arg(long, value_parser = parse_bytes)]
         faults: Option<u64>,
     },
-}
-
-fn humantime_arg(s: &str) -> Result<Duration, String> {
-    let d = humantime::parse_duration(s).map_err(|e| format!("{e}; write e.g. 10s or 500ms"))?;
-    if d.is_zero() {
-        return Err("must be greater than zero".into());
-    }
-    Ok(d)
 }
 
 /// Exit codes: scripts can tell a run with failed jobs from a broken run.

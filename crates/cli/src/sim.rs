@@ -53,7 +53,7 @@ pub struct SimArgs {
     /// batch | cosched | gang | hybrid | auto.
     #[arg(long, default_value = "gang")]
     policy: PolicyKind,
-    #[arg(long, default_value = "60s", value_parser = crate::humantime_arg)]
+    #[arg(long, default_value = "60s", value_parser = crate::args::duration)]
     quantum: Duration,
     /// The most of the time switching may take, e.g. 5%: a quantum after a
     /// dearer switch grows until it does, up to 10 quanta (as `memgang run`).
@@ -110,13 +110,13 @@ pub struct SimArgs {
     #[arg(long, default_value_t = 1)]
     seed: u64,
     /// Generator: mean time between arrivals.
-    #[arg(long, default_value = "30s", value_parser = crate::humantime_arg)]
+    #[arg(long, default_value = "30s", value_parser = crate::args::duration)]
     arrival_gap: Duration,
     /// Generator: keep this many jobs in the system instead (closed loop).
     #[arg(long)]
     closed: Option<u32>,
     /// Generator: mean run time (Pareto, shape 1.5).
-    #[arg(long, default_value = "10m", value_parser = crate::humantime_arg)]
+    #[arg(long, default_value = "10m", value_parser = crate::args::duration)]
     mean_runtime: Duration,
     /// Generator: mean memory per rank (Pareto, shape 1.5, capped at the node's memory).
     #[arg(long, value_parser = parse_bytes)]

@@ -70,15 +70,15 @@ pub enum Slurm {
         munge_socket: Option<PathBuf>,
         #[arg(long, default_value = "gang")]
         policy: PolicyKind,
-        #[arg(long, default_value = "10s", value_parser = crate::humantime_arg)]
+        #[arg(long, default_value = "10s", value_parser = crate::args::duration)]
         quantum: Duration,
         #[arg(long, default_value = "so/ao/ai")]
         switch: Switching,
         /// One node's part of a switch may take this long; then its jobs
         /// stay stopped and the switch is reported failed.
-        #[arg(long, default_value = "120s", value_parser = crate::humantime_arg)]
+        #[arg(long, default_value = "120s", value_parser = crate::args::duration)]
         switch_timeout: Duration,
-        #[arg(long, default_value = "500ms", value_parser = crate::humantime_arg)]
+        #[arg(long, default_value = "500ms", value_parser = crate::args::duration)]
         poll: Duration,
         /// Exit once every job seen has ended and none waits.
         #[arg(long)]

@@ -19,11 +19,11 @@ pub struct WssArgs {
     pids: Vec<i32>,
     /// Windows τ (comma-separated), measured in turn: the kernel keeps one
     /// accessed bit per page, so windows cannot overlap.
-    #[arg(long, value_delimiter = ',', default_value = "32ms,128ms,512ms", value_parser = crate::humantime_arg)]
+    #[arg(long, value_delimiter = ',', default_value = "32ms,128ms,512ms", value_parser = crate::args::duration)]
     tau: Vec<Duration>,
     /// Stop after this long (a command still running is then killed);
     /// default: when every job has exited.
-    #[arg(long, value_parser = crate::humantime_arg)]
+    #[arg(long, value_parser = crate::args::duration)]
     duration: Option<Duration>,
     /// Earlier `memgang wss --json` files: their jobs join the suggestion.
     #[arg(long, value_name = "JSON")]
