@@ -1126,3 +1126,63 @@ fn the_length_check_measures_functions() {
     assert_eq!(file.lines().count(), 11);
     assert_eq!(lines_but_tests(file), 7);
 }
+
+/// The dependencies `manifest` (a crate's Cargo.toml) declares with a
+/// version or path of its own rather than `workspace = true`, as
+/// `section: name`.
+fn own_declarations(manifest: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut section = String::new();
+    for line in manifest.lines().map(str::trim) {
+        if line.starts_with('[') {
+            section = line.trim_matches(['[', ']']).to_string();
+            continue;
+        }
+        let deps = section.ends_with("dependencies") && !section.starts_with("workspace");
+        let Some((key, value)) = line.split_once('=') else {
+            continue;
+        };
+        let (key, value) = (key.trim(), value.trim());
+        if !deps || key.starts_with('#') {
+            continue;
+        }
+        let shared = key.ends_with(".workspace") && value == "true"
+            || value.replace(' ', "").contains("workspace=true");
+        if !shared {
+            out.push(format!("{section}: {key}"));
+        }
+    }
+    out
+}
+
+/// Workspace dependencies are declared once, in the root Cargo.toml: a
+/// crate names them with `workspace = true` (features may be added).
+#[test]
+fn dependencies_are_declared_once_in_the_workspace() {
+    let crates = workspace().join("crates");
+    let mut found = Vec::new();
+    for e in std::fs::read_dir(&crates).unwrap().flatten() {
+        let manifest = e.path().join("Cargo.toml");
+        if let Ok(text) = std::fs::read_to_string(&manifest) {
+            let name = e.file_name().to_string_lossy().into_owned();
+            found.extend(
+                own_declarations(&text)
+                    .into_iter()
+                    .map(|d| format!("crates/{name}/Cargo.toml [{d}]")),
+            );
+        }
+    }
+    found.sort();
+    assert!(
+        found.is_empty(),
+        "dependencies declared in a crate rather than in the root Cargo.toml's \
+         [workspace.dependencies] (declare them there, and `name.workspace = true` here):\n{}",
+        found.join("\n")
+    );
+    let own = own_declarations(
+        "[package]\nname = \"x\"\n[dependencies]\na.workspace = true\n\
+         b = { workspace = true, features = [\"f\"] }\nc = \"1\"\n\
+         [dev-dependencies]\nd = { path = \"../d\" }\n[features]\ntesting = []\n",
+    );
+    assert_eq!(own, ["dependencies: c", "dev-dependencies: d"]);
+}
