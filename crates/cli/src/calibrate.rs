@@ -21,7 +21,6 @@ use memgang_experiment::{Baseline, Experiment, Overrides, RunOptions, RunResult}
 use memgang_linux::faults::{self, Order};
 use memgang_linux::swap;
 use serde_json::json;
-use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -226,15 +225,20 @@ fn calibrate(a: &CalibrateArgs, stop: &AtomicBool) -> Result<(serde_json::Value,
             format_bytes(a.pool_memory),
             a.quantum
         );
+        let line = crate::progress::StatusLine::on_terminal();
         let r = memgang_experiment::run(
             &exp,
             &RunOptions {
                 logs: Some(logs.0.clone()),
                 baseline: Baseline::None,
-                live: std::io::stderr().is_terminal(),
+                progress: crate::progress::callback(&line),
                 signals: false,
             },
-        )?;
+        );
+        if let Some(line) = &line {
+            line.clear();
+        }
+        let r = r?;
         check(stop)?;
         if r.interrupted {
             bail!("the switch run was interrupted; nothing written");

@@ -20,6 +20,7 @@ mod cleanup;
 mod client;
 mod figures;
 mod plot;
+mod progress;
 mod report;
 mod sim;
 mod slurm;
@@ -333,13 +334,18 @@ fn run(args: RunArgs) -> Result<ExitCode> {
         }
         return Ok(ExitCode::SUCCESS);
     }
+    let line = progress::StatusLine::on_terminal();
     let opts = RunOptions {
         logs: args.logs,
         baseline: args.baseline,
-        live: std::io::stderr().is_terminal(),
+        progress: progress::callback(&line),
         signals: args.signals,
     };
-    let result = memgang_experiment::run(&exp, &opts)?;
+    let result = memgang_experiment::run(&exp, &opts);
+    if let Some(line) = &line {
+        line.clear();
+    }
+    let result = result?;
     match &args.json {
         Some(path) if path.as_os_str() == "-" => {
             println!("{}", serde_json::to_string_pretty(&result)?);

@@ -2,14 +2,13 @@
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use indicatif::{ProgressBar, ProgressStyle};
 use memgang_core::units::{format_bytes, parse_bytes};
 use memgang_core::{Overlap, PolicyKind, Switching, Time};
 use memgang_sim::{
     Access, Arrivals, BadLines, Config, Device, DeviceFile, FaultPolicy, Generator, GeneratorSpec,
     JobRecord, PagingModel, Report, Simulator, Swf, SwfHeader, Workload,
 };
-use std::io::{BufReader, BufWriter, IsTerminal, Write};
+use std::io::{BufReader, BufWriter, Write};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -295,7 +294,7 @@ pub fn run(a: SimArgs) -> Result<()> {
         (None, None) => bail!("give a trace (--swf FILE) or --generate JOBS"),
     };
 
-    let bar = progress_bar(total);
+    let bar = crate::progress::jobs_bar(total);
     let mut progress = |now: Time, done: u64| {
         bar.set_position(done);
         bar.set_message(format!(
@@ -411,23 +410,6 @@ pub fn read_paging(path: Option<&std::path::Path>, base: PagingModel) -> Result<
 
 fn secs(t: Time) -> Duration {
     Duration::from_secs(t.as_secs())
-}
-
-/// A bar when stderr is a terminal (jobs done, of the total if known).
-fn progress_bar(total: Option<u64>) -> ProgressBar {
-    if !std::io::stderr().is_terminal() {
-        return ProgressBar::hidden();
-    }
-    match total {
-        Some(n) => ProgressBar::new(n).with_style(
-            ProgressStyle::with_template("{bar:40} {pos}/{len} jobs, {msg} ({elapsed})")
-                .expect("a valid template"),
-        ),
-        None => ProgressBar::new_spinner().with_style(
-            ProgressStyle::with_template("{spinner} {pos} jobs done, {msg} ({elapsed})")
-                .expect("a valid template"),
-        ),
-    }
 }
 
 fn table(r: &Report) -> String {

@@ -1186,3 +1186,27 @@ fn dependencies_are_declared_once_in_the_workspace() {
     );
     assert_eq!(own, ["dependencies: c", "dev-dependencies: d"]);
 }
+
+/// Only the cli draws on a terminal: the libraries (the runtime, the
+/// experiment runner) tell it what happens through the runtime's
+/// `Progress` callback, and memgangd logs.
+#[test]
+fn only_the_cli_draws_progress_bars() {
+    let crates = workspace().join("crates");
+    let mut found = Vec::new();
+    for e in std::fs::read_dir(&crates).unwrap().flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let text = std::fs::read_to_string(e.path().join("Cargo.toml")).unwrap_or_default();
+        if name != "cli"
+            && text
+                .lines()
+                .any(|l| l.trim_start().starts_with("indicatif"))
+        {
+            found.push(name);
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "crates other than the cli depend on indicatif: {found:?}"
+    );
+}

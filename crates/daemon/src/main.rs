@@ -298,7 +298,7 @@ fn daemon(config_path: &Path, explicit: bool, jobs_cgroup: Option<&str>) -> Resu
         backend,
         logs: jobs_dir,
         stop: stop.clone(),
-        progress: indicatif::ProgressBar::hidden(),
+        progress: None,
     };
     let placeholder = memgang_core::admission::Capacity {
         pool_bytes: cfg.pool_memory,
