@@ -2,7 +2,7 @@
 //! machine with swap (dist/memgang.toml lists them).
 
 use anyhow::{bail, Context, Result};
-use memgang_core::units::parse_bytes;
+use memgang_core::units::parse_size;
 use memgang_core::{Overlap, PolicyKind, Switching};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
@@ -86,7 +86,7 @@ impl Config {
     fn from_file(f: File, ram: u64) -> Result<Config> {
         let bytes = |key: &str, v: &Option<String>, default: u64| -> Result<u64> {
             v.as_deref().map_or(Ok(default), |s| {
-                parse_bytes(s).map_err(|e| anyhow::anyhow!("{key} = {s:?}: {e}"))
+                parse_size(key, s).map_err(|e| anyhow::anyhow!("{e}"))
             })
         };
         let quantum = match &f.quantum {
@@ -251,6 +251,14 @@ mod tests {
     fn bad_values_name_the_key() {
         let e = parse("pool_memory = \"lots\"").unwrap_err().to_string();
         assert!(e.contains("pool_memory"), "{e}");
+        // A size without its unit is refused, not read as bytes; zero
+        // needs none.
+        let e = parse("swap_reserve = \"512\"").unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "swap_reserve \"512\" has no unit: write 512M, 512MiB or 512G (512B if bytes are meant)"
+        );
+        assert_eq!(parse("swap_reserve = \"0\"").unwrap().swap_reserve, 0);
         let e = parse("quantum = \"0s\"").unwrap_err().to_string();
         assert!(e.contains("quantum"), "{e}");
         let e = parse("max_switch_share = \"half\"")

@@ -2,7 +2,7 @@
 //! the file, the line and what to write instead.
 
 use memgang_core::packing;
-use memgang_core::units::{format_bytes, parse_bytes};
+use memgang_core::units::{format_bytes, parse_size};
 use memgang_core::{JobSpec, Overlap, PolicyKind, Quantum, Switching};
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -214,8 +214,9 @@ impl Cx<'_> {
         Ok(d)
     }
 
-    fn size(&self, v: &Spanned<String>) -> Result<u64, ExperimentError> {
-        parse_bytes(v.get_ref()).map_err(|m| self.err(Some(v.span()), m))
+    /// A size setting (`what` names it), with its unit.
+    fn size(&self, v: &Spanned<String>, what: &str) -> Result<u64, ExperimentError> {
+        parse_size(what, v.get_ref()).map_err(|m| self.err(Some(v.span()), m))
     }
 
     /// `max_switch_share`, a percentage or a fraction, for the policies
@@ -281,7 +282,7 @@ impl Cx<'_> {
     fn pool_memory(&self, doc: &FileDoc, overrides: &Overrides) -> Result<u64, ExperimentError> {
         let pool_memory = match (overrides.pool_memory, &doc.pool_memory) {
             (Some(m), _) => m,
-            (None, Some(m)) => self.size(m)?,
+            (None, Some(m)) => self.size(m, "pool_memory")?,
             (None, None) => {
                 return Err(self.err(None, "no pool_memory: say how much memory the jobs share, e.g. pool_memory = \"1G\" (or --pool-memory)".into()))
             }
@@ -351,7 +352,9 @@ impl Cx<'_> {
                 ))
             }
         };
-        let memory_bytes = j.memory.as_ref().map(|m| self.size(m)).transpose()?;
+        let memory_bytes = (j.memory.as_ref())
+            .map(|m| self.size(m, &format!("job {name:?}: memory")))
+            .transpose()?;
         let arrival = match &j.arrival {
             None => Duration::ZERO,
             Some(a) => humantime::parse_duration(a.get_ref()).map_err(|e| {
@@ -510,7 +513,20 @@ command = ["true"]
         assert_eq!(e.line, Some(9), "{e}");
         assert!(
             e.to_string()
-                .starts_with("exp.toml:9: invalid size \"70QM\""),
+                .starts_with("exp.toml:9: job \"a\": memory \"70QM\" is not a size"),
+            "{e}"
+        );
+        // A number without a unit is refused, not read as bytes.
+        let e = error_of(&GOOD.replace("memory = \"700M\"", "memory = \"700\""));
+        assert_eq!(
+            e.to_string(),
+            "exp.toml:9: job \"a\": memory \"700\" has no unit: write 700M, 700MiB or 700G \
+             (700B if bytes are meant)"
+        );
+        let e = error_of(&GOOD.replace("pool_memory = \"1G\"", "pool_memory = \"1\""));
+        assert!(
+            e.to_string()
+                .starts_with("exp.toml:4: pool_memory \"1\" has no unit: write 1M"),
             "{e}"
         );
 
