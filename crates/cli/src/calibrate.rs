@@ -60,6 +60,7 @@ pub struct CalibrateArgs {
     /// Size of the swap file made if the node has no swap (removed after).
     #[arg(long, default_value = "2G", value_parser = parse_bytes)]
     swap: u64,
+    /// Where that swap file goes.
     #[arg(long, default_value = swap::DEFAULT_SWAP_PATH)]
     swap_path: PathBuf,
 }

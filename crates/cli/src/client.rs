@@ -26,6 +26,9 @@ pub enum Verb {
         /// pool plus swap can hold it beside the jobs already running.
         #[arg(long, value_parser = parse_bytes)]
         memory: u64,
+        /// The processes it runs in parallel (its ranks): a job takes a
+        /// node's processors by them, as many nodes as its ranks over the
+        /// node's CPUs, rounded up.
         #[arg(long, default_value_t = 1)]
         ranks: u32,
         /// A name for status (default: the program's name).
@@ -58,17 +61,28 @@ pub enum Verb {
     },
     /// One job in full.
     Show {
+        /// The job's id (`submit` printed it; `status` lists them).
         id: u64,
+        /// Print the job as JSON (its fields as memgangd keeps them).
         #[arg(long)]
         json: bool,
     },
     /// Cancel a job: killed if it runs or is suspended, never started if
     /// it waits.
-    Cancel { id: u64 },
+    Cancel {
+        /// The job's id (`submit` printed it; `status` lists them).
+        id: u64,
+    },
     /// Print a job's output (stdout and stderr) as it comes, until it ends.
-    Follow { id: u64 },
+    Follow {
+        /// The job's id (`submit` printed it; `status` lists them).
+        id: u64,
+    },
     /// Wait until a job ends; exits with its exit code.
-    Wait { id: u64 },
+    Wait {
+        /// The job's id (`submit` printed it; `status` lists them).
+        id: u64,
+    },
 }
 
 fn socket() -> PathBuf {

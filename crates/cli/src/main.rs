@@ -24,6 +24,8 @@ mod progress;
 mod report;
 mod sim;
 mod slurm;
+#[cfg(test)]
+mod tests;
 mod wss;
 
 #[derive(Parser)]
@@ -46,13 +48,15 @@ enum Command {
     /// Print results (JSON written by `run --json`) as tables; with several
     /// files, one comparison row per file.
     Report {
+        /// Results JSON written by `run --json`.
         #[arg(required = true)]
         files: Vec<PathBuf>,
         /// Print the comparison rows as JSON instead of a table.
         #[arg(long)]
         json: bool,
     },
-    /// Draw figures from results (JSON written by `run --json`) as SVG.
+    /// Draw figures from results (JSON written by `run --json`) as SVG or
+    /// PNG, by the output file's extension (.svg, .png).
     Plot {
         #[command(subcommand)]
         plot: plot::Plot,
@@ -93,13 +97,17 @@ enum Command {
     /// Write man pages (memgang.1 and one per verb) into a directory.
     #[command(hide = true)]
     Man {
+        /// The directory to write them into (made if missing).
         #[arg(short, long, default_value = ".")]
         out: PathBuf,
     },
     /// Print a completion script for a shell (bash, zsh, fish, elvish,
     /// powershell), e.g. `memgang completions bash > /etc/bash_completion.d/memgang`.
     #[command(hide = true)]
-    Completions { shell: clap_complete::Shell },
+    Completions {
+        /// The shell: bash, zsh, fish, elvish or powershell.
+        shell: clap_complete::Shell,
+    },
 }
 
 #[derive(Args)]
@@ -118,8 +126,12 @@ struct RunArgs {
     #[arg(long, value_parser = memgang_core::Quantum::parse_share)]
     max_switch_share: Option<f64>,
     /// Switch mechanisms of gang (overrides the file): lru (the kernel
-    /// pages on demand), ao (page the outgoing job out in bulk), ai (record
-    /// its resident pages and bring them back in bulk), or ao/ai.
+    /// pages on demand), or mechanisms joined by '/': so (reclaim takes
+    /// the suspended jobs' pages first), ao (page out in bulk at the
+    /// switch), ai (record the outgoing job's resident pages and bring
+    /// them back in bulk), bg or bg=N (write the running job's pages in
+    /// the background in the last 10%, or N%, of its quantum); e.g.
+    /// so/ao/ai (docs/switching.md).
     #[arg(long)]
     switch: Option<memgang_core::Switching>,
     /// How hybrid and auto overlap a set switch's page-in (overrides the
@@ -161,6 +173,7 @@ enum TestbedAction {
         /// Size of the swap file, e.g. 8G.
         #[arg(long, value_parser = parse_bytes)]
         swap: u64,
+        /// Where the swap file goes (its disk is the one measured).
         #[arg(long, default_value = memgang_linux::swap::DEFAULT_SWAP_PATH)]
         path: PathBuf,
         /// Print JSON instead of sentences.
@@ -169,6 +182,7 @@ enum TestbedAction {
     },
     /// Disable and remove the swap file, and clean up leftovers.
     Down {
+        /// The swap file `testbed up` made.
         #[arg(long, default_value = memgang_linux::swap::DEFAULT_SWAP_PATH)]
         path: PathBuf,
     },

@@ -52,13 +52,15 @@ pub struct SimArgs {
     /// batch | cosched | gang | hybrid | auto.
     #[arg(long, default_value = "gang")]
     policy: PolicyKind,
+    /// Time slice of gang scheduling (and of hybrid's and auto's sets).
     #[arg(long, default_value = "60s", value_parser = crate::args::duration)]
     quantum: Duration,
     /// The most of the time switching may take, e.g. 5%: a quantum after a
     /// dearer switch grows until it does, up to 10 quanta (as `memgang run`).
     #[arg(long, value_parser = memgang_core::Quantum::parse_share)]
     max_switch_share: Option<f64>,
-    /// Gang's switch mechanisms, as for `memgang run`: lru, ao, ai, ao/ai, ...
+    /// Gang's switch mechanisms, as for `memgang run`: lru, or so, ao, ai,
+    /// bg (bg=N) joined by '/', e.g. so/ao/ai.
     #[arg(long, default_value = "lru")]
     switch: Switching,
     /// Hybrid and auto: sequential | overlapped | prefetch.

@@ -68,16 +68,22 @@ pub enum Slurm {
         /// munged's socket (default: MUNGE's own, /run/munge/munge.socket.2).
         #[arg(long)]
         munge_socket: Option<PathBuf>,
+        /// batch | cosched | gang | hybrid | auto.
         #[arg(long, default_value = "gang")]
         policy: PolicyKind,
+        /// Time slice of gang scheduling.
         #[arg(long, default_value = "10s", value_parser = crate::args::duration)]
         quantum: Duration,
+        /// Switch mechanisms, as for `memgang run --switch`: lru, or so,
+        /// ao, ai, bg joined by '/', e.g. so/ao/ai/bg.
         #[arg(long, default_value = "so/ao/ai")]
         switch: Switching,
         /// One node's part of a switch may take this long; then its jobs
         /// stay stopped and the switch is reported failed.
         #[arg(long, default_value = "120s", value_parser = crate::args::duration)]
         switch_timeout: Duration,
+        /// How often the controller reads the partitions' jobs from Slurm and
+        /// squares them with the policy.
         #[arg(long, default_value = "500ms", value_parser = crate::args::duration)]
         poll: Duration,
         /// Exit once every job seen has ended and none waits.
