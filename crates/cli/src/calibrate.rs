@@ -14,6 +14,7 @@
 //! Swap is created (`testbed up`) only if the node has none, and removed
 //! again (`testbed down`) on every way out: error, panic, Ctrl-C.
 
+use crate::out::{note, out, outln};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use memgang_core::units::{format_bytes, parse_bytes};
@@ -108,11 +109,11 @@ pub fn run(a: CalibrateArgs) -> Result<()> {
     let (value, summary) = result?;
     let text = serde_json::to_string_pretty(&value)? + "\n";
     std::fs::write(&a.output, text).with_context(|| format!("writing {}", a.output.display()))?;
-    print!("{summary}");
-    println!(
+    out!("{summary}")?;
+    outln!(
         "device file: {} (memgang sim --device {0})",
         a.output.display()
-    );
+    )?;
     Ok(())
 }
 
@@ -131,8 +132,8 @@ struct MadeSwap(PathBuf);
 impl Drop for MadeSwap {
     fn drop(&mut self) {
         match swap::down(&self.0) {
-            Ok(()) => eprintln!("memgang: removed the swap file {}", self.0.display()),
-            Err(e) => eprintln!(
+            Ok(()) => note!("memgang: removed the swap file {}", self.0.display()),
+            Err(e) => note!(
                 "memgang: the swap file {0} was not removed: {e}; run `memgang testbed down --path {0}`",
                 self.0.display()
             ),
@@ -181,7 +182,7 @@ struct SwitchRun {
 fn calibrate(a: &CalibrateArgs, stop: &AtomicBool) -> Result<(serde_json::Value, String)> {
     let (_made, dir, swap_file) = swap_for(a)?;
     check(stop)?;
-    eprintln!(
+    note!(
         "memgang: sequential bandwidth ({}) and {:?} of random 4 KiB reads in {}",
         format_bytes(a.sample),
         a.random_for,
@@ -196,13 +197,13 @@ fn calibrate(a: &CalibrateArgs, stop: &AtomicBool) -> Result<(serde_json::Value,
         .queue_read_iops
         .context("the random-read pass at depth gave no rate")?;
     check(stop)?;
-    eprintln!(
+    note!(
         "memgang: demand faults over {} paged out, touched back at random and in order",
         format_bytes(a.fault_sample)
     );
     let ra = Readahead::measure(a.fault_sample)?;
     check(stop)?;
-    eprintln!(
+    note!(
         "memgang: two jobs of {} taking turns at random under two pools",
         format_bytes(a.own_sample)
     );
@@ -232,7 +233,7 @@ fn swap_for(a: &CalibrateArgs) -> Result<(Option<MadeSwap>, PathBuf, Option<Path
              through a file; add a swap file with `memgang testbed up --swap 2G`"
         ),
         None => {
-            eprintln!(
+            note!(
                 "memgang: no swap: adding {} at {} for the calibration",
                 format_bytes(a.swap),
                 a.swap_path.display()
@@ -262,7 +263,7 @@ fn switch_run(a: &CalibrateArgs, stop: &AtomicBool) -> Result<SwitchRun> {
             "calibrate",
             &Overrides::default(),
         )?;
-        eprintln!(
+        note!(
             "memgang: switch run: 2 jobs of {} ({iterations} sweeps) in a pool of {}, \
              gang so/ao/ai, quantum {:?}",
             format_bytes(job),
@@ -312,7 +313,7 @@ fn switch_run(a: &CalibrateArgs, stop: &AtomicBool) -> Result<SwitchRun> {
                 r.switch_count
             );
         }
-        eprintln!(
+        note!(
             "memgang: the jobs ended without a paging switch ({} switches); again, twice as long",
             r.switch_count
         );

@@ -9,6 +9,7 @@ use clap::{Args, Parser, Subcommand};
 use memgang_core::units::{format_bytes, parse_bytes};
 use memgang_core::PolicyKind;
 use memgang_experiment::{Baseline, Experiment, Overrides, RunOptions, RunResult};
+use out::{note, out, outln};
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -19,6 +20,7 @@ mod calibrate;
 mod cleanup;
 mod client;
 mod figures;
+mod out;
 mod plot;
 mod progress;
 mod report;
@@ -227,14 +229,15 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| "info".into()),
         )
         .with_target(false)
-        .with_ansi(std::io::stderr().is_terminal())
+        .with_ansi(out::color(std::io::stderr().is_terminal()))
         .without_time()
         .with_writer(std::io::stderr)
         .init();
     match dispatch(Cli::parse()) {
         Ok(code) => code,
+        Err(e) if out::closed(&e) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("memgang: error: {e:#}");
+            note!("memgang: error: {e:#}");
             ExitCode::FAILURE
         }
     }
@@ -251,9 +254,9 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
                 .collect::<Result<Vec<_>>>()?;
             if json {
                 let rows: Vec<_> = results.iter().map(report::summary).collect();
-                println!("{}", serde_json::to_string_pretty(&rows)?);
+                outln!("{}", serde_json::to_string_pretty(&rows)?)?;
             } else {
-                print!("{}", report::render(&results));
+                out!("{}", report::render(&results))?;
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -285,10 +288,10 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Cleanup { json } => {
             let removed = cleanup::run()?;
             if json {
-                println!("{}", serde_json::json!({ "removed": removed }));
+                outln!("{}", serde_json::json!({ "removed": removed }))?;
             } else {
                 for pool in &removed {
-                    println!("removed stale {pool}");
+                    outln!("removed stale {pool}")?;
                 }
             }
             Ok(ExitCode::SUCCESS)
@@ -297,12 +300,15 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
             clap_mangen::generate_to(<Cli as clap::CommandFactory>::command(), &out)
                 .with_context(|| format!("writing man pages to {}", out.display()))?;
-            println!("man pages written to {}", out.display());
+            outln!("man pages written to {}", out.display())?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Completions { shell } => {
+            // Into memory first: clap_complete panics on a write error.
             let mut cmd = <Cli as clap::CommandFactory>::command();
-            clap_complete::generate(shell, &mut cmd, "memgang", &mut std::io::stdout());
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut cmd, "memgang", &mut script);
+            out::emit(script)?;
             Ok(ExitCode::SUCCESS)
         }
     }
@@ -320,7 +326,7 @@ fn run(args: RunArgs) -> Result<ExitCode> {
     };
     let exp = Experiment::load(&args.experiment, &overrides)?;
     if args.check {
-        println!(
+        outln!(
             "{}: {} job(s), policy {}, quantum {:?}, {}, pool {}",
             exp.name,
             exp.jobs.len(),
@@ -332,9 +338,9 @@ fn run(args: RunArgs) -> Result<ExitCode> {
                 format!("switch {}", exp.switch)
             },
             format_bytes(exp.pool_memory)
-        );
+        )?;
         for j in &exp.jobs {
-            println!(
+            outln!(
                 "  {:<12} ranks {:<3} memory {:<6} arrival {:?}  {}",
                 j.spec.name,
                 j.spec.ranks,
@@ -344,7 +350,7 @@ fn run(args: RunArgs) -> Result<ExitCode> {
                     .unwrap_or_else(|| "-".into()),
                 j.spec.arrival,
                 j.command.join(" ")
-            );
+            )?;
         }
         return Ok(ExitCode::SUCCESS);
     }
@@ -360,24 +366,34 @@ fn run(args: RunArgs) -> Result<ExitCode> {
         line.clear();
     }
     let result = result?;
-    match &args.json {
-        Some(path) if path.as_os_str() == "-" => {
-            println!("{}", serde_json::to_string_pretty(&result)?);
-        }
-        Some(path) => {
-            write_json(path, &result)?;
-            print!("{}", report::single(&result));
-            println!("results: {}", path.display());
-        }
-        None => print!("{}", report::single(&result)),
-    }
-    Ok(if result.interrupted {
+    let code = if result.interrupted {
         ExitCode::from(EXIT_INTERRUPTED)
     } else if result.jobs.iter().all(|j| j.ok()) {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(EXIT_JOBS_FAILED)
-    })
+    };
+    // The run's code, not stdout's: a reader that left early does not
+    // change how the jobs ended.
+    match print_result(args.json.as_ref(), &result) {
+        Err(e) if out::closed(&e) => Ok(code),
+        r => r.map(|()| code),
+    }
+}
+
+/// The run's table, or its results as JSON (to stdout with `-`).
+fn print_result(json: Option<&PathBuf>, result: &RunResult) -> Result<()> {
+    match json {
+        Some(path) if path.as_os_str() == "-" => {
+            outln!("{}", serde_json::to_string_pretty(result)?)
+        }
+        Some(path) => {
+            write_json(path, result)?;
+            out!("{}", report::single(result))?;
+            outln!("results: {}", path.display())
+        }
+        None => out!("{}", report::single(result)),
+    }
 }
 
 fn write_json(path: &PathBuf, result: &RunResult) -> Result<()> {
@@ -422,22 +438,22 @@ fn print_bandwidth(
         value["faults"] = ra.passes_json();
     }
     if print && json {
-        println!("{value}");
+        outln!("{value}")?;
     } else if print {
-        println!(
+        outln!(
             "swap device bandwidth (sequential, O_DIRECT, {}): read {:.0} MB/s, write {:.0} MB/s",
             format_bytes(bw.sample_bytes),
             bw.read_bytes_per_s / 1e6,
             bw.write_bytes_per_s / 1e6
-        );
+        )?;
         if let Some((one, queue)) = random {
-            println!(
+            outln!(
                 "random 4 KiB reads: {one:.0}/s one at a time, {queue:.0}/s with {} in flight",
                 memgang_linux::swap::QUEUE_DEPTH
-            );
+            )?;
         }
         if let Some(ra) = &readahead {
-            println!("{}", ra.sentence(bw.random_read_iops));
+            outln!("{}", ra.sentence(bw.random_read_iops))?;
         }
     }
     Ok(value)
@@ -453,22 +469,22 @@ fn testbed(action: TestbedAction) -> Result<ExitCode> {
         } => {
             let sf = swap::up(&path, size)?;
             if !json {
-                println!(
+                outln!(
                     "swap: {} ({}) active",
                     sf.path.display(),
                     format_bytes(sf.size_bytes)
-                );
+                )?;
             }
             let dir = path.parent().unwrap_or(std::path::Path::new("/"));
             let bw = print_bandwidth(dir, false, !json, Duration::ZERO, None)?;
             if json {
-                println!(
+                outln!(
                     "{}",
                     serde_json::json!({
                         "swap": { "path": sf.path, "size_bytes": sf.size_bytes },
                         "bandwidth": bw,
                     })
-                );
+                )?;
             }
         }
         TestbedAction::Bandwidth {
@@ -492,9 +508,9 @@ fn testbed(action: TestbedAction) -> Result<ExitCode> {
         TestbedAction::Down { path } => {
             swap::down(&path)?;
             for pool in cleanup::run()? {
-                println!("removed stale {pool}");
+                outln!("removed stale {pool}")?;
             }
-            println!("swap {} removed", path.display());
+            outln!("swap {} removed", path.display())?;
         }
         TestbedAction::Status { json } => {
             let areas = swap::active()?;
@@ -518,35 +534,35 @@ fn testbed(action: TestbedAction) -> Result<ExitCode> {
                     .iter()
                     .map(|(g, alive)| serde_json::json!({ "cgroup": g, "in_use": alive }))
                     .collect();
-                println!(
+                outln!(
                     "{}",
                     serde_json::json!({ "swap": swaps, "cgroups": cgroups, "criu": criu })
-                );
+                )?;
                 return Ok(ExitCode::SUCCESS);
             }
             if areas.is_empty() {
-                println!("no active swap: run `memgang testbed up --swap 8G`");
+                outln!("no active swap: run `memgang testbed up --swap 8G`")?;
             }
             for a in areas {
-                println!(
+                outln!(
                     "swap {} size {} used {} priority {}",
                     a.path.display(),
                     format_bytes(a.size_bytes),
                     format_bytes(a.used_bytes),
                     a.priority
-                );
+                )?;
             }
             for (g, alive) in groups {
-                println!(
+                outln!(
                     "cgroup {g} ({})",
                     if alive {
                         "in use"
                     } else {
                         "stale: `memgang cleanup` removes it"
                     }
-                );
+                )?;
             }
-            println!("checkpoint switch (CRIU): {criu}");
+            outln!("checkpoint switch (CRIU): {criu}")?;
         }
     }
     Ok(ExitCode::SUCCESS)

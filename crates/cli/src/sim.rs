@@ -1,5 +1,6 @@
 //! `memgang sim`: the command line of the simulator (crates/sim).
 
+use crate::out::{out, outln};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use memgang_core::units::{format_bytes, parse_bytes};
@@ -227,12 +228,12 @@ pub fn run(a: SimArgs) -> Result<()> {
         value["provenance"] = provenance(&a, &trace, &paging, cpus_per_node);
         let text = serde_json::to_string_pretty(&value)?;
         if p.as_os_str() == "-" {
-            println!("{text}");
+            outln!("{text}")?;
             return Ok(());
         }
         std::fs::write(p, text).with_context(|| format!("writing {}", p.display()))?;
     }
-    print!("{}", table(&report));
+    out!("{}", table(&report))?;
     Ok(())
 }
 

@@ -2,6 +2,7 @@
 //! docs/slurm.md): the node `agent`, the task prolog's `adopt`, and the
 //! controller `run`.
 
+use crate::out::note;
 use anyhow::{bail, Context, Result};
 use clap::Subcommand;
 use memgang_core::units::parse_bytes;
@@ -197,7 +198,7 @@ pub fn run(cmd: Slurm) -> Result<()> {
                 json,
             };
             let rec = controller::run(settings, stop)?;
-            eprintln!(
+            note!(
                 "{} jobs, {} switches, makespan {:.1} s",
                 rec.jobs.len(),
                 rec.switches.len(),
