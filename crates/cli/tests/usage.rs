@@ -155,6 +155,9 @@ fn no_color_turns_colour_off() {
             "{plain:?}"
         );
     }
+    // Tables (comfy-table) are never coloured, terminal or not.
+    let table = on_a_terminal("figures paper004", false);
+    assert!(table.contains("Fig. 3") && !has_colour(&table), "{table:?}");
 }
 
 /// A size without its unit is refused, saying what and where, not read
