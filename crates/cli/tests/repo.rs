@@ -526,9 +526,10 @@ fn helpers(text: &str) -> BTreeSet<String> {
             Tok::Close => depth = depth.saturating_sub(1),
             Tok::Ident(k) if depth == 0 => {
                 let kinds = ["fn", "const", "static"];
-                let name = if k == "macro_rules" && t.get(i + 1) == Some(&Tok::Other('!')) {
-                    t.get(i + 2)
-                } else if k == "static" && t.get(i + 1) == Some(&Tok::Ident("mut".into())) {
+                // `macro_rules! m`, `static mut X`: the name comes second.
+                let second = (k == "macro_rules" && t.get(i + 1) == Some(&Tok::Other('!')))
+                    || (k == "static" && t.get(i + 1) == Some(&Tok::Ident("mut".into())));
+                let name = if second {
                     t.get(i + 2)
                 } else if kinds.contains(&k.as_str()) {
                     t.get(i + 1)
