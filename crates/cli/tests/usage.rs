@@ -1,24 +1,19 @@
 //! What a user meets first, without root: output into a pipe whose reader
 //! has gone, NO_COLOR, sizes without a unit.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+mod common;
 
+use common::text;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+/// memgang alone (`common::memgang` wants the workload built too).
 fn memgang() -> Command {
     Command::new(env!("CARGO_BIN_EXE_memgang"))
 }
 
 fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn text(out: &Output) -> String {
-    format!(
-        "exit {:?}\nstdout:\n{}\nstderr:\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
 }
 
 /// The write end of a pipe whose reader is gone: every write fails with
