@@ -17,9 +17,11 @@ use std::time::Duration;
 
 mod args;
 mod calibrate;
+mod cancel;
 mod cleanup;
 mod client;
 mod figures;
+mod log;
 mod man;
 mod out;
 mod plot;
@@ -27,6 +29,7 @@ mod progress;
 mod report;
 mod sim;
 mod slurm;
+mod submit;
 #[cfg(test)]
 mod tests;
 mod wss;

@@ -61,6 +61,42 @@ pub fn admit<K: Copy>(queue: &[(K, u64)], held: &[u64], cap: &Capacity) -> Admis
     out
 }
 
+/// The queue in fair turns between users: each turn goes to the user
+/// with the fewest jobs running plus already placed in this order (ties:
+/// the user whose next job was submitted first), and takes that user's
+/// next job. So a user with 100 queued jobs and one with 1 alternate: the
+/// second user's job is second, not 101st. `queue` is `(key, user)` in
+/// submission order; `running` is each user's running jobs.
+pub fn fair_order<K: Copy>(queue: &[(K, u32)], running: &[(u32, usize)]) -> Vec<K> {
+    use std::collections::{BTreeMap, VecDeque};
+    // Each user's jobs in order, as queue positions.
+    let mut per_user: BTreeMap<u32, VecDeque<usize>> = BTreeMap::new();
+    for (i, &(_, u)) in queue.iter().enumerate() {
+        per_user.entry(u).or_default().push_back(i);
+    }
+    let mut load: BTreeMap<u32, usize> = per_user.keys().map(|&u| (u, 0)).collect();
+    for &(u, n) in running {
+        if let Some(l) = load.get_mut(&u) {
+            *l += n;
+        }
+    }
+    let mut out = Vec::with_capacity(queue.len());
+    while out.len() < queue.len() {
+        let (&user, _) = per_user
+            .iter()
+            .filter_map(|(u, q)| Some((u, (load[u], *q.front()?))))
+            .min_by_key(|(_, k)| *k)
+            .expect("a job is left");
+        let i = per_user
+            .get_mut(&user)
+            .and_then(VecDeque::pop_front)
+            .expect("non-empty");
+        *load.get_mut(&user).expect("known") += 1;
+        out.push(queue[i].0);
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -90,6 +126,22 @@ mod tests {
         // Without swap for the exchange, the second waits.
         let a = admit(&[(1, G), (2, G)], &[], &cap(G, G));
         assert_eq!(a.admit, vec![1]);
+    }
+
+    #[test]
+    fn users_take_turns_whatever_their_queue_length() {
+        // User 1 queued 20 jobs first, user 2 one job after them.
+        let mut q: Vec<(u32, u32)> = (0..20).map(|k| (k, 1)).collect();
+        q.push((100, 2));
+        let o = fair_order(&q, &[]);
+        assert_eq!(o.len(), 21);
+        assert_eq!(&o[..3], &[0, 100, 1]);
+        // User 2 already runs two jobs: user 1 gets two turns first.
+        q.push((101, 2));
+        let o = fair_order(&q, &[(2, 2), (3, 9)]);
+        assert_eq!(&o[..5], &[0, 1, 2, 100, 3]);
+        // Alone, a user keeps submission order.
+        assert_eq!(fair_order(&[(5, 7), (3, 7)], &[]), vec![5, 3]);
     }
 
     #[test]

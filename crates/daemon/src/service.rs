@@ -10,6 +10,7 @@
 mod admission;
 mod metrics;
 mod node;
+mod queue;
 mod recovery;
 mod store;
 

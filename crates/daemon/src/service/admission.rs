@@ -3,7 +3,7 @@
 //! job journaled before it starts, and its start on the node.
 
 use super::store::{disk_full, log_limited, unix_now};
-use super::Service;
+use super::{queue, Service};
 use crate::journal::Record;
 use anyhow::{Context, Result};
 use memgang_core::admission::{self, Capacity};
@@ -26,15 +26,48 @@ impl Service {
             .filter(|r| r.admitted && !r.info.state.is_final())
             .map(|r| r.info.memory_bytes)
             .collect();
-        let queue: Vec<(u64, u64)> = inner
-            .jobs
-            .values()
-            .filter(|r| !r.admitted && r.info.state == JobState::Queued)
-            .filter(|r| {
-                !inner.cancelled.contains(&r.info.id) && !inner.pending.contains_key(&r.info.id)
-            })
-            .map(|r| (r.info.id, r.info.memory_bytes))
+        // Startable: not cancelled, not waiting on a dependency or on
+        // its array's limit; then in fair turns between users.
+        let mut array_running = queue::array_running(&inner.jobs);
+        let mut waits: Vec<(u64, String)> = Vec::new();
+        let mut startable: Vec<(u64, u32)> = Vec::new();
+        for r in inner.jobs.values() {
+            let id = r.info.id;
+            if r.admitted
+                || r.info.state != JobState::Queued
+                || inner.cancelled.contains(&id)
+                || inner.pending.contains_key(&id)
+            {
+                continue;
+            }
+            if let Some(queue::Blocked::Wait(why) | queue::Blocked::Never(why)) =
+                queue::dependencies(r, &inner.jobs)
+            {
+                waits.push((id, why));
+                continue;
+            }
+            if let (Some(a), Some(limit)) = (r.info.queue.array_id, r.info.queue.array_limit) {
+                let n = array_running.entry(a).or_default();
+                if *n >= limit {
+                    waits.push((id, format!("waits: array {a} runs {limit} task(s) at once, its limit (--array ...%{limit})")));
+                    continue;
+                }
+                // Counted as if it starts: admission may hold it back,
+                // but never more than the limit start in one turn.
+                *n += 1;
+            }
+            startable.push((id, r.info.uid));
+        }
+        let order = admission::fair_order(&startable, &queue::running_per_user(&inner.jobs));
+        let queue: Vec<(u64, u64)> = order
+            .into_iter()
+            .map(|id| (id, inner.jobs[&id].info.memory_bytes))
             .collect();
+        for (id, why) in waits {
+            if let Some(r) = inner.jobs.get_mut(&id) {
+                r.info.reason = Some(why);
+            }
+        }
         let cancels = std::mem::take(&mut inner.cancels);
         let decision = if self.cfg.paging_prevention {
             admission::admit(&queue, &held, &cap)
@@ -103,7 +136,16 @@ impl Service {
             .open(&status)
             .with_context(|| format!("creating {}", status.display()))?;
         let shim = std::env::current_exe().context("finding memgangd's own binary for the shim")?;
-        let mut command = vec![shim.display().to_string(), "shim".into(), "--".into()];
+        let mut command = vec![shim.display().to_string(), "shim".into()];
+        for (flag, path) in [
+            ("--stdout", &r.info.queue.stdout),
+            ("--stderr", &r.info.queue.stderr),
+        ] {
+            if let Some(p) = path {
+                command.extend([flag.to_string(), p.display().to_string()]);
+            }
+        }
+        command.push("--".into());
         command.extend(r.info.command.iter().cloned());
         let launch = Launch {
             command,

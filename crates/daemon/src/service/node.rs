@@ -4,7 +4,8 @@
 //! it did, and does the periodic work (metrics, retention, compaction).
 
 use super::metrics::Accounted;
-use super::recovery::{read_status, Adopted, Recovered};
+use super::queue::Clocks;
+use super::recovery::{read_status, shim_said, Adopted, Recovered};
 use super::store::{disk_full, finish, unix_now};
 use super::Service;
 use anyhow::Result;
@@ -38,6 +39,7 @@ struct Turns {
     /// Jobs of a previous daemon running to their end in older pools.
     adopted: Vec<Adopted>,
     accounted: Accounted,
+    clocks: Clocks,
     vm_start: Option<VmStat>,
     next_metrics: Instant,
     next_forget: Instant,
@@ -133,6 +135,7 @@ impl Service {
             next_metrics: Instant::now(),
             next_forget: Instant::now(),
             accounted: Accounted::default(),
+            clocks: Clocks::default(),
             vm_start: VmStat::read().ok(),
         }
     }
@@ -147,6 +150,7 @@ impl Service {
             t.adopted.iter().filter_map(|a| a.group.parent()).collect();
         pools.insert(t.node.pool().clone());
         let cap = self.capacity(&pools.into_iter().collect::<Vec<_>>());
+        self.drop_unsatisfiable();
         let (starts, cancels) = self.admit(cap, t.node.pool());
         for (id, r) in starts {
             match self.start(&mut t.node, &r) {
@@ -160,7 +164,19 @@ impl Service {
             self.cancel_job(t, id);
         }
         let idle = t.node.step(Some(IDLE_WAIT))?;
-        self.sync(&t.node, &mut t.map, &mut t.accounted);
+        let state = t.node.scheduler().state();
+        let running: Vec<(u64, JobId)> = t
+            .map
+            .iter()
+            .filter(|(_, &jid)| state.job(jid).status == JobStatus::Running)
+            .map(|(&id, &jid)| (id, jid))
+            .collect();
+        self.tick(&mut t.clocks, &running, |jid| {
+            if let Err(e) = t.node.cancel(jid) {
+                tracing::error!("{}", printable(&format!("{e:#}")));
+            }
+        });
+        self.sync(&t.node, &mut t.map, &mut t.accounted, &mut t.clocks);
         t.adopted.retain(|a| !self.reap_adopted(a));
         self.periodic(t, cap, idle);
         Ok(())
@@ -212,7 +228,7 @@ impl Service {
     /// At stop: the node's last news recorded; jobs still running are left
     /// for the next start to adopt, else the pool goes.
     fn close(&self, mut t: Turns) {
-        self.sync(&t.node, &mut t.map, &mut t.accounted);
+        self.sync(&t.node, &mut t.map, &mut t.accounted, &mut t.clocks);
         self.shared.flush();
         let alive = t.map.iter().any(|(id, _)| {
             self.shared
@@ -233,7 +249,13 @@ impl Service {
 
     /// The node's view of each job into the records; the time account of
     /// each job that ended into `accounted` too.
-    fn sync(&self, node: &Node, map: &mut HashMap<u64, JobId>, accounted: &mut Accounted) {
+    fn sync(
+        &self,
+        node: &Node,
+        map: &mut HashMap<u64, JobId>,
+        accounted: &mut Accounted,
+        clocks: &mut Clocks,
+    ) {
         let (mut requeued, mut done) = (Vec::new(), Vec::new());
         for (&id, &jid) in map.iter() {
             let Some(res) = node.result(jid) else {
@@ -269,6 +291,12 @@ impl Service {
                         read_status(&r.info.log_dir).unwrap_or((None, None))
                     };
                     finish(r, code, signal, cancelled, res.error.clone());
+                    if r.info.state == JobState::Failed {
+                        if let Some(why) = shim_said(&r.info.log_dir) {
+                            r.info.reason = Some(why);
+                        }
+                    }
+                    self.end_clock(clocks, r);
                     // In the same journal line as the end: a line after an
                     // end is never replayed.
                     r.info.account = res

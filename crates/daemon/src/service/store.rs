@@ -78,27 +78,43 @@ impl Shared {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Record a new job durably and return its id; a job that could never
-    /// fit, or that cannot be journaled, is refused.
-    pub fn submit(&self, make: impl FnOnce(u64, PathBuf) -> Record) -> Result<u64> {
+    /// Record `n` new jobs (an array's tasks; else one) durably, with
+    /// ids in a row, and return the first id; a job that could never
+    /// fit, or that cannot be journaled, is refused (with the tasks
+    /// before it kept, and said so).
+    pub fn submit(
+        &self,
+        n: usize,
+        mut make: impl FnMut(u64, usize, PathBuf) -> Result<Record>,
+    ) -> Result<u64> {
         let mut g = self.lock();
-        let id = g.next_id;
-        let r = make(id, self.state_dir.join("jobs").join(id.to_string()));
-        if let Some(msg) = admission::refuse(r.info.memory_bytes, &g.capacity) {
-            anyhow::bail!("{msg}");
+        let first = g.next_id;
+        for k in 0..n {
+            let id = g.next_id;
+            let r = make(id, k, self.state_dir.join("jobs").join(id.to_string()))?;
+            if let Some(msg) = admission::refuse(r.info.memory_bytes, &g.capacity) {
+                anyhow::bail!("{msg}");
+            }
+            if let Err(e) = g.journal.append(&r) {
+                log_limited(
+                    "submit",
+                    format!("refusing a submission: {}", printable(&format!("{e:#}"))),
+                );
+                let kept = if k > 0 {
+                    format!(" (jobs {first} to {} were, and run)", id - 1)
+                } else {
+                    String::new()
+                };
+                return Err(e.context(format!(
+                    "the job was not submitted{kept}: memgangd cannot record it"
+                )));
+            }
+            g.next_id += 1;
+            g.jobs.insert(id, r);
         }
-        if let Err(e) = g.journal.append(&r) {
-            log_limited(
-                "submit",
-                format!("refusing a submission: {}", printable(&format!("{e:#}"))),
-            );
-            return Err(e.context("the job was not submitted: memgangd cannot record it"));
-        }
-        g.next_id += 1;
-        g.jobs.insert(id, r);
         g.woken = true;
         self.wake.notify_all();
-        Ok(id)
+        Ok(first)
     }
 
     pub fn list(&self, visible: impl Fn(&Record) -> bool) -> Vec<JobInfo> {
