@@ -26,7 +26,7 @@ pub struct QueueArgs {
     /// end however they end; kinds comma-separated, as sbatch's
     /// --dependency. A job whose afterok job fails ends `cancelled`.
     #[arg(short = 'd', long, alias = "dependency", value_name = "DEPS", value_parser = dependencies)]
-    after: Option<Vec<Dependency>>,
+    after: Option<Deps>,
     /// Run as an array of tasks: 1-100, 0-20:2 (a step), 1,3,5, and %8
     /// after it to run at most 8 at once. Each task gets
     /// MEMGANG_ARRAY_TASK_ID (and SLURM_ARRAY_TASK_ID); `submit` prints
@@ -36,12 +36,19 @@ pub struct QueueArgs {
 }
 
 impl QueueArgs {
+    /// The options to send: sbatch's default output file unless one is
+    /// given.
     pub fn options(self) -> QueueOptions {
+        let default = if self.array.is_some() {
+            "memgang-%A_%a.out"
+        } else {
+            "memgang-%j.out"
+        };
         QueueOptions {
-            output: self.output,
+            output: self.output.or_else(|| Some(default.into())),
             error: self.error,
             time_limit_s: self.time,
-            after: self.after.unwrap_or_default(),
+            after: self.after.map(|d| d.0).unwrap_or_default(),
             array: self.array,
         }
     }
@@ -88,8 +95,13 @@ pub fn time_limit(s: &str) -> Result<u64, String> {
     Ok(secs)
 }
 
+/// One `--after`'s dependencies (a type of its own: clap takes a `Vec`
+/// for an option given many times).
+#[derive(Clone, Debug, Default)]
+pub struct Deps(pub Vec<Dependency>);
+
 /// `ID[:ID]`, `afterok:ID[:ID]`, `afterany:ID`, comma-separated.
-pub fn dependencies(s: &str) -> Result<Vec<Dependency>, String> {
+pub fn dependencies(s: &str) -> Result<Deps, String> {
     let hint = "write e.g. 12 or 12:13 (afterok) or afterany:12,afterok:13";
     let mut out = Vec::new();
     for part in s.split(',') {
@@ -111,7 +123,7 @@ pub fn dependencies(s: &str) -> Result<Vec<Dependency>, String> {
             out.push(Dependency { id, kind });
         }
     }
-    Ok(out)
+    Ok(Deps(out))
 }
 
 /// `1-100%8`, `0-20:2`, `1,3,5%2`: the indexes (sorted, once each) and
@@ -186,7 +198,7 @@ mod tests {
 
     #[test]
     fn dependencies_as_sbatch_spells_them() {
-        let d = dependencies("3:4,afterany:5").unwrap();
+        let d = dependencies("3:4,afterany:5").unwrap().0;
         assert_eq!(d.len(), 3);
         assert_eq!(d[2].kind, DependencyKind::Afterany);
         assert_eq!(d[0].kind, DependencyKind::Afterok);

@@ -192,8 +192,9 @@ pub struct JobInfo {
 pub struct QueueOptions {
     /// Pattern of the file its stdout goes to (`%j` id, `%x` name, `%u`
     /// user, `%a` array index, `%A` array id, `%%`), relative to its
-    /// working directory; None: `memgang-%j.out` (`memgang-%A_%a.out` in
-    /// an array).
+    /// working directory. None with `error` None too: no files, the
+    /// output stays in memgangd's job directory (what `memgang submit`
+    /// sends unless told: `memgang-%j.out`, as sbatch).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output: Option<String>,
     /// Pattern of its stderr's file; None: the output file.

@@ -243,7 +243,7 @@ impl Drop for Daemon {
 }
 
 pub fn is_final(j: &Value) -> bool {
-    ["finished", "failed", "cancelled"].contains(&j["state"].as_str().unwrap_or(""))
+    ["finished", "failed", "cancelled", "timeout"].contains(&j["state"].as_str().unwrap_or(""))
 }
 
 /// Run `c` to its end, or kill it after `timeout` (its output so far, and
@@ -284,4 +284,28 @@ pub fn output_within(mut c: Command, timeout: Duration) -> Output {
         stdout: out.join().unwrap(),
         stderr,
     }
+}
+
+/// A test user (created if missing): uid, gid.
+pub fn user(name: &str) -> (u32, u32) {
+    let _ = Command::new("useradd")
+        .args([
+            "--system",
+            "--no-create-home",
+            "--shell",
+            "/usr/sbin/nologin",
+            name,
+        ])
+        .output();
+    let out = Command::new("id").args(["-u", name]).output().unwrap();
+    assert!(
+        out.status.success(),
+        "useradd {name} failed (is the passwd package installed?)"
+    );
+    let uid = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+    let out = Command::new("id").args(["-g", name]).output().unwrap();
+    (
+        uid,
+        String::from_utf8_lossy(&out.stdout).trim().parse().unwrap(),
+    )
 }

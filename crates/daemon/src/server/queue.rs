@@ -90,6 +90,7 @@ pub fn settle(
     cwd: &Path,
     array: Option<(u64, u32)>,
 ) -> Result<QueueInfo> {
+    let files = q.output.is_some() || q.error.is_some();
     let default = if array.is_some() {
         "memgang-%A_%a.out"
     } else {
@@ -110,8 +111,8 @@ pub fn settle(
     let stdout = cwd.join(out);
     let stderr = err.map(|e| cwd.join(e)).filter(|e| *e != stdout);
     Ok(QueueInfo {
-        stdout: Some(stdout),
-        stderr,
+        stdout: files.then_some(stdout),
+        stderr: stderr.filter(|_| files),
         time_limit_s: q.time_limit_s,
         used_s: 0.0,
         after: q.after.clone(),
@@ -198,10 +199,18 @@ mod tests {
         }
         assert!(e(&"x".repeat(5000), None).is_err());
         assert!(e("a\0b", None).is_err());
+        // A request without files (a raw client): output in memgangd's
+        // directory, as before output files.
         let q = QueueOptions::default();
         let s = settle(&q, 7, "n", "u", Path::new("/home/u"), None).unwrap();
+        assert_eq!((s.stdout, s.stderr), (None, None));
+        let q = QueueOptions {
+            error: Some("e".into()),
+            ..q
+        };
+        let s = settle(&q, 7, "n", "u", Path::new("/home/u"), None).unwrap();
         assert_eq!(s.stdout.unwrap(), Path::new("/home/u/memgang-7.out"));
-        assert_eq!(s.stderr, None);
+        assert_eq!(s.stderr.unwrap(), Path::new("/home/u/e"));
         let q = QueueOptions {
             output: Some("/tmp/o".into()),
             error: Some("e-%a".into()),

@@ -58,7 +58,11 @@ impl Service {
             }
             startable.push((id, r.info.uid));
         }
-        let order = admission::fair_order(&startable, &queue::running_per_user(&inner.jobs));
+        let order = admission::fair_order(
+            &startable,
+            &queue::running_per_user(&inner.jobs),
+            &queue::last_served(&inner.jobs),
+        );
         let queue: Vec<(u64, u64)> = order
             .into_iter()
             .map(|id| (id, inner.jobs[&id].info.memory_bytes))

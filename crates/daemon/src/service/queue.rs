@@ -78,6 +78,22 @@ pub(super) fn running_per_user(jobs: &BTreeMap<u64, Record>) -> Vec<(u32, usize)
     n.into_iter().collect()
 }
 
+/// Each user's last start (ms since the epoch; a job admitted and not
+/// started yet counts as now), for [`fair_order`]'s ties: the user
+/// served least recently goes first.
+///
+/// [`fair_order`]: memgang_core::admission::fair_order
+pub(super) fn last_served(jobs: &BTreeMap<u64, Record>) -> Vec<(u32, u64)> {
+    let now = unix_now();
+    jobs.values()
+        .filter(|r| r.admitted)
+        .map(|r| {
+            let t = r.info.started_unix_s.unwrap_or(now);
+            (r.info.uid, (t * 1000.0) as u64)
+        })
+        .collect()
+}
+
 /// Each running job's clock: time counted while the node runs it, never
 /// while it is frozen or queued.
 #[derive(Default)]
