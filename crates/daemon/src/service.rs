@@ -1465,12 +1465,7 @@ fn parse_status(bytes: &[u8]) -> Option<(Option<i32>, Option<i32>)> {
 }
 
 fn kill_group(backend: &dyn CgroupBackend, group: &GroupPath) {
-    if backend.can_freeze() {
-        let _ = backend.set_frozen(group, false);
-    }
-    for sig in [libc::SIGKILL, libc::SIGCONT] {
-        let _ = memgang_linux::freeze::signal_group(backend, group, sig);
-    }
+    let _ = memgang_runtime::kill_group(backend, group);
 }
 
 fn remove_empty(backend: &dyn CgroupBackend, group: &GroupPath) {
