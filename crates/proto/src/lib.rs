@@ -26,6 +26,8 @@ pub const OUTPUT_CHUNK: u64 = 256 << 10;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
+// One request per connection, parsed once: a submission's size is no cost.
+#[allow(clippy::large_enum_variant)]
 pub enum Request {
     /// Run `command` as the caller, in `cwd` with `env` (the caller's
     /// whole environment: the job sees what it would see in a shell).
