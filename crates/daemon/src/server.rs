@@ -19,7 +19,6 @@ use requests::{answer_line, respond, Caller};
 use std::collections::{HashMap, VecDeque};
 use std::io::{Read, Write};
 use std::os::fd::AsFd;
-use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::Path;
 use std::sync::{mpsc, Arc, Condvar, Mutex};
@@ -64,17 +63,21 @@ const MAX_BACKOFF: Duration = Duration::from_secs(1);
 const LOG_EVERY: Duration = Duration::from_secs(10);
 
 /// Bind the socket: anyone may connect (0666), since every request is
-/// checked against the caller's uid; its directory is 0755.
+/// checked against the caller's uid. A directory memgang makes for it is
+/// 0755; one that was there keeps its mode (a sticky /tmp stays sticky).
+/// The stale socket is removed and the new one's mode set by name in the
+/// directory, never through a link a user may have put there.
 pub fn bind(path: &Path) -> Result<UnixListener> {
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755))?;
-    }
+    let (dir, name) = memgang_linux::files::split(path)?;
+    let (d, _) = memgang_linux::files::make_dirs(&dir, 0o755)
+        .with_context(|| format!("making the socket's directory {}", dir.display()))?;
     // A socket left by a daemon that died: the state-dir lock says no
     // other daemon runs, so it is stale.
-    let _ = std::fs::remove_file(path);
+    d.remove(&name)
+        .with_context(|| format!("removing the stale socket {}", path.display()))?;
     let l = UnixListener::bind(path).with_context(|| format!("listening on {}", path.display()))?;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o666))?;
+    d.set_mode_of(&name, 0o666)
+        .with_context(|| format!("making {} 0666", path.display()))?;
     Ok(l)
 }
 

@@ -9,6 +9,7 @@ pub mod counters;
 pub mod criu;
 pub mod error;
 pub mod faults;
+pub mod files;
 pub mod freeze;
 pub mod paging;
 pub mod perf;

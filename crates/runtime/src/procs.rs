@@ -7,7 +7,6 @@ use memgang_linux::freeze::signal_group;
 use memgang_linux::pidfd::PidFd;
 use memgang_linux::process;
 use std::collections::BTreeMap;
-use std::fs::File;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -38,6 +37,11 @@ pub struct Launch {
     pub groups: Vec<u32>,
     /// Where its stdout and stderr go; None: `<Env::logs>/<job name>`.
     pub log_dir: Option<PathBuf>,
+    /// Its allowance file (`$MEMGANG_ALLOWANCE_FILE`); None: `allowance`
+    /// in its log directory. A service that keeps the log directory from
+    /// its user (0700) names one the job can reach and no one else can
+    /// find.
+    pub allowance: Option<PathBuf>,
     /// A file opened read-write as the first process's standard input
     /// (None: /dev/null), by memgang, before the switch to `uid`: how a
     /// service's shim records how the command ended in a file that the
@@ -91,8 +95,20 @@ pub fn launch(
     };
     std::fs::create_dir_all(log_dir)
         .with_context(|| format!("creating log directory {}", log_dir.display()))?;
-    let stdout = File::create(log_dir.join("stdout")).context("creating the job's stdout log")?;
-    let stderr = File::create(log_dir.join("stderr")).context("creating the job's stderr log")?;
+    // Never through a link: a directory of memgang's own, but a file a
+    // link replaced would be written as root.
+    let create = |name: &str| {
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(log_dir.join(name))
+            .with_context(|| format!("creating the job's {name} log in {}", log_dir.display()))
+    };
+    let stdout = create("stdout")?;
+    let stderr = create("stderr")?;
 
     let mut cmd = Command::new(program);
     cmd.args(&command[1..]);
@@ -102,11 +118,13 @@ pub fn launch(
     } else {
         cmd.envs(&launch.env).env("PATH", search_path());
     }
+    use std::os::unix::fs::OpenOptionsExt;
     let stdin = match &launch.status {
         Some(p) => Stdio::from(
             std::fs::OpenOptions::new()
                 .read(true)
                 .write(true)
+                .custom_flags(libc::O_NOFOLLOW)
                 .open(p)
                 .with_context(|| format!("opening the job's status file {}", p.display()))?,
         ),

@@ -79,28 +79,27 @@ impl Service {
     }
 
     pub(super) fn start(&self, node: &mut Node, r: &Record) -> Result<JobId> {
-        use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
         let dir = &r.info.log_dir;
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-        // The job may pass through to its allowance file (0644) but not
-        // list the directory or read its other files (0600: the daemon
-        // runs with umask 077).
-        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o711))?;
+        let jobs = self.shared.state_dir.join("jobs");
+        let name = r.info.id.to_string();
+        if dir != &jobs.join(&name) {
+            anyhow::bail!(
+                "job {name}'s directory is not {}",
+                jobs.join(&name).display()
+            );
+        }
+        // Root's alone (0700): no other user learns anything from it, not
+        // even a file's size. The job reaches only its allowance file,
+        // elsewhere (`allowance_file`).
+        let (d, _) = memgang_linux::files::Dir::open(&jobs)
+            .and_then(|j| j.make_dir(&name, 0o700))
+            .with_context(|| format!("creating {}", dir.display()))?;
         // Root's, 0600, made afresh (a file left by an older version
         // was the user's): the shim gets it open on its stdin (see
         // `shim`); the job cannot open it.
         let status = dir.join("status");
-        match std::fs::remove_file(&status) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                return Err(e).with_context(|| format!("removing {}", status.display()))
-            }
-            _ => {}
-        }
-        std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&status)
+        d.remove("status")
+            .and_then(|()| d.create_new("status", 0o600))
             .with_context(|| format!("creating {}", status.display()))?;
         let shim = std::env::current_exe().context("finding memgangd's own binary for the shim")?;
         let mut command = vec![shim.display().to_string(), "shim".into(), "--".into()];
@@ -113,6 +112,7 @@ impl Service {
             gid: Some(r.gid),
             groups: r.groups.clone(),
             log_dir: Some(dir.clone()),
+            allowance: Some(self.allowance_file(r.info.id)?),
             status: Some(status),
             gate: true,
         };
@@ -124,6 +124,23 @@ impl Service {
             placed: None,
         };
         node.add_job(spec, launch)
+    }
+
+    /// A new allowance file's path for job `id`: `allowance/<id>-<32 hex
+    /// digits>`, 128 bits from the kernel's random source, so that only
+    /// the job, whose environment names it, can find it.
+    fn allowance_file(&self, id: u64) -> Result<std::path::PathBuf> {
+        use std::io::Read;
+        let mut bits = [0u8; 16];
+        std::fs::File::open("/dev/urandom")
+            .and_then(|mut f| f.read_exact(&mut bits))
+            .context("reading /dev/urandom for a job's allowance file name")?;
+        let hex: String = bits.iter().map(|b| format!("{b:02x}")).collect();
+        Ok(self
+            .shared
+            .state_dir
+            .join(super::ALLOWANCE_DIR)
+            .join(format!("{id}-{hex}")))
     }
 
     /// A job the daemon could not start: failed, unless the state

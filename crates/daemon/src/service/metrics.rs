@@ -14,7 +14,6 @@ use memgang_runtime::account::Live;
 use memgang_runtime::executor::Node;
 use std::collections::HashMap;
 use std::fmt::Write;
-use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
 /// An ended job keeps its own metrics series this long after its end:
@@ -77,15 +76,12 @@ impl Service {
 /// World-readable (node_exporter runs as its own user; the daemon's umask
 /// is 077), and renamed into place so a reader never sees half a file.
 /// The temporary name does not end in .prom, which the textfile collector
-/// would read.
+/// would read. The directory may be another user's (node_exporter's
+/// textfile directory is its own): both names are made in it through no
+/// link ([`memgang_linux::files::Dir::replace`]), so a link planted there
+/// is replaced, never written through.
 fn write_file(path: &Path, text: &str) {
-    let tmp = path.with_extension("prom.tmp");
-    let write = || -> std::io::Result<()> {
-        std::fs::write(&tmp, text)?;
-        std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o644))?;
-        std::fs::rename(&tmp, path)
-    };
-    if let Err(e) = write() {
+    if let Err(e) = memgang_linux::files::replace(path, text.as_bytes(), 0o644) {
         tracing::warn!("writing metrics {}: {e}", path.display());
     }
 }

@@ -290,6 +290,9 @@ impl Service {
                 accounted.add(a);
             }
         }
+        if !done.is_empty() {
+            self.shared.remove_allowances(|id| done.contains(&id));
+        }
         for id in requeued.into_iter().chain(done) {
             map.remove(&id);
         }

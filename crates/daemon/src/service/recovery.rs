@@ -37,6 +37,9 @@ impl Service {
     /// Nothing stays frozen.
     pub(super) fn recover(&self) -> Recovered {
         let alive = self.alive_or_recorded();
+        // Allowance files of jobs that ended while no daemon ran.
+        let ids: BTreeSet<u64> = alive.iter().map(|(r, _)| r.info.id).collect();
+        self.shared.remove_allowances(|id| !ids.contains(&id));
         // The pool holding most of them is taken over with its jobs.
         let mut count: BTreeMap<GroupPath, usize> = BTreeMap::new();
         for (_, g) in &alive {

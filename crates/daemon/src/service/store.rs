@@ -178,6 +178,26 @@ impl Shared {
         }
     }
 
+    /// Remove the allowance files (`allowance/<id>-...`) of the jobs
+    /// `gone` says have ended: nothing of a job stays in the state
+    /// directory beyond its record and its output.
+    pub(super) fn remove_allowances(&self, gone: impl Fn(u64) -> bool) {
+        let dir = self.state_dir.join(super::ALLOWANCE_DIR);
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            return;
+        };
+        for e in entries.flatten() {
+            let name = e.file_name();
+            let id = name
+                .to_str()
+                .and_then(|n| n.split_once('-'))
+                .and_then(|(id, _)| id.parse::<u64>().ok());
+            if id.is_none_or(&gone) {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
+    }
+
     /// Forget ended jobs beyond the retention (and their output); true if
     /// any was forgotten.
     pub(super) fn forget(&self, keep_for: Duration, keep_jobs: usize, now: f64) -> bool {

@@ -81,13 +81,10 @@ impl JobRun {
 pub const ALLOWANCE_ENV: &str = "MEMGANG_ALLOWANCE_FILE";
 
 /// Write `bytes` to the allowance file at `path`: whole or not at all
-/// (a reader never sees half a number), readable by the job's user.
+/// (a reader never sees half a number), readable by the job's user, and
+/// through no link (`memgang_linux::files`).
 pub(super) fn write_allowance(path: &std::path::Path, bytes: u64) -> std::io::Result<()> {
-    use std::os::unix::fs::PermissionsExt;
-    let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, format!("{bytes}\n"))?;
-    std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o644))?;
-    std::fs::rename(&tmp, path)
+    memgang_linux::files::replace(path, format!("{bytes}\n").as_bytes(), 0o644)
 }
 
 /// Tears down every cgroup of the node, whatever way it ends (return,
@@ -243,7 +240,10 @@ impl Jobs {
             .unwrap_or_else(|| env.logs.join(&name));
         // Programs that adapt their memory (memadapt) read how much they
         // may keep here; the samples keep it current.
-        let allowance_file = log_dir.join("allowance");
+        let allowance_file = launch
+            .allowance
+            .clone()
+            .unwrap_or_else(|| log_dir.join("allowance"));
         std::fs::create_dir_all(&log_dir)
             .and_then(|()| write_allowance(&allowance_file, allowance))
             .with_context(|| format!("writing {}", allowance_file.display()))?;
