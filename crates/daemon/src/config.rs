@@ -27,6 +27,15 @@ struct File {
     keep_finished_jobs: Option<usize>,
     metrics_file: Option<PathBuf>,
     metrics_listen: Option<String>,
+    max_job_command: Option<String>,
+    max_job_environment: Option<String>,
+    max_jobs_per_user: Option<usize>,
+    max_user_bytes: Option<String>,
+    keep_finished_jobs_per_user: Option<usize>,
+    max_answer_bytes: Option<String>,
+    user_request_workers: Option<usize>,
+    lookup_timeout: Option<String>,
+    max_locked_memory: Option<String>,
 }
 
 #[derive(Clone, Debug)]
@@ -67,6 +76,43 @@ pub struct Config {
     /// Address of an HTTP listener answering `GET /metrics` with the same
     /// text (Prometheus scraping memgangd directly); None: no listener.
     pub metrics_listen: Option<std::net::SocketAddr>,
+    /// Bytes of a job's name, command (its arguments) and working
+    /// directory together. Default 64K: a command line is rarely over a
+    /// few KiB, and the kernel takes at most 128 KiB per argument.
+    pub max_job_command: u64,
+    /// Bytes of a job's environment (names and values). Default 256K:
+    /// a login shell's is a few KiB, one with modules loaded (Lmod) up
+    /// to about 100 KiB; exec itself takes a quarter of the stack limit
+    /// (2 MiB) for arguments and environment together.
+    pub max_job_environment: u64,
+    /// Jobs a user may have in progress (queued, running, suspended) at
+    /// once; a submission beyond is refused. Default 1,000.
+    pub max_jobs_per_user: usize,
+    /// Bytes a user's jobs in progress may hold in the daemon (their
+    /// name, command, working directory and environment), and again the
+    /// ended jobs kept of theirs: a submission beyond the first is
+    /// refused, retention forgets the oldest ended ones beyond the
+    /// second. Default 64M: 200 jobs of the largest size, 10,000 of a
+    /// usual one.
+    pub max_user_bytes: u64,
+    /// Ended jobs kept per user (the newest), beside `keep_finished_jobs`
+    /// for all. Default 1,000.
+    pub keep_finished_jobs_per_user: usize,
+    /// An answer listing jobs is cut into pages of about this many bytes
+    /// (the client asks for the next page): no request makes the daemon
+    /// hold more than a page per connection. Default 1M.
+    pub max_answer_bytes: u64,
+    /// Workers one user's requests may hold at once (of the three that
+    /// answer users): the others answer the other users meanwhile.
+    /// Default 1.
+    pub user_request_workers: usize,
+    /// How long a submission's checks as the user (the working directory,
+    /// the command looked up on their PATH) may take. Default 2s.
+    pub lookup_timeout: Duration,
+    /// The largest RLIMIT_MEMLOCK a job's process gets, whatever the
+    /// user's limits say (locked memory cannot be paged out at a switch).
+    /// Default 8M, the kernel's own default.
+    pub max_locked_memory: u64,
 }
 
 impl Config {
@@ -158,7 +204,46 @@ impl Config {
                 })?),
             },
             socket,
+            max_job_command: positive(
+                "max_job_command",
+                bytes("max_job_command", &f.max_job_command, 64 << 10)?,
+            )?,
+            max_job_environment: bytes("max_job_environment", &f.max_job_environment, 256 << 10)?,
+            max_jobs_per_user: positive("max_jobs_per_user", f.max_jobs_per_user.unwrap_or(1000))?,
+            max_user_bytes: positive(
+                "max_user_bytes",
+                bytes("max_user_bytes", &f.max_user_bytes, 64 << 20)?,
+            )?,
+            keep_finished_jobs_per_user: f.keep_finished_jobs_per_user.unwrap_or(1000),
+            max_answer_bytes: positive(
+                "max_answer_bytes",
+                bytes("max_answer_bytes", &f.max_answer_bytes, 1 << 20)?,
+            )?,
+            user_request_workers: positive(
+                "user_request_workers",
+                f.user_request_workers.unwrap_or(1),
+            )?,
+            lookup_timeout: match &f.lookup_timeout {
+                None => Duration::from_secs(2),
+                Some(s) => match humantime::parse_duration(s) {
+                    Ok(d) if !d.is_zero() && d <= Duration::from_secs(60) => d,
+                    _ => bail!("lookup_timeout = {s:?}: write a time from 1ms to 60s, e.g. \"2s\""),
+                },
+            },
+            max_locked_memory: bytes("max_locked_memory", &f.max_locked_memory, 8 << 20)?,
         })
+    }
+
+    /// What one user may make the daemon hold and spend.
+    pub fn budgets(&self) -> Budgets {
+        Budgets {
+            job_command: self.max_job_command,
+            job_environment: self.max_job_environment,
+            jobs_per_user: self.max_jobs_per_user,
+            user_bytes: self.max_user_bytes,
+            answer_bytes: self.max_answer_bytes,
+            lookup_timeout: self.lookup_timeout,
+        }
     }
 
     pub fn overlap(&self) -> Overlap {
@@ -173,6 +258,35 @@ impl Config {
             max_switch_share: self.max_switch_share,
         }
     }
+}
+
+/// The budgets the socket's requests are held to (the keys of the same
+/// names, without `max_`); the defaults are the configuration's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Budgets {
+    pub job_command: u64,
+    pub job_environment: u64,
+    pub jobs_per_user: usize,
+    pub user_bytes: u64,
+    pub answer_bytes: u64,
+    pub lookup_timeout: Duration,
+}
+
+impl Default for Budgets {
+    fn default() -> Budgets {
+        Config::from_file(File::default(), 1 << 30)
+            .expect("the defaults are valid")
+            .budgets()
+    }
+}
+
+/// A count or size that must not be zero (a budget of nothing would
+/// refuse every job).
+fn positive<T: PartialEq + Default + std::fmt::Display>(key: &str, v: T) -> Result<T> {
+    if v == T::default() {
+        bail!("{key} = {v}: must be greater than zero");
+    }
+    Ok(v)
 }
 
 /// Beside the socket, where node_exporter's textfile collector can be
@@ -245,6 +359,35 @@ mod tests {
         let shipped = parse(include_str!("../../../dist/memgang.toml")).unwrap();
         let default = parse("").unwrap();
         assert_eq!(format!("{shipped:?}"), format!("{default:?}"));
+    }
+
+    #[test]
+    fn budgets_have_defaults_and_refuse_nothing() {
+        let c = parse("").unwrap();
+        assert_eq!(
+            (c.max_job_command, c.max_job_environment, c.max_user_bytes),
+            (64 << 10, 256 << 10, 64 << 20)
+        );
+        assert_eq!(
+            (c.max_jobs_per_user, c.keep_finished_jobs_per_user),
+            (1000, 1000)
+        );
+        assert_eq!(c.lookup_timeout, Duration::from_secs(2));
+        assert_eq!(c.budgets(), Budgets::default());
+        for bad in [
+            "max_job_command = \"0\"",
+            "max_jobs_per_user = 0",
+            "user_request_workers = 0",
+            "lookup_timeout = \"0s\"",
+            "lookup_timeout = \"1h\"",
+            "max_answer_bytes = \"0\"",
+        ] {
+            let key = bad.split(' ').next().unwrap();
+            let e = parse(bad).unwrap_err().to_string();
+            assert!(e.contains(key), "{bad}: {e}");
+        }
+        let c = parse("max_locked_memory = \"64M\"\nuser_request_workers = 2").unwrap();
+        assert_eq!((c.max_locked_memory, c.user_request_workers), (64 << 20, 2));
     }
 
     #[test]

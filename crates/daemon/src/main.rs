@@ -299,12 +299,10 @@ fn daemon(config_path: &Path, explicit: bool, jobs_cgroup: Option<&str>) -> Resu
         swap_used_elsewhere_bytes: 0,
         swap_reserve_bytes: 0,
     };
-    let shared = Arc::new(service::Shared::new(
-        journal,
-        jobs,
-        cfg.state_dir.clone(),
-        placeholder,
-    ));
+    let shared = Arc::new(
+        service::Shared::new(journal, jobs, cfg.state_dir.clone(), placeholder)
+            .with_budgets(cfg.budgets()),
+    );
     let metrics = http::Latest::default();
     let svc = service::Service {
         cfg: cfg.clone(),

@@ -40,7 +40,8 @@ impl Service {
         if self.cfg.metrics_file.is_none() && self.cfg.metrics_listen.is_none() {
             return;
         }
-        let jobs = self.shared.list(|_| true);
+        // Small copies: the metrics count jobs and read accounts only.
+        let jobs = self.shared.summaries(unix_now(), RECENT_FOR_S);
         let per_job = job_series(&jobs, unix_now(), |id| node.live(*map.get(&id)?));
         let pool = self.env.backend.memory_stat(node.pool()).ok();
         let vm = VmStat::read().ok();

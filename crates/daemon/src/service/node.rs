@@ -194,12 +194,13 @@ impl Service {
             t.next_metrics = Instant::now() + METRICS_EVERY;
             self.write_metrics(&t.node, &t.map, cap, t.vm_start, &t.accounted);
         }
-        let forgot = Instant::now() >= t.next_forget
-            && self.shared.forget(
-                self.cfg.keep_finished_for,
-                self.cfg.keep_finished_jobs,
-                unix_now(),
-            );
+        let keep = super::store::Retention {
+            keep_for: self.cfg.keep_finished_for,
+            keep_jobs: self.cfg.keep_finished_jobs,
+            keep_per_user: self.cfg.keep_finished_jobs_per_user,
+            user_bytes: self.cfg.max_user_bytes,
+        };
+        let forgot = Instant::now() >= t.next_forget && self.shared.forget(&keep, unix_now());
         if Instant::now() >= t.next_forget {
             t.next_forget = Instant::now() + FORGET_EVERY;
         }
