@@ -316,7 +316,11 @@ fn daemon(config_path: &Path, explicit: bool, jobs_cgroup: Option<&str>) -> Resu
     tracing::info!("memgangd listening on {}", cfg.socket.display());
     {
         let shared = shared.clone();
-        std::thread::spawn(move || server::serve(listener, shared));
+        let limits = server::Limits {
+            per_user_workers: cfg.user_request_workers,
+            ..server::LIMITS
+        };
+        std::thread::spawn(move || server::serve(listener, shared, limits));
     }
     if let Some(addr) = cfg.metrics_listen {
         let l = std::net::TcpListener::bind(addr).with_context(|| {
