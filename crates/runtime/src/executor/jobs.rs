@@ -130,6 +130,8 @@ impl Drop for Teardown {
 /// accounts (crate::account).
 pub(super) struct Jobs {
     pub(super) runs: Vec<JobRun>,
+    /// First processes not past their gate yet ([`Jobs::open_gates`]).
+    pub(super) gates: Vec<Gate>,
     pub(super) teardown: Teardown,
     pub(super) timeline: Vec<Interval>,
     pub(super) account: Tracker,
@@ -146,6 +148,7 @@ impl Jobs {
     pub(super) fn new(teardown: Teardown, t0: Instant) -> Jobs {
         Jobs {
             runs: Vec::new(),
+            gates: Vec::new(),
             teardown,
             timeline: Vec::new(),
             account: Tracker::start(t0),
@@ -255,18 +258,21 @@ impl Jobs {
         if let Some(entry) = self.teardown.jobs.iter_mut().find(|(g, _)| *g == group) {
             entry.1 = Some(launched.pid);
         }
-        if launch.gate {
-            wait_stopped(launched.pid);
-        }
+        // The counters attach now, before the first process has passed its
+        // gate (it cannot without the SIGCONT `open_gates` sends once it
+        // has stopped there), so they inherit into what it forks. Nothing
+        // here waits for the gate: a first process slow to reach it (an
+        // LD_PRELOAD constructor that sleeps) holds no one else's turn.
         let now = t0.elapsed();
         let others = env.backend.procs_recursive(&group).unwrap_or_default();
         self.account
             .started(i, launched.pid, &others, now.as_secs_f64());
         if launch.gate {
-            launched
-                .pidfd
-                .send_signal(libc::SIGCONT)
-                .context("continuing the job's first process after its counters attached")?;
+            self.gates.push(Gate {
+                job,
+                next: Instant::now(),
+                every: GATE_POLL_MIN,
+            });
         }
         let j = &mut self.runs[i];
         j.proc = Some(launched);
@@ -483,22 +489,57 @@ fn tail(path: &std::path::Path) -> Option<String> {
     (!tail.is_empty()).then_some(tail)
 }
 
-/// How long a gated first process (memgangd's shim) may take to stop
-/// itself. It stops first thing after exec, before it forks anything, so
-/// the bound only matters on a node too loaded to run it for seconds;
-/// then the job runs anyway, its counters may miss the command's first
-/// instants, and a warning says so.
-const GATE_WAIT: Duration = Duration::from_secs(2);
+/// How often a gate is looked at: at once, then less often the longer
+/// the first process takes to reach it (a shim reaches it in a
+/// millisecond; one held up by its user's LD_PRELOAD may take forever).
+const GATE_POLL_MIN: Duration = Duration::from_millis(1);
+const GATE_POLL_MAX: Duration = Duration::from_millis(100);
 
-/// Wait until `pid` has stopped itself at its gate, has ended, or
-/// `GATE_WAIT` has passed.
-fn wait_stopped(pid: i32) {
-    let deadline = Instant::now() + GATE_WAIT;
-    while Instant::now() < deadline {
-        match process::state(pid) {
-            Some('T') | Some('Z') | None => return,
-            _ => std::thread::sleep(Duration::from_millis(1)),
-        }
+/// A job whose first process is to be continued once it has stopped
+/// itself at its gate (`Launch::gate`), and when to look next.
+pub(super) struct Gate {
+    pub(super) job: JobId,
+    pub(super) next: Instant,
+    pub(super) every: Duration,
+}
+
+impl Jobs {
+    /// Continue each first process that has stopped at its gate; forget
+    /// the gates of jobs that ended or whose process is gone. A job the
+    /// policy suspended meanwhile is continued at its resume (its gate
+    /// waits: a SIGCONT would undo a signal freezer's stop).
+    pub(super) fn open_gates(&mut self) {
+        let now = Instant::now();
+        let runs = &self.runs;
+        self.gates.retain_mut(|g| {
+            let Some(j) = runs.get(g.job.index()) else {
+                return false;
+            };
+            let Some(p) = &j.proc else {
+                return false;
+            };
+            if now < g.next || j.running_since.is_none() {
+                return true;
+            }
+            match process::state(p.pid) {
+                Some('T') => {
+                    if let Err(e) = p.pidfd.send_signal(libc::SIGCONT) {
+                        tracing::warn!("continuing job {} at its gate: {e}", j.result.name);
+                    }
+                    false
+                }
+                Some('Z') | None => false,
+                _ => {
+                    g.every = (g.every * 2).min(GATE_POLL_MAX);
+                    g.next = now + g.every;
+                    true
+                }
+            }
+        });
     }
-    tracing::warn!("job process {pid} did not stop at its gate within {GATE_WAIT:?}: its counters may miss its first instants");
+
+    /// When a gate is to be looked at next, if one waits.
+    pub(super) fn next_gate(&self) -> Option<Instant> {
+        self.gates.iter().map(|g| g.next).min()
+    }
 }

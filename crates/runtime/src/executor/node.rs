@@ -196,6 +196,7 @@ impl Node {
         let now = self.now();
         let actions = self.sched.advance(now);
         self.carry_out(actions)?;
+        self.jobs.open_gates();
         self.reap()?;
         if self.sched.all_finished() {
             return Ok(true);
@@ -211,6 +212,9 @@ impl Node {
         let mut wait = wake.saturating_sub(self.now());
         if let Some(max) = max_wait {
             wait = wait.min(max);
+        }
+        if let Some(gate) = self.jobs.next_gate() {
+            wait = wait.min(gate.saturating_duration_since(Instant::now()));
         }
         let fds: Vec<&PidFd> = self
             .jobs

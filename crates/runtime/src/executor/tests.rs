@@ -534,3 +534,34 @@ fn a_gated_first_process_is_continued_once_its_counters_attach() {
     }
     assert!(f.cgroups.live().is_empty(), "{:?}", f.cgroups.live());
 }
+
+/// A first process slow to reach its gate (memgangd's shim under an
+/// LD_PRELOAD that sleeps) holds no step: the node goes on with its other
+/// jobs, and continues it once it has stopped there.
+#[test]
+fn a_slow_gate_holds_no_step() {
+    let f = fakes();
+    let pool = pool_name("slow-gate");
+    let mut node = Node::new(settings(&pool, PolicyKind::Cosched), f.env.clone()).unwrap();
+    let mut slow = launch(&pool, "slow", "sleep 2; kill -STOP $$; exit 0");
+    slow.gate = true;
+    let slow = node.add_job(spec("slow"), slow).unwrap();
+    let quick = node
+        .add_job(spec("quick"), launch(&pool, "quick", "exit 0"))
+        .unwrap();
+    let t = std::time::Instant::now();
+    step_until(&mut node, |n| {
+        status(n, quick) == memgang_core::JobStatus::Finished
+    });
+    assert!(
+        t.elapsed() < Duration::from_secs(1),
+        "the other job waited {:?} for a gate",
+        t.elapsed()
+    );
+    step_until(&mut node, |n| {
+        status(n, slow) == memgang_core::JobStatus::Finished
+    });
+    let r = node.finish();
+    assert!(r.jobs[0].ok() && r.jobs[1].ok(), "{:?}", r.jobs);
+    assert!(f.cgroups.live().is_empty(), "{:?}", f.cgroups.live());
+}
