@@ -44,13 +44,16 @@ impl Service {
         let jobs = self.shared.summaries(unix_now(), RECENT_FOR_S);
         let per_job = job_series(&jobs, unix_now(), |id| node.live(*map.get(&id)?));
         let pool = self.env.backend.memory_stat(node.pool()).ok();
+        // Summed over the node's life: the switches of forgotten jobs
+        // are let go of.
+        let totals = node.switch_totals();
         let vm = VmStat::read().ok();
         let text = metrics_text(&MetricsInput {
             jobs: &jobs,
-            switches: node.switches().len(),
-            switch_seconds: node.switches().iter().fold(0.0, |t, s| t + s.took_s),
-            paged_out: node.switches().iter().map(|s| s.paged_out_bytes).sum(),
-            paged_in: node.switches().iter().map(|s| s.paged_in_bytes).sum(),
+            switches: totals.count as usize,
+            switch_seconds: totals.seconds,
+            paged_out: totals.paged_out_bytes,
+            paged_in: totals.paged_in_bytes,
             swapped: vm.zip(vm_start).map(|(v, s)| {
                 (
                     v.pswpin.saturating_sub(s.pswpin) * page_size(),

@@ -29,6 +29,9 @@ const METRICS_EVERY: Duration = Duration::from_secs(5);
 /// Retention is applied this often (and at start): jobs end at most a
 /// minute past their time.
 const FORGET_EVERY: Duration = Duration::from_secs(60);
+/// Samples of the node's paging trace kept (one a second): the daemon
+/// reads the last; more would grow with the daemon's uptime.
+const KEEP_SAMPLES: usize = 60;
 
 /// What the node loop carries from one turn to the next.
 struct Turns {
@@ -160,7 +163,7 @@ impl Service {
             self.cancel_job(t, id);
         }
         let idle = t.node.step(Some(IDLE_WAIT))?;
-        self.sync(&t.node, &mut t.map, &mut t.accounted);
+        self.sync(&mut t.node, &mut t.map, &mut t.accounted);
         t.adopted.retain(|a| !self.reap_adopted(a));
         self.periodic(t, cap, idle);
         Ok(())
@@ -203,6 +206,8 @@ impl Service {
         let forgot = Instant::now() >= t.next_forget && self.shared.forget(&keep, unix_now());
         if Instant::now() >= t.next_forget {
             t.next_forget = Instant::now() + FORGET_EVERY;
+            // The node's paging trace: only the last sample is read here.
+            t.node.keep_samples(KEEP_SAMPLES);
         }
         if idle {
             self.shared.idle_wait(IDLE_WAIT);
@@ -213,7 +218,7 @@ impl Service {
     /// At stop: the node's last news recorded; jobs still running are left
     /// for the next start to adopt, else the pool goes.
     fn close(&self, mut t: Turns) {
-        self.sync(&t.node, &mut t.map, &mut t.accounted);
+        self.sync(&mut t.node, &mut t.map, &mut t.accounted);
         self.shared.flush();
         let alive = t.map.iter().any(|(id, _)| {
             self.shared
@@ -233,8 +238,10 @@ impl Service {
     }
 
     /// The node's view of each job into the records; the time account of
-    /// each job that ended into `accounted` too.
-    fn sync(&self, node: &Node, map: &mut HashMap<u64, JobId>, accounted: &mut Accounted) {
+    /// each job that ended into `accounted` too. A job whose end is
+    /// recorded is forgotten by the node ([`Node::forget`]): the daemon
+    /// holds a job gone by its record only, which retention bounds.
+    fn sync(&self, node: &mut Node, map: &mut HashMap<u64, JobId>, accounted: &mut Accounted) {
         let (mut requeued, mut done) = (Vec::new(), Vec::new());
         for (&id, &jid) in map.iter() {
             let Some(res) = node.result(jid) else {
@@ -244,7 +251,9 @@ impl Service {
             let cur = self.shared.get(id);
             if cur.as_ref().is_none_or(|r| r.info.state.is_final()) {
                 // Ended for good: nothing more to learn from the node.
-                done.push(id);
+                if res.finish_s.is_some() {
+                    done.push(id);
+                }
                 continue;
             }
             let asked = self.shared.cancel_asked(id);
@@ -295,7 +304,11 @@ impl Service {
             self.shared.remove_allowances(|id| done.contains(&id));
         }
         for id in requeued.into_iter().chain(done) {
-            map.remove(&id);
+            if let Some(jid) = map.remove(&id) {
+                if let Err(e) = node.forget(jid) {
+                    tracing::error!("job {id}: {e:#}");
+                }
+            }
         }
     }
 }

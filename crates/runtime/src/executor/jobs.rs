@@ -11,6 +11,7 @@ use anyhow::{Context, Result};
 use memgang_core::{JobId, JobSpec};
 use memgang_linux::cgroup::{CgroupBackend, GroupPath, MemoryStat};
 use memgang_linux::process::{self, Exit};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -125,11 +126,76 @@ impl Drop for Teardown {
     }
 }
 
-/// A node's jobs, indexed by [`JobId`] (jobs are never retired from a
-/// node), the cgroups to tear down, the intervals they ran and their time
-/// accounts (crate::account).
+/// A node's jobs by [`JobId`]: every job added and not forgotten
+/// ([`Jobs::forget`]: a service forgets a job once it has recorded its
+/// end, so that what it holds follows the jobs alive).
+#[derive(Default)]
+pub(super) struct Runs(BTreeMap<JobId, JobRun>);
+
+impl Runs {
+    pub(super) fn get(&self, job: JobId) -> Option<&JobRun> {
+        self.0.get(&job)
+    }
+
+    pub(super) fn get_mut(&mut self, job: JobId) -> Option<&mut JobRun> {
+        self.0.get_mut(&job)
+    }
+
+    /// In the order they were added.
+    pub(super) fn iter(&self) -> impl Iterator<Item = (JobId, &JobRun)> {
+        self.0.iter().map(|(id, j)| (*id, j))
+    }
+
+    pub(super) fn values(&self) -> impl Iterator<Item = &JobRun> {
+        self.0.values()
+    }
+
+    pub(super) fn values_mut(&mut self) -> impl Iterator<Item = &mut JobRun> {
+        self.0.values_mut()
+    }
+
+    pub(super) fn ids(&self) -> Vec<JobId> {
+        self.0.keys().copied().collect()
+    }
+
+    pub(super) fn insert(&mut self, job: JobId, run: JobRun) {
+        self.0.insert(job, run);
+    }
+
+    pub(super) fn remove(&mut self, job: JobId) -> Option<JobRun> {
+        self.0.remove(&job)
+    }
+
+    pub(super) fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub(super) fn into_values(self) -> impl Iterator<Item = JobRun> {
+        self.0.into_values()
+    }
+}
+
+impl std::ops::Index<JobId> for Runs {
+    type Output = JobRun;
+    fn index(&self, job: JobId) -> &JobRun {
+        self.0
+            .get(&job)
+            .unwrap_or_else(|| panic!("job {} is not on this node", job.0))
+    }
+}
+
+impl std::ops::IndexMut<JobId> for Runs {
+    fn index_mut(&mut self, job: JobId) -> &mut JobRun {
+        self.0
+            .get_mut(&job)
+            .unwrap_or_else(|| panic!("job {} is not on this node", job.0))
+    }
+}
+
+/// A node's jobs ([`Runs`]), the cgroups to tear down, the intervals
+/// they ran and their time accounts (crate::account).
 pub(super) struct Jobs {
-    pub(super) runs: Vec<JobRun>,
+    pub(super) runs: Runs,
     /// First processes not past their gate yet ([`Jobs::open_gates`]).
     pub(super) gates: Vec<Gate>,
     pub(super) teardown: Teardown,
@@ -139,7 +205,7 @@ pub(super) struct Jobs {
 
 impl Memories<JobId> for Jobs {
     fn memory(&mut self, job: &JobId) -> Option<&mut JobMemory> {
-        self.runs.get_mut(job.index()).map(|j| &mut j.mem)
+        self.runs.get_mut(*job).map(|j| &mut j.mem)
     }
 }
 
@@ -147,7 +213,7 @@ impl Jobs {
     /// No job yet; the accounts' clock starts at `t0`.
     pub(super) fn new(teardown: Teardown, t0: Instant) -> Jobs {
         Jobs {
-            runs: Vec::new(),
+            runs: Runs::default(),
             gates: Vec::new(),
             teardown,
             timeline: Vec::new(),
@@ -156,7 +222,7 @@ impl Jobs {
     }
 
     pub(super) fn name(&self, job: JobId) -> &str {
-        &self.runs[job.index()].result.name
+        &self.runs[job].result.name
     }
 
     /// Cancel a job: one that runs (or is suspended) is killed and
@@ -166,7 +232,7 @@ impl Jobs {
     pub(super) fn cancel(&mut self, env: &Env, job: JobId) -> Result<()> {
         let j = self
             .runs
-            .get_mut(job.index())
+            .get_mut(job)
             .with_context(|| format!("no job {} on this node", job.0))?;
         if j.result.finish_s.is_some() || j.cancelled {
             return Ok(());
@@ -188,21 +254,21 @@ impl Jobs {
     /// Take over a job an earlier process left running in `group`: frozen
     /// now, thawed instead of launched when the policy starts it, ended
     /// when its group has no process left.
-    pub(super) fn adopt(&mut self, env: &Env, spec: &JobSpec, group: GroupPath) -> Result<()> {
+    /// The caller adds the run returned under the job's id.
+    pub(super) fn adopt(&mut self, env: &Env, spec: &JobSpec, group: GroupPath) -> Result<JobRun> {
         env.freezer
             .freeze(&group)
             .with_context(|| format!("freezing adopted job {}", group.as_str()))?;
         let mut run = JobRun::new(group.clone(), spec, Launch::default());
         run.adopted = true;
         self.teardown.jobs.push((group, None));
-        self.runs.push(run);
-        Ok(())
+        Ok(run)
     }
 
     /// Leave every job alive for a later process to adopt: thawed, its
     /// background paging stopped; no process killed, no cgroup removed.
     pub(super) fn release(&mut self, env: &Env) {
-        for j in self.runs.iter_mut() {
+        for j in self.runs.values_mut() {
             j.stop_paging();
             if j.proc.is_some() || (j.adopted && j.result.finish_s.is_none()) {
                 if let Err(e) = env.freezer.thaw(&j.group) {
@@ -224,19 +290,19 @@ impl Jobs {
         t0: Instant,
     ) -> Result<()> {
         let i = job.index();
-        if self.runs[i].cancelled {
+        if self.runs[job].cancelled {
             anyhow::bail!("cancelled before it started");
         }
-        if self.runs[i].adopted {
+        if self.runs[job].adopted {
             return self.resume_adopted(env, job, t0);
         }
-        let group = self.runs[i].group.clone();
+        let group = self.runs[job].group.clone();
         env.backend
             .create(&group)
             .with_context(|| format!("creating cgroup {}", group.as_str()))?;
         self.teardown.jobs.push((group.clone(), None));
-        let name = self.runs[i].result.name.clone();
-        let mut launch = self.runs[i].launch.clone();
+        let name = self.runs[job].result.name.clone();
+        let mut launch = self.runs[job].launch.clone();
         let log_dir = launch
             .log_dir
             .clone()
@@ -253,8 +319,11 @@ impl Jobs {
         launch
             .env
             .insert(ALLOWANCE_ENV.into(), allowance_file.display().to_string());
-        self.runs[i].allowance = Some((allowance_file, allowance));
+        self.runs[job].allowance = Some((allowance_file, allowance));
         let launched = procs::launch(env.backend.as_ref(), &group, &launch, &log_dir)?;
+        // Started: its environment (up to a user's budget of it) is of no
+        // more use.
+        self.runs[job].launch.env = BTreeMap::new();
         if let Some(entry) = self.teardown.jobs.iter_mut().find(|(g, _)| *g == group) {
             entry.1 = Some(launched.pid);
         }
@@ -274,7 +343,7 @@ impl Jobs {
                 every: GATE_POLL_MIN,
             });
         }
-        let j = &mut self.runs[i];
+        let j = &mut self.runs[job];
         j.proc = Some(launched);
         j.running_since = Some(now);
         j.result.start_s = Some(now.as_secs_f64());
@@ -286,8 +355,7 @@ impl Jobs {
     /// An adopted job's first turn: thawed, watched through one of its
     /// processes (the wait for any job's end wakes on it).
     fn resume_adopted(&mut self, env: &Env, job: JobId, t0: Instant) -> Result<()> {
-        let i = job.index();
-        let group = self.runs[i].group.clone();
+        let group = self.runs[job].group.clone();
         env.freezer
             .thaw(&group)
             .with_context(|| format!("resuming adopted job {}", group.as_str()))?;
@@ -308,29 +376,29 @@ impl Jobs {
         let launched = watch_one(&pids)
             .with_context(|| format!("adopted job {} has ended", group.as_str()))?;
         let now = t0.elapsed();
-        let j = &mut self.runs[i];
+        let j = &mut self.runs[job];
         j.proc = Some(launched);
         j.running_since = Some(now);
         j.result.start_s = Some(now.as_secs_f64());
         Ok(())
     }
 
-    /// How job `i` ended, if its first process has exited (an adopted
+    /// How `job` ended, if its first process has exited (an adopted
     /// job: if its group is empty); None while it runs or has not started.
-    pub(super) fn exited(&mut self, env: &Env, i: usize) -> Option<Exit> {
-        let p = self.runs[i].proc.as_ref()?;
-        if self.runs[i].adopted {
+    pub(super) fn exited(&mut self, env: &Env, job: JobId) -> Option<Exit> {
+        let p = self.runs[job].proc.as_ref()?;
+        if self.runs[job].adopted {
             let watched = p.pidfd.is_alive();
             let pids = env
                 .backend
-                .procs_recursive(&self.runs[i].group)
+                .procs_recursive(&self.runs[job].group)
                 .unwrap_or_default();
             if !pids.is_empty() {
                 if !watched {
                     // The process watched ended before the others: watch
                     // another, or the wait would not wait.
                     if let Some(other) = watch_one(&pids) {
-                        self.runs[i].proc = Some(other);
+                        self.runs[job].proc = Some(other);
                     }
                 }
                 return None;
@@ -362,7 +430,7 @@ impl Jobs {
     ) {
         self.stop_interval(job, now);
         let backend = env.backend.as_ref();
-        let j = &mut self.runs[job.index()];
+        let j = &mut self.runs[job];
         j.proc = None;
         j.stop_paging();
         // Read the cgroup's counters before it goes: they include processes
@@ -412,21 +480,21 @@ impl Jobs {
             "{:>7.1}s  {name} finished: {status}",
             now.as_secs_f64()
         ));
-        let (i, j) = (job.index(), &self.runs[job.index()]);
+        let (i, j) = (job.index(), &self.runs[job]);
         let account = (self.account).finish(i, &j.result, &leftovers, &self.timeline, switches);
-        self.runs[i].result.account = account;
+        self.runs[job].result.account = account;
     }
 
     /// A job that could not start (or was cancelled before it did) ends
     /// now, without having run.
     pub(super) fn finish_unstarted(&mut self, job: JobId, now: Duration) {
-        let r = &mut self.runs[job.index()].result;
+        let r = &mut self.runs[job].result;
         r.finish_s = Some(now.as_secs_f64());
         r.completion_s = Some(now.as_secs_f64() - r.arrival_s);
     }
 
     pub(super) fn stop_interval(&mut self, job: JobId, now: Duration) {
-        if let Some(since) = self.runs[job.index()].running_since.take() {
+        if let Some(since) = self.runs[job].running_since.take() {
             let name = self.name(job).to_string();
             self.timeline.push(Interval {
                 job: name,
@@ -438,7 +506,7 @@ impl Jobs {
 
     /// At the end: close what is still open; jobs still alive end now.
     pub(super) fn close(&mut self, end: Duration) {
-        for j in self.runs.iter_mut() {
+        for j in self.runs.values_mut() {
             if let Some(since) = j.running_since.take() {
                 self.timeline.push(Interval {
                     job: j.result.name.clone(),
@@ -512,7 +580,7 @@ impl Jobs {
         let now = Instant::now();
         let runs = &self.runs;
         self.gates.retain_mut(|g| {
-            let Some(j) = runs.get(g.job.index()) else {
+            let Some(j) = runs.get(g.job) else {
                 return false;
             };
             let Some(p) = &j.proc else {

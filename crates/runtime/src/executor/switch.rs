@@ -22,7 +22,20 @@ use std::time::{Duration, Instant};
 pub(super) struct SwitchState {
     pub(super) engine: NodeSwitch,
     pub(super) done: Vec<Switch>,
+    /// Every switch so far counted, also those a service has let go of
+    /// with the jobs they moved ([`super::Node::forget`]).
+    pub(super) totals: SwitchTotals,
     pub(super) protect_failed: bool,
+}
+
+/// The switches of a node's life, summed: what stays of them once their
+/// jobs are forgotten.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct SwitchTotals {
+    pub count: u64,
+    pub seconds: f64,
+    pub paged_out_bytes: u64,
+    pub paged_in_bytes: u64,
 }
 
 /// What a node lends [`SwitchState::carry_out`]: its mechanisms, jobs and
@@ -101,21 +114,21 @@ impl SwitchState {
                                 at.as_secs_f64(),
                                 jobs.name(job)
                             ));
-                            jobs.runs[i].result.error = Some(format!("{e:#}"));
+                            jobs.runs[job].result.error = Some(format!("{e:#}"));
                             failed.push(job);
                         }
                     }
                 }
                 Action::Suspend { page_out, .. } => {
                     SwitchSteps::time(&mut steps.freeze_s, || {
-                        env.freezer.freeze(&jobs.runs[i].group)
+                        env.freezer.freeze(&jobs.runs[job].group)
                     })
                     .with_context(|| format!("suspending job {}", jobs.name(job)))?;
                     jobs.stop_interval(job, t0.elapsed());
                     // Listed once: the freeze keeps the list as it is
                     // until the thaw, for the account and the page-out.
                     let pids = SwitchSteps::time(&mut steps.sampling_s, || {
-                        let group = &jobs.runs[i].group;
+                        let group = &jobs.runs[job].group;
                         let pids = (env.backend).procs_recursive(group).unwrap_or_default();
                         let huge = (env.backend)
                             .memory_stat(group)
@@ -124,7 +137,7 @@ impl SwitchState {
                         jobs.account.frozen(i, &pids, huge);
                         pids
                     });
-                    let j = &mut jobs.runs[i];
+                    let j = &mut jobs.runs[job];
                     let out = self.engine.suspend(&mut j.mem, &pids, page_out, &mut steps);
                     j.result.huge_restored_bytes += out.huge_restored;
                     bg_bytes += out.background;
@@ -139,16 +152,11 @@ impl SwitchState {
                     // policy's order.
                     let victims: Vec<_> = from
                         .iter()
-                        .map(|v| {
-                            (
-                                jobs.runs[v.index()].group.clone(),
-                                jobs.name(*v).to_string(),
-                            )
-                        })
+                        .map(|v| (jobs.runs[*v].group.clone(), jobs.name(*v).to_string()))
                         .collect();
                     let stream = opening.paged_in.contains(&job);
                     let (freed, took) = self.engine.make_room(
-                        &mut jobs.runs[i].mem,
+                        &mut jobs.runs[job].mem,
                         &victims,
                         stream,
                         &mut warnings,
@@ -161,27 +169,29 @@ impl SwitchState {
                     // Bring its memory back while it is still frozen, so
                     // that it resumes without faulting.
                     let done = self.engine.resume(
-                        &mut jobs.runs[i].mem,
+                        &mut jobs.runs[job].mem,
                         page_in.uses_records(),
                         &mut steps,
                     );
                     paged_in += done.bytes;
                     in_time += done.took;
-                    SwitchSteps::time(&mut steps.thaw_s, || env.freezer.thaw(&jobs.runs[i].group))
-                        .with_context(|| format!("resuming job {}", jobs.name(job)))?;
-                    jobs.runs[i].running_since = Some(t0.elapsed());
+                    SwitchSteps::time(&mut steps.thaw_s, || {
+                        env.freezer.thaw(&jobs.runs[job].group)
+                    })
+                    .with_context(|| format!("resuming job {}", jobs.name(job)))?;
+                    jobs.runs[job].running_since = Some(t0.elapsed());
                     SwitchSteps::time(&mut steps.sampling_s, || jobs.account.thawed(i));
                     resumed.push(jobs.name(job).to_string());
                 }
                 Action::WriteBack { until, .. } => {
                     let window = until.saturating_sub(t0.elapsed());
-                    self.engine.write_back(&mut jobs.runs[i].mem, window);
+                    self.engine.write_back(&mut jobs.runs[job].mem, window);
                 }
                 // One budget for all the jobs of the set being
                 // prefetched (see `NodeSwitch::page_in_early`).
                 Action::PageIn { .. } => {
                     self.engine
-                        .page_in_early(&mut jobs.runs[i].mem, &mut opening.budget);
+                        .page_in_early(&mut jobs.runs[job].mem, &mut opening.budget);
                 }
                 Action::Boost { nice, .. } => renice(env, jobs, job, nice, t0),
                 Action::Defer { reason, .. } => {
@@ -202,6 +212,10 @@ impl SwitchState {
             for point in sampler.map(SwitchSampler::stop).unwrap_or_default() {
                 sampling.switch_sample(point);
             }
+            self.totals.count += 1;
+            self.totals.seconds += took.as_secs_f64();
+            self.totals.paged_out_bytes += paged_out;
+            self.totals.paged_in_bytes += paged_in;
             self.done.push(Switch {
                 at_s: at.as_secs_f64(),
                 took_s: took.as_secs_f64(),
@@ -232,7 +246,7 @@ impl SwitchState {
         if self.protect_failed {
             return;
         }
-        let group = &jobs.runs[job.index()].group;
+        let group = &jobs.runs[job].group;
         if let Err(e) = env.backend.protect(group, on) {
             self.protect_failed = true;
             env.say(format!(
@@ -249,7 +263,7 @@ impl SwitchState {
         let incoming = batch
             .iter()
             .filter(|a| matches!(a, Action::Resume { .. } | Action::Start { .. }))
-            .map(|a| &jobs.runs[a.job().index()].mem);
+            .map(|a| &jobs.runs[a.job()].mem);
         self.engine.check(incoming).map(|w| {
             format!(
                 "{w}; the kernel may kill a job (out of memory). Add swap (memgang testbed up \
@@ -261,7 +275,7 @@ impl SwitchState {
 
 fn renice(env: &Env, jobs: &mut Jobs, job: JobId, nice: i32, t0: Instant) {
     let now = t0.elapsed().as_secs_f64();
-    let j = &mut jobs.runs[job.index()];
+    let j = &mut jobs.runs[job];
     if let Some(since) = j.boosted_since.take() {
         j.result.boosted_s += now - since;
     }

@@ -565,3 +565,50 @@ fn a_slow_gate_holds_no_step() {
     assert!(r.jobs[0].ok() && r.jobs[1].ok(), "{:?}", r.jobs);
     assert!(f.cgroups.live().is_empty(), "{:?}", f.cgroups.live());
 }
+
+/// A service forgets each job once it has recorded its end: the node
+/// then holds nothing of it (its run, its state in the scheduler), and
+/// a job that has not ended cannot be forgotten.
+#[test]
+fn a_forgotten_job_leaves_nothing_on_the_node() {
+    let f = fakes();
+    let pool = pool_name("forget");
+    let mut node = Node::new(settings(&pool, PolicyKind::Cosched), f.env.clone()).unwrap();
+    let long = node
+        .add_job(spec("long"), launch(&pool, "long", "sleep 30"))
+        .unwrap();
+    for round in 0..5 {
+        let ids: Vec<JobId> = (0..20)
+            .map(|k| {
+                let name = format!("r{round}-{k}");
+                node.add_job(spec(&name), launch(&pool, &name, "exit 0"))
+                    .unwrap()
+            })
+            .collect();
+        step_until(&mut node, |n| {
+            ids.iter()
+                .all(|j| n.result(*j).is_some_and(|r| r.finish_s.is_some()))
+        });
+        for j in ids {
+            node.forget(j).unwrap();
+            assert!(node.result(j).is_none());
+        }
+        assert_eq!(node.job_count(), 1);
+        assert_eq!(node.scheduler().state().jobs().len(), 1);
+    }
+    assert!(node.forget(long).is_err(), "a running job was forgotten");
+    node.cancel(long).unwrap();
+    step_until(&mut node, |n| {
+        status(n, long) == memgang_core::JobStatus::Finished
+    });
+    node.forget(long).unwrap();
+    node.keep_samples(2);
+    let r = node.finish();
+    // The two kept and the last one, at the node's end.
+    assert!(
+        r.jobs.is_empty() && r.samples.len() <= 3,
+        "{}",
+        r.samples.len()
+    );
+    assert!(f.cgroups.live().is_empty(), "{:?}", f.cgroups.live());
+}
