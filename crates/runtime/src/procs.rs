@@ -170,7 +170,16 @@ pub fn launch(
     };
     let pid = child.id() as i32;
     // Our unreaped child: its pid cannot be reused until we wait for it.
-    let pidfd = PidFd::open(pid).context("pidfd_open on the job's first process")?;
+    let pidfd = match PidFd::open(pid) {
+        Ok(p) => p,
+        Err(e) => {
+            // Not watched, not left behind: killed and reaped here.
+            let mut child = child;
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(e).context("pidfd_open on the job's first process");
+        }
+    };
     Ok(Launched { pid, pidfd })
 }
 

@@ -301,6 +301,62 @@ impl Jobs {
             .create(&group)
             .with_context(|| format!("creating cgroup {}", group.as_str()))?;
         self.teardown.jobs.push((group.clone(), None));
+        let launched = match self.launch(env, job, allowance, &group) {
+            Ok(l) => l,
+            Err(e) => {
+                // What its start made goes with it, now: its group (and
+                // anything that joined it), not at the node's end. A node
+                // that fails to start thousands of jobs holds no group.
+                match procs::kill_and_remove(env.backend.as_ref(), &group, None) {
+                    Ok(()) => self.teardown.jobs.retain(|(g, _)| *g != group),
+                    Err(r) => tracing::error!("cleanup after a failed start: {r:#}"),
+                }
+                return Err(e);
+            }
+        };
+        // Started: its environment (up to a user's budget of it) is of no
+        // more use.
+        self.runs[job].launch.env = BTreeMap::new();
+        if let Some(entry) = self.teardown.jobs.iter_mut().find(|(g, _)| *g == group) {
+            entry.1 = Some(launched.pid);
+        }
+        // The counters attach now, before the first process has passed its
+        // gate (it cannot without the SIGCONT `open_gates` sends once it
+        // has stopped there), so they inherit into what it forks. Nothing
+        // here waits for the gate: a first process slow to reach it (an
+        // LD_PRELOAD constructor that sleeps) holds no one else's turn.
+        let now = t0.elapsed();
+        let others = env.backend.procs_recursive(&group).unwrap_or_default();
+        self.account
+            .started(i, launched.pid, &others, now.as_secs_f64());
+        if self.runs[job].launch.gate {
+            self.gates.push(Gate {
+                job,
+                next: Instant::now(),
+                every: GATE_POLL_MIN,
+            });
+        }
+        let j = &mut self.runs[job];
+        j.proc = Some(launched);
+        j.running_since = Some(now);
+        j.result.start_s = Some(now.as_secs_f64());
+        env.say(format!(
+            "{:>7.1}s  {} started",
+            now.as_secs_f64(),
+            j.result.name
+        ));
+        Ok(())
+    }
+
+    /// A job's first process, started in `group` (made) with its log
+    /// directory and its allowance file written.
+    fn launch(
+        &mut self,
+        env: &Env,
+        job: JobId,
+        allowance: u64,
+        group: &GroupPath,
+    ) -> Result<Launched> {
         let name = self.runs[job].result.name.clone();
         let mut launch = self.runs[job].launch.clone();
         let log_dir = launch
@@ -320,36 +376,9 @@ impl Jobs {
             .env
             .insert(ALLOWANCE_ENV.into(), allowance_file.display().to_string());
         self.runs[job].allowance = Some((allowance_file, allowance));
-        let launched = procs::launch(env.backend.as_ref(), &group, &launch, &log_dir)?;
-        // Started: its environment (up to a user's budget of it) is of no
-        // more use.
-        self.runs[job].launch.env = BTreeMap::new();
-        if let Some(entry) = self.teardown.jobs.iter_mut().find(|(g, _)| *g == group) {
-            entry.1 = Some(launched.pid);
-        }
-        // The counters attach now, before the first process has passed its
-        // gate (it cannot without the SIGCONT `open_gates` sends once it
-        // has stopped there), so they inherit into what it forks. Nothing
-        // here waits for the gate: a first process slow to reach it (an
-        // LD_PRELOAD constructor that sleeps) holds no one else's turn.
-        let now = t0.elapsed();
-        let others = env.backend.procs_recursive(&group).unwrap_or_default();
-        self.account
-            .started(i, launched.pid, &others, now.as_secs_f64());
-        if launch.gate {
-            self.gates.push(Gate {
-                job,
-                next: Instant::now(),
-                every: GATE_POLL_MIN,
-            });
-        }
-        let j = &mut self.runs[job];
-        j.proc = Some(launched);
-        j.running_since = Some(now);
-        j.result.start_s = Some(now.as_secs_f64());
-        j.result.log_dir = Some(log_dir.display().to_string());
-        env.say(format!("{:>7.1}s  {name} started", now.as_secs_f64()));
-        Ok(())
+        let launched = procs::launch(env.backend.as_ref(), group, &launch, &log_dir)?;
+        self.runs[job].result.log_dir = Some(log_dir.display().to_string());
+        Ok(launched)
     }
 
     /// An adopted job's first turn: thawed, watched through one of its

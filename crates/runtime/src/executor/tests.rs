@@ -612,3 +612,34 @@ fn a_forgotten_job_leaves_nothing_on_the_node() {
     );
     assert!(f.cgroups.live().is_empty(), "{:?}", f.cgroups.live());
 }
+
+/// A job that fails to start (here: a NUL in its command, which no
+/// exec takes) leaves no cgroup behind, at once, not at the node's end.
+#[test]
+fn a_job_that_fails_to_start_leaves_no_group() {
+    let f = fakes();
+    let pool = pool_name("nostart");
+    let mut node = Node::new(settings(&pool, PolicyKind::Cosched), f.env.clone()).unwrap();
+    let mut ids = Vec::new();
+    for k in 0..20 {
+        let name = format!("bad{k}");
+        let mut l = launch(&pool, &name, "exit 0");
+        l.command = vec!["sh\0x".into()];
+        ids.push(node.add_job(spec(&name), l).unwrap());
+    }
+    step_until(&mut node, |n| {
+        ids.iter()
+            .all(|j| n.result(*j).is_some_and(|r| r.finish_s.is_some()))
+    });
+    for j in &ids {
+        let r = node.result(*j).unwrap();
+        assert!(r.start_s.is_none() && r.error.is_some(), "{r:?}");
+    }
+    assert_eq!(
+        f.cgroups.live(),
+        vec![GroupPath::new(&pool).unwrap()],
+        "groups left by jobs that never started"
+    );
+    drop(node);
+    assert!(f.cgroups.live().is_empty(), "{:?}", f.cgroups.live());
+}
