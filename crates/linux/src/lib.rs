@@ -11,6 +11,7 @@ pub mod error;
 pub mod faults;
 pub mod files;
 pub mod freeze;
+pub mod limits;
 pub mod paging;
 pub mod perf;
 pub mod pidfd;

@@ -35,6 +35,9 @@ pub struct Launch {
     pub uid: Option<u32>,
     pub gid: Option<u32>,
     pub groups: Vec<u32>,
+    /// With a user: the resource limits it runs with (a login's, see
+    /// `memgang_linux::limits`); empty: memgang's own.
+    pub limits: Vec<memgang_linux::limits::Limit>,
     /// Where its stdout and stderr go; None: `<Env::logs>/<job name>`.
     pub log_dir: Option<PathBuf>,
     /// Its allowance file (`$MEMGANG_ALLOWANCE_FILE`); None: `allowance`
@@ -90,6 +93,7 @@ pub fn launch(
             uid,
             gid,
             groups: launch.groups.clone(),
+            limits: launch.limits.clone(),
         }),
         _ => anyhow::bail!("a job run as another user needs both its uid and its gid"),
     };

@@ -61,6 +61,7 @@ fn handle(req: Request, caller: &Caller, shared: &Shared) -> Result<Response> {
                 uid: caller.uid,
                 gid,
                 groups: groups.clone(),
+                limits: Vec::new(),
             };
             let info = validate(&creds, &command, memory_bytes, ranks, &cwd, &env, budgets)?;
             let id = shared.submit(|id, log_dir| Record {

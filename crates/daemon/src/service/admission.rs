@@ -14,6 +14,9 @@ use memgang_proto::JobState;
 use memgang_runtime::executor::{Launch, Node};
 use std::time::Duration;
 
+/// PAM's limits: `limits.conf` and `limits.d/` (pam_limits(8)).
+const LIMITS_DIR: &str = "/etc/security";
+
 impl Service {
     /// Under the lock: the queue through admission, the cancellations.
     pub(super) fn admit(&self, cap: Capacity, pool: &GroupPath) -> (Vec<(u64, Record)>, Vec<u64>) {
@@ -111,6 +114,7 @@ impl Service {
             uid: Some(r.info.uid),
             gid: Some(r.gid),
             groups: r.groups.clone(),
+            limits: self.login_limits(r),
             log_dir: Some(dir.clone()),
             allowance: Some(self.allowance_file(r.info.id)?),
             status: Some(status),
@@ -124,6 +128,40 @@ impl Service {
             placed: None,
         };
         node.add_job(spec, launch)
+    }
+
+    /// The resource limits job `r` runs with: its user's at login
+    /// (`/etc/security/limits.conf` and `limits.d`, over the kernel's
+    /// defaults: never the daemon's own, e.g. its unit's
+    /// `LimitMEMLOCK=infinity`), locked memory capped at
+    /// `max_locked_memory`.
+    fn login_limits(&self, r: &Record) -> Vec<memgang_linux::limits::Limit> {
+        use memgang_linux::limits::{self, Login};
+        use nix::unistd::{Gid, Group, Uid, User};
+        let uid = r.info.uid;
+        let name = User::from_uid(Uid::from_raw(uid))
+            .ok()
+            .flatten()
+            .map_or_else(String::new, |u| u.name);
+        let groups: Vec<(String, u32)> = std::iter::once(r.gid)
+            .chain(r.groups.iter().copied())
+            .map(|g| {
+                let name = Group::from_gid(Gid::from_raw(g)).ok().flatten();
+                (name.map_or_else(String::new, |g| g.name), g)
+            })
+            .collect();
+        let who = Login {
+            name: &name,
+            uid,
+            groups: &groups,
+        };
+        let dir = std::path::Path::new(LIMITS_DIR);
+        let (mut out, warnings) = limits::login_limits(dir, &who, limits::login_defaults());
+        for w in warnings {
+            log_limited("limits", printable(&w).into_owned());
+        }
+        limits::cap_memlock(&mut out, self.cfg.max_locked_memory);
+        out
     }
 
     /// A new allowance file's path for job `id`: `allowance/<id>-<32 hex

@@ -22,7 +22,8 @@ pub fn spawn_into(
 pub use crate::process::Credentials;
 
 /// [`spawn_into`], then, when `user` is given, drop to that user in the
-/// child: setgroups, setgid, setuid, in that order (each needs the
+/// child: its resource limits set, then setgroups, setgid, setuid, in
+/// that order (each needs the
 /// privilege the next one gives up), after joining the group, whose files
 /// were opened as root, and before exec. A failure to drop aborts the
 /// spawn: the job never runs as root by mistake.
@@ -57,8 +58,8 @@ pub fn spawn_into_as(
     let files = open_procs(backend, group)?;
     let fds: Vec<i32> = files.iter().map(|f| f.as_raw_fd()).collect();
     let user = user.cloned();
-    // SAFETY: the closure only calls write(2), setgroups(2), setgid(2),
-    // setuid(2) and chdir(2), async-signal-safe, on descriptors that stay
+    // SAFETY: the closure only calls write(2), setrlimit(2), setgroups(2),
+    // setgid(2), setuid(2) and chdir(2), async-signal-safe, on descriptors that stay
     // open until spawn() returns (`files`) and memory allocated before the
     // fork.
     unsafe {
@@ -69,6 +70,16 @@ pub fn spawn_into_as(
                 }
             }
             if let Some(c) = &user {
+                // Before the drop: raising a hard limit needs root.
+                for l in &c.limits {
+                    let r = libc::rlimit {
+                        rlim_cur: l.soft,
+                        rlim_max: l.hard,
+                    };
+                    if libc::setrlimit(l.resource as _, &r) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                }
                 if libc::setgroups(c.groups.len(), c.groups.as_ptr()) != 0
                     || libc::setgid(c.gid) != 0
                     || libc::setuid(c.uid) != 0
