@@ -7,11 +7,13 @@ use super::Service;
 use crate::journal::Record;
 use anyhow::{Context, Result};
 use memgang_core::admission::{self, Capacity};
+use memgang_core::capacity;
 use memgang_core::text::printable;
 use memgang_core::{JobId, JobSpec};
 use memgang_linux::cgroup::GroupPath;
 use memgang_proto::JobState;
 use memgang_runtime::executor::{Launch, Node};
+use std::collections::HashMap;
 use std::time::Duration;
 
 /// PAM's limits: `limits.conf` and `limits.d/` (pam_limits(8)).
@@ -19,16 +21,29 @@ const LIMITS_DIR: &str = "/etc/security";
 
 impl Service {
     /// Under the lock: the queue through admission, the cancellations.
-    pub(super) fn admit(&self, cap: Capacity, pool: &GroupPath) -> (Vec<(u64, Record)>, Vec<u64>) {
+    /// `pinned`: memory the jobs on the node hold locked, by id, which
+    /// counts as resident ([`capacity::less_pinned`]).
+    pub(super) fn admit(
+        &self,
+        cap: Capacity,
+        pool: &GroupPath,
+        pinned: &HashMap<u64, u64>,
+    ) -> (Vec<(u64, Record)>, Vec<u64>) {
         let mut g = self.shared.lock();
         let inner = &mut *g;
         inner.capacity = cap;
-        let held: Vec<u64> = inner
+        let (mut held, locked): (Vec<u64>, Vec<u64>) = inner
             .jobs
             .values()
             .filter(|r| r.admitted && !r.info.state.is_final())
-            .map(|r| r.info.memory_bytes)
-            .collect();
+            .map(|r| {
+                (
+                    r.info.memory_bytes,
+                    pinned.get(&r.info.id).copied().unwrap_or(0),
+                )
+            })
+            .unzip();
+        let cap = capacity::less_pinned(cap, &mut held, &locked);
         let queue: Vec<(u64, u64)> = inner
             .jobs
             .values()

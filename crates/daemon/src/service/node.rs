@@ -150,7 +150,10 @@ impl Service {
             t.adopted.iter().filter_map(|a| a.group.parent()).collect();
         pools.insert(t.node.pool().clone());
         let cap = self.capacity(&pools.into_iter().collect::<Vec<_>>());
-        let (starts, cancels) = self.admit(cap, t.node.pool());
+        let pinned: HashMap<u64, u64> = (t.map.iter())
+            .map(|(id, jid)| (*id, t.node.pinned(*jid)))
+            .collect();
+        let (starts, cancels) = self.admit(cap, t.node.pool(), &pinned);
         for (id, r) in starts {
             match self.start(&mut t.node, &r) {
                 Ok(jid) => {
@@ -257,6 +260,7 @@ impl Service {
                 continue;
             }
             let asked = self.shared.cancel_asked(id);
+            let (held, pinned) = (node.held(jid).map(str::to_string), node.pinned(jid));
             if let (Some(_), None, Some(e), false) = (res.finish_s, res.start_s, &res.error, asked)
             {
                 if disk_full(e) {
@@ -287,12 +291,7 @@ impl Service {
                         .and_then(|a| serde_json::to_value(a).ok());
                 } else if res.start_s.is_some() {
                     r.info.started_unix_s.get_or_insert_with(unix_now);
-                    r.info.state = if status == JobStatus::Suspended {
-                        JobState::Suspended
-                    } else {
-                        JobState::Running
-                    };
-                    r.info.reason = None;
+                    (r.info.state, r.info.reason) = running_state(status, held.as_deref(), pinned);
                 }
             });
             // Once: the next sync finds the job's end recorded.
@@ -310,6 +309,27 @@ impl Service {
                 }
             }
         }
+    }
+}
+
+/// A started job's state and reason from the node: suspended by the
+/// policy, held (the policy runs it, but memory suspended jobs hold
+/// locked leaves it no room: why), or running, saying so when it holds
+/// memory locked itself (other jobs may wait for it).
+fn running_state(status: JobStatus, held: Option<&str>, pinned: u64) -> (JobState, Option<String>) {
+    use memgang_core::units::format_bytes;
+    match (status, held) {
+        (JobStatus::Suspended, _) => (JobState::Suspended, None),
+        (_, Some(why)) => (JobState::Suspended, Some(why.to_string())),
+        _ if pinned >= memgang_core::capacity::PINNED_COUNTED => (
+            JobState::Running,
+            Some(format!(
+                "holds {} locked (mlock), which no switch pages out: it counts as resident, \
+                 and jobs that need its room wait for it",
+                format_bytes(pinned)
+            )),
+        ),
+        _ => (JobState::Running, None),
     }
 }
 

@@ -8,7 +8,7 @@ use crate::engine::{JobMemory, Memories};
 use crate::procs::{self, Launch, Launched};
 use crate::results::{Interval, JobResult, Switch};
 use anyhow::{Context, Result};
-use memgang_core::{JobId, JobSpec};
+use memgang_core::{capacity, JobId, JobSpec, JobStatus, State};
 use memgang_linux::cgroup::{CgroupBackend, GroupPath, MemoryStat};
 use memgang_linux::process::{self, Exit};
 use std::collections::BTreeMap;
@@ -37,6 +37,10 @@ pub(super) struct JobRun {
     pub(super) allowance: Option<(PathBuf, u64)>,
     /// Cancelled: killed if it runs, never started if it has not.
     pub(super) cancelled: bool,
+    /// Why it is kept stopped although the policy runs it (memory that
+    /// suspended jobs hold locked: [`Jobs::hold`]); None: as the policy
+    /// says.
+    pub(super) held: Option<String>,
     /// Started by an earlier process and taken over ([`Jobs::adopt`]):
     /// frozen until the policy starts it, thawed instead of launched,
     /// ended when its group is empty.
@@ -63,6 +67,7 @@ impl JobRun {
             boosted_since: None,
             allowance: None,
             cancelled: false,
+            held: None,
             adopted: false,
             last: MemoryStat::default(),
             result: JobResult {
@@ -584,6 +589,75 @@ fn tail(path: &std::path::Path) -> Option<String> {
     let lines: Vec<&str> = text.lines().collect();
     let tail = lines[lines.len().saturating_sub(STDERR_TAIL_LINES)..].join("\n");
     (!tail.is_empty()).then_some(tail)
+}
+
+impl Jobs {
+    /// Locked memory (a cgroup's `unevictable`, last sampled) of the jobs
+    /// `state` has suspended, but `job`.
+    fn pinned_elsewhere(&self, job: JobId, state: &State) -> u64 {
+        self.runs
+            .iter()
+            .filter(|(id, _)| *id != job && state.job(*id).status == JobStatus::Suspended)
+            .map(|(_, j)| j.last.unevictable_bytes.unwrap_or(0))
+            .sum()
+    }
+
+    /// Why `job`, which a switch is to run, must stay stopped: the
+    /// memory suspended jobs hold locked leaves no room for it
+    /// ([`capacity::check_pinned`]: no page-out moves locked pages, and it
+    /// would thrash against them).
+    pub(super) fn hold(&self, job: JobId, state: &State, pool_memory: u64) -> Option<String> {
+        let ws = self.runs.get(job)?.mem.working_set();
+        capacity::check_pinned(ws, self.pinned_elsewhere(job, state), pool_memory)
+    }
+
+    /// A job just started that is to be held: stopped at once (a gated
+    /// first process has not passed its gate yet).
+    pub(super) fn hold_started(&mut self, env: &Env, job: JobId, why: String) -> Result<()> {
+        let group = self.runs[job].group.clone();
+        env.freezer
+            .freeze(&group)
+            .with_context(|| format!("holding job {}", self.name(job)))?;
+        let pids = env.backend.procs_recursive(&group).unwrap_or_default();
+        self.account.frozen(job.index(), &pids, None);
+        let j = &mut self.runs[job];
+        j.running_since = None;
+        j.held = Some(why);
+        Ok(())
+    }
+
+    /// Run the held jobs that now fit beside the locked memory of the
+    /// suspended ones (one ended, or runs again); forget the hold of a
+    /// job the policy has stopped meanwhile.
+    pub(super) fn release_held(&mut self, env: &Env, state: &State, pool_memory: u64, t0: Instant) {
+        let held: Vec<JobId> = (self.runs.iter())
+            .filter(|(_, j)| j.held.is_some())
+            .map(|(id, _)| id)
+            .collect();
+        for job in held {
+            if state.job(job).status != JobStatus::Running || self.runs[job].proc.is_none() {
+                self.runs[job].held = None;
+                continue;
+            }
+            if let Some(why) = self.hold(job, state, pool_memory) {
+                self.runs[job].held = Some(why);
+                continue;
+            }
+            if let Err(e) = env.freezer.thaw(&self.runs[job].group) {
+                tracing::error!("running held job {}: {e:#}", self.name(job));
+                continue;
+            }
+            self.account.thawed(job.index());
+            let j = &mut self.runs[job];
+            j.held = None;
+            j.running_since = Some(t0.elapsed());
+            env.say(format!(
+                "{:>7.1}s  {} runs: the locked memory it waited for is gone",
+                t0.elapsed().as_secs_f64(),
+                j.result.name
+            ));
+        }
+    }
 }
 
 /// How often a gate is looked at: at once, then less often the longer

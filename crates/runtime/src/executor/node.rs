@@ -198,6 +198,8 @@ impl Node {
         let now = self.now();
         let actions = self.sched.advance(now);
         self.carry_out(actions)?;
+        let pool_memory = self.sw.engine.pool_memory;
+        (self.jobs).release_held(&self.env, self.sched.state(), pool_memory, self.t0);
         self.jobs.open_gates();
         self.reap()?;
         if self.sched.all_finished() {
@@ -282,6 +284,18 @@ impl Node {
         if s.len() > n {
             s.drain(..s.len() - n);
         }
+    }
+
+    /// Why a job the policy runs is kept stopped, if it is (memory the
+    /// suspended jobs hold locked leaves it no room).
+    pub fn held(&self, job: JobId) -> Option<&str> {
+        self.jobs.runs.get(job)?.held.as_deref()
+    }
+
+    /// Memory the job holds locked (its cgroup's `unevictable`, last
+    /// sampled), which no page-out moves.
+    pub fn pinned(&self, job: JobId) -> u64 {
+        (self.jobs.runs.get(job)).map_or(0, |j| j.last.unevictable_bytes.unwrap_or(0))
     }
 
     /// The jobs on the node (added, not forgotten).

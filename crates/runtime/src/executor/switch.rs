@@ -13,6 +13,7 @@ use crate::results::{Switch, SwitchSteps};
 use anyhow::{Context, Result};
 use memgang_core::{Action, JobId, State};
 use memgang_linux::counters::VmStat;
+use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 /// A node's switch state, apart from its jobs and its loop: the switch
@@ -57,9 +58,28 @@ pub(super) struct Carried {
     pub(super) failed: Vec<JobId>,
 }
 
+/// What a batch of actions did, gathered as it is carried out: the
+/// switch's record, and the jobs that could not start.
+#[derive(Default)]
+struct Done {
+    suspended: Vec<String>,
+    resumed: Vec<String>,
+    failed: Vec<JobId>,
+    paged_out: u64,
+    paged_in: u64,
+    out_time: Duration,
+    in_time: Duration,
+    warnings: Vec<String>,
+    bg_bytes: u64,
+    steps: SwitchSteps,
+}
+
 impl SwitchState {
     /// Carry out one batch of actions in order. Actions that stop or
-    /// restart jobs form a switch, timed as one and recorded.
+    /// restart jobs form a switch, timed as one and recorded. A job the
+    /// switch would run into memory suspended jobs hold locked is kept
+    /// stopped instead ([`memgang_core::capacity::check_pinned`]; `Jobs::release_held`
+    /// runs it once it fits).
     pub(super) fn carry_out(&mut self, batch: Vec<Action>, node: NodeParts) -> Result<Carried> {
         let NodeParts {
             env,
@@ -71,17 +91,12 @@ impl SwitchState {
         let began = Instant::now();
         let at = t0.elapsed();
         let is_switch = batch.iter().any(Action::is_switch);
-        let (mut suspended, mut resumed, mut failed) = (Vec::new(), Vec::new(), Vec::new());
-        let (mut paged_out, mut paged_in) = (0u64, 0u64);
-        let (mut out_time, mut in_time) = (Duration::ZERO, Duration::ZERO);
+        let mut d = Done::default();
+        if is_switch {
+            d.warnings.extend(self.check_swap(jobs, &batch));
+        }
         // The time account's samples at freezes and thaws, inside the
         // switch: measured, so that every run shows what they cost.
-        let mut warnings = Vec::new();
-        let mut bg_bytes = 0;
-        let mut steps = SwitchSteps::default();
-        if is_switch {
-            warnings.extend(self.check_swap(jobs, &batch));
-        }
         let sampler = is_switch.then(|| {
             SwitchSampler::start(
                 env.backend.clone(),
@@ -92,112 +107,24 @@ impl SwitchState {
             )
         });
         let vm_before = env.counters.vmstat().ok();
+        let holds: HashMap<JobId, String> = batch
+            .iter()
+            .filter(|a| matches!(a, Action::Resume { .. } | Action::Start { .. }))
+            .filter_map(|a| Some((a.job(), jobs.hold(a.job(), state, self.engine.pool_memory)?)))
+            .collect();
         let incoming: Vec<_> = batch
             .iter()
             .filter_map(|a| match a {
-                Action::Resume { job, page_in } => Some((*job, *page_in)),
+                Action::Resume { job, page_in } if !holds.contains_key(job) => {
+                    Some((*job, *page_in))
+                }
                 _ => None,
             })
             .collect();
         let mut opening = self.engine.open_switch(&incoming, jobs);
         for action in batch {
-            let job = action.job();
-            let i = job.index();
-            match action {
-                Action::Start { .. } => {
-                    let allowance = allowance_for(&jobs.runs, state, self.engine.pool_memory, job);
-                    match jobs.start(env, job, allowance, t0) {
-                        Ok(()) => resumed.push(jobs.name(job).to_string()),
-                        Err(e) => {
-                            env.say(format!(
-                                "{:>7.1}s  {} could not start: {e:#}",
-                                at.as_secs_f64(),
-                                jobs.name(job)
-                            ));
-                            jobs.runs[job].result.error = Some(format!("{e:#}"));
-                            failed.push(job);
-                        }
-                    }
-                }
-                Action::Suspend { page_out, .. } => {
-                    SwitchSteps::time(&mut steps.freeze_s, || {
-                        env.freezer.freeze(&jobs.runs[job].group)
-                    })
-                    .with_context(|| format!("suspending job {}", jobs.name(job)))?;
-                    jobs.stop_interval(job, t0.elapsed());
-                    // Listed once: the freeze keeps the list as it is
-                    // until the thaw, for the account and the page-out.
-                    let pids = SwitchSteps::time(&mut steps.sampling_s, || {
-                        let group = &jobs.runs[job].group;
-                        let pids = (env.backend).procs_recursive(group).unwrap_or_default();
-                        let huge = (env.backend)
-                            .memory_stat(group)
-                            .ok()
-                            .and_then(|m| m.anon_huge_bytes);
-                        jobs.account.frozen(i, &pids, huge);
-                        pids
-                    });
-                    let j = &mut jobs.runs[job];
-                    let out = self.engine.suspend(&mut j.mem, &pids, page_out, &mut steps);
-                    j.result.huge_restored_bytes += out.huge_restored;
-                    bg_bytes += out.background;
-                    paged_out += out.paged_out;
-                    out_time += out.took;
-                    warnings.extend(out.warnings);
-                    suspended.push(jobs.name(job).to_string());
-                }
-                Action::Protect { on, .. } => self.protect(env, jobs, job, on),
-                Action::MakeRoom { from, .. } => {
-                    // The stopped jobs it takes memory from, in the
-                    // policy's order.
-                    let victims: Vec<_> = from
-                        .iter()
-                        .map(|v| (jobs.runs[*v].group.clone(), jobs.name(*v).to_string()))
-                        .collect();
-                    let stream = opening.paged_in.contains(&job);
-                    let (freed, took) = self.engine.make_room(
-                        &mut jobs.runs[job].mem,
-                        &victims,
-                        stream,
-                        &mut warnings,
-                        &mut steps,
-                    );
-                    paged_out += freed;
-                    out_time += took;
-                }
-                Action::Resume { page_in, .. } => {
-                    // Bring its memory back while it is still frozen, so
-                    // that it resumes without faulting.
-                    let done = self.engine.resume(
-                        &mut jobs.runs[job].mem,
-                        page_in.uses_records(),
-                        &mut steps,
-                    );
-                    paged_in += done.bytes;
-                    in_time += done.took;
-                    SwitchSteps::time(&mut steps.thaw_s, || {
-                        env.freezer.thaw(&jobs.runs[job].group)
-                    })
-                    .with_context(|| format!("resuming job {}", jobs.name(job)))?;
-                    jobs.runs[job].running_since = Some(t0.elapsed());
-                    SwitchSteps::time(&mut steps.sampling_s, || jobs.account.thawed(i));
-                    resumed.push(jobs.name(job).to_string());
-                }
-                Action::WriteBack { until, .. } => {
-                    let window = until.saturating_sub(t0.elapsed());
-                    self.engine.write_back(&mut jobs.runs[job].mem, window);
-                }
-                // One budget for all the jobs of the set being
-                // prefetched (see `NodeSwitch::page_in_early`).
-                Action::PageIn { .. } => {
-                    self.engine
-                        .page_in_early(&mut jobs.runs[job].mem, &mut opening.budget);
-                }
-                Action::Boost { nice, .. } => renice(env, jobs, job, nice, t0),
-                Action::Defer { reason, .. } => {
-                    env.say(format!("{} waits: {reason}", jobs.name(job)))
-                }
-            }
+            let held = holds.get(&action.job()).cloned();
+            self.act(action, held, &mut d, (env, jobs, state, t0), &mut opening)?;
         }
         let switch = is_switch.then(|| {
             let took = began.elapsed();
@@ -206,7 +133,7 @@ impl SwitchState {
                 (Some(a), Some(b)) => f(b).saturating_sub(f(a)),
                 _ => 0,
             };
-            for w in &warnings {
+            for w in &d.warnings {
                 env.say(format!("{:>7.1}s  warning: {w}", at.as_secs_f64()));
             }
             for point in sampler.map(SwitchSampler::stop).unwrap_or_default() {
@@ -214,29 +141,157 @@ impl SwitchState {
             }
             self.totals.count += 1;
             self.totals.seconds += took.as_secs_f64();
-            self.totals.paged_out_bytes += paged_out;
-            self.totals.paged_in_bytes += paged_in;
+            self.totals.paged_out_bytes += d.paged_out;
+            self.totals.paged_in_bytes += d.paged_in;
             self.done.push(Switch {
                 at_s: at.as_secs_f64(),
                 took_s: took.as_secs_f64(),
-                suspended,
-                resumed,
-                paged_out_bytes: paged_out,
-                paged_in_bytes: paged_in,
-                page_out_s: out_time.as_secs_f64(),
-                page_in_s: in_time.as_secs_f64(),
+                suspended: d.suspended,
+                resumed: d.resumed,
+                paged_out_bytes: d.paged_out,
+                paged_in_bytes: d.paged_in,
+                page_out_s: d.out_time.as_secs_f64(),
+                page_in_s: d.in_time.as_secs_f64(),
                 swap_in_pages: swapped(|v| v.pswpin),
                 swap_out_pages: swapped(|v| v.pswpout),
-                background_bytes: bg_bytes,
-                warnings,
+                background_bytes: d.bg_bytes,
+                warnings: d.warnings,
                 // Counted from the samples once the run is over.
                 faults_after: None,
                 faults_after_before_exit: None,
-                steps: Some(steps.close(took.as_secs_f64())),
+                steps: Some(d.steps.close(took.as_secs_f64())),
             });
             took
         });
-        Ok(Carried { switch, failed })
+        Ok(Carried {
+            switch,
+            failed: d.failed,
+        })
+    }
+
+    /// Carry out one action of a batch; `held`: why its job, which the
+    /// switch would run, is kept stopped instead.
+    fn act(
+        &mut self,
+        action: Action,
+        held: Option<String>,
+        d: &mut Done,
+        (env, jobs, state, t0): (&Env, &mut Jobs, &State, Instant),
+        opening: &mut crate::engine::Opening<JobId>,
+    ) -> Result<()> {
+        let job = action.job();
+        let i = job.index();
+        match action {
+            Action::Start { .. } => {
+                let allowance = allowance_for(&jobs.runs, state, self.engine.pool_memory, job);
+                match jobs.start(env, job, allowance, t0) {
+                    Ok(()) => {
+                        if let Some(why) = held {
+                            jobs.hold_started(env, job, why.clone())?;
+                            d.warnings.push(format!("job {}: {why}", jobs.name(job)));
+                        }
+                        d.resumed.push(jobs.name(job).to_string());
+                    }
+                    Err(e) => {
+                        env.say(format!(
+                            "{:>7.1}s  {} could not start: {e:#}",
+                            t0.elapsed().as_secs_f64(),
+                            jobs.name(job)
+                        ));
+                        jobs.runs[job].result.error = Some(format!("{e:#}"));
+                        d.failed.push(job);
+                    }
+                }
+            }
+            Action::Suspend { page_out, .. } => {
+                // Stopped already if it was held: the policy stops it now.
+                jobs.runs[job].held = None;
+                SwitchSteps::time(&mut d.steps.freeze_s, || {
+                    env.freezer.freeze(&jobs.runs[job].group)
+                })
+                .with_context(|| format!("suspending job {}", jobs.name(job)))?;
+                jobs.stop_interval(job, t0.elapsed());
+                // Listed once: the freeze keeps the list as it is
+                // until the thaw, for the account and the page-out.
+                let pids = SwitchSteps::time(&mut d.steps.sampling_s, || {
+                    let group = &jobs.runs[job].group;
+                    let pids = (env.backend).procs_recursive(group).unwrap_or_default();
+                    let huge = (env.backend)
+                        .memory_stat(group)
+                        .ok()
+                        .and_then(|m| m.anon_huge_bytes);
+                    jobs.account.frozen(i, &pids, huge);
+                    pids
+                });
+                let j = &mut jobs.runs[job];
+                let out = self
+                    .engine
+                    .suspend(&mut j.mem, &pids, page_out, &mut d.steps);
+                j.result.huge_restored_bytes += out.huge_restored;
+                d.bg_bytes += out.background;
+                d.paged_out += out.paged_out;
+                d.out_time += out.took;
+                d.warnings.extend(out.warnings);
+                d.suspended.push(jobs.name(job).to_string());
+            }
+            Action::Protect { on, .. } => self.protect(env, jobs, job, on),
+            // A held job gets no room: it does not run.
+            Action::MakeRoom { .. } if held.is_some() => {}
+            Action::MakeRoom { from, .. } => {
+                // The stopped jobs it takes memory from, in the
+                // policy's order.
+                let victims: Vec<_> = from
+                    .iter()
+                    .map(|v| (jobs.runs[*v].group.clone(), jobs.name(*v).to_string()))
+                    .collect();
+                let stream = opening.paged_in.contains(&job);
+                let (freed, took) = self.engine.make_room(
+                    &mut jobs.runs[job].mem,
+                    &victims,
+                    stream,
+                    &mut d.warnings,
+                    &mut d.steps,
+                );
+                d.paged_out += freed;
+                d.out_time += took;
+            }
+            Action::Resume { .. } if held.is_some() => {
+                let why = held.unwrap_or_default();
+                d.warnings.push(format!("job {}: {why}", jobs.name(job)));
+                jobs.runs[job].held = Some(why);
+            }
+            Action::Resume { page_in, .. } => {
+                // Bring its memory back while it is still frozen, so
+                // that it resumes without faulting.
+                let done = self.engine.resume(
+                    &mut jobs.runs[job].mem,
+                    page_in.uses_records(),
+                    &mut d.steps,
+                );
+                d.paged_in += done.bytes;
+                d.in_time += done.took;
+                SwitchSteps::time(&mut d.steps.thaw_s, || {
+                    env.freezer.thaw(&jobs.runs[job].group)
+                })
+                .with_context(|| format!("resuming job {}", jobs.name(job)))?;
+                jobs.runs[job].running_since = Some(t0.elapsed());
+                SwitchSteps::time(&mut d.steps.sampling_s, || jobs.account.thawed(i));
+                d.resumed.push(jobs.name(job).to_string());
+            }
+            Action::WriteBack { until, .. } => {
+                let window = until.saturating_sub(t0.elapsed());
+                self.engine.write_back(&mut jobs.runs[job].mem, window);
+            }
+            // One budget for all the jobs of the set being
+            // prefetched (see `NodeSwitch::page_in_early`).
+            Action::PageIn { .. } => {
+                self.engine
+                    .page_in_early(&mut jobs.runs[job].mem, &mut opening.budget);
+            }
+            Action::Boost { nice, .. } => renice(env, jobs, job, nice, t0),
+            Action::Defer { reason, .. } => env.say(format!("{} waits: {reason}", jobs.name(job))),
+        }
+        Ok(())
     }
 
     /// Selective page-out: protect a job the policy runs, expose one it

@@ -26,6 +26,8 @@ const JOB_ANON: u64 = 64 << 20;
 struct FakeCgroups {
     log: Arc<Log>,
     groups: Mutex<BTreeMap<GroupPath, u64>>,
+    /// Locked memory a group reports (`unevictable`), set by a test.
+    pinned: Mutex<BTreeMap<GroupPath, u64>>,
 }
 
 impl FakeCgroups {
@@ -141,6 +143,7 @@ impl CgroupBackend for FakeCgroups {
         Ok(MemoryStat {
             anon_bytes: usage,
             usage_bytes: usage,
+            unevictable_bytes: self.pinned.lock().unwrap().get(group).copied(),
             ..MemoryStat::default()
         })
     }
@@ -182,6 +185,7 @@ fn fakes() -> Fakes {
     let cgroups = Arc::new(FakeCgroups {
         log: log.clone(),
         groups: Mutex::new(BTreeMap::new()),
+        pinned: Mutex::new(BTreeMap::new()),
     });
     let logs = tempfile::tempdir().unwrap();
     let env = Env {
@@ -642,4 +646,48 @@ fn a_job_that_fails_to_start_leaves_no_group() {
     );
     drop(node);
     assert!(f.cgroups.live().is_empty(), "{:?}", f.cgroups.live());
+}
+
+/// A job whose memory is locked stays in the pool while suspended: the
+/// switch to a job that does not fit beside it holds that job stopped
+/// (it would thrash) instead of running it, says why, and runs it once
+/// the locked memory is gone.
+#[test]
+fn a_switch_into_locked_memory_is_held_until_it_is_gone() {
+    let f = fakes();
+    let pool = pool_name("pinned");
+    let mut node = Node::new(settings(&pool, PolicyKind::Gang), f.env.clone()).unwrap();
+    let a_group = GroupPath::new(&format!("{pool}/job-a")).unwrap();
+    let b_group = GroupPath::new(&format!("{pool}/job-b")).unwrap();
+    f.cgroups
+        .pinned
+        .lock()
+        .unwrap()
+        .insert(a_group.clone(), 200 << 20);
+    let a = node
+        .add_job(spec("a"), launch(&pool, "a", "sleep 1"))
+        .unwrap();
+    let b_spec = JobSpec {
+        memory_bytes: Some(100 << 20),
+        ..spec("b")
+    };
+    let b = node.add_job(b_spec, launch(&pool, "b", "sleep 2")).unwrap();
+    step_until(&mut node, |n| n.held(b).is_some());
+    let why = node.held(b).unwrap().to_string();
+    assert!(why.contains("200M") && why.contains("locked"), "{why}");
+    assert_eq!(node.pinned(a), 200 << 20);
+    step_until(&mut node, |n| {
+        status(n, b) == memgang_core::JobStatus::Finished
+    });
+    let log = f.log.lines();
+    let at = |what: &str| log.iter().position(|l| *l == what);
+    let gone = at(&format!("remove {a_group}")).expect("a's group removed");
+    let ran = log
+        .iter()
+        .position(|l| *l == format!("thaw {b_group}"))
+        .expect("b thawed");
+    assert!(ran > gone, "b ran beside a's locked memory: {log:?}");
+    assert!(at(&format!("freeze {b_group}")).is_some(), "{log:?}");
+    let r = node.finish();
+    assert!(r.jobs.iter().all(|j| j.ok()), "{:?}", r.jobs);
 }
