@@ -40,7 +40,7 @@
 //! | rule | the question | asked by |
 //! |---|---|---|
 //! | [`Holding::of`], [`Capacity::promised`] | what the rules count under a policy (the `parks` decision) | memgangd (`Service::capacity`), `memgang run` (`check_pool`) |
-//! | [`set_may_run`] ([`shortage`] says why not) | may these jobs be held at once, a switch's exchange included? | the two below |
+//! | [`set_may_run`] ([`shortage`] says why not) | may these jobs be held at once, a switch's exchange included? | the two below; memgangd's admission for a job alone ([`crate::admission::hold_unfitting`]: could it start on an empty node now?) |
 //! | [`job_may_start`] | may a queued job start beside the jobs already promised memory? | [`crate::admission::admit`] (memgangd's node loop) |
 //! | [`refuse`] | could a job ever run here, alone? | memgangd at submit |
 //! | [`experiment_may_run`] | may an experiment's jobs run under its policy, none waiting for memory? | `memgang run` (`experiment/src/run.rs`, `check_pool`) |

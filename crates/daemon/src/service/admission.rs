@@ -55,7 +55,12 @@ impl Service {
             .collect();
         let cancels = std::mem::take(&mut inner.cancels);
         let decision = if self.cfg.paging_prevention {
-            admission::admit(&queue, &held, &cap)
+            // A job that could not start even alone now is held out of
+            // the line, with why, and blocks no one.
+            let (line, unfitting) = admission::hold_unfitting(&queue, &cap);
+            let mut d = admission::admit(&line, &held, &cap);
+            d.wait.extend(unfitting);
+            d
         } else {
             // Off (to measure what prevention is worth): every job starts
             // at once, and the kernel pages as it must.
