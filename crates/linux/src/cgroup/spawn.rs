@@ -58,7 +58,7 @@ pub fn spawn_into_as(
     let files = open_procs(backend, group)?;
     let fds: Vec<i32> = files.iter().map(|f| f.as_raw_fd()).collect();
     let user = user.cloned();
-    // SAFETY: the closure only calls write(2), setrlimit(2), setgroups(2),
+    // SAFETY: the closure only calls write(2), getrlimit(2), setrlimit(2), setgroups(2),
     // setgid(2), setuid(2) and chdir(2), async-signal-safe, on descriptors that stay
     // open until spawn() returns (`files`) and memory allocated before the
     // fork.
@@ -70,14 +70,22 @@ pub fn spawn_into_as(
                 }
             }
             if let Some(c) = &user {
-                // Before the drop: raising a hard limit needs root.
+                // Before the drop: raising a hard limit needs root (and
+                // CAP_SYS_RESOURCE: where the service lacks it, a limit
+                // is at most the service's own hard one).
                 for l in &c.limits {
-                    let r = libc::rlimit {
+                    let mut r = libc::rlimit {
                         rlim_cur: l.soft,
                         rlim_max: l.hard,
                     };
                     if libc::setrlimit(l.resource as _, &r) != 0 {
-                        return Err(std::io::Error::last_os_error());
+                        let mut own: libc::rlimit = std::mem::zeroed();
+                        libc::getrlimit(l.resource as _, &mut own);
+                        r.rlim_max = r.rlim_max.min(own.rlim_max);
+                        r.rlim_cur = r.rlim_cur.min(r.rlim_max);
+                        if libc::setrlimit(l.resource as _, &r) != 0 {
+                            return Err(std::io::Error::last_os_error());
+                        }
                     }
                 }
                 if libc::setgroups(c.groups.len(), c.groups.as_ptr()) != 0
