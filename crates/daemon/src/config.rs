@@ -36,6 +36,7 @@ struct File {
     user_request_workers: Option<usize>,
     lookup_timeout: Option<String>,
     max_locked_memory: Option<String>,
+    max_job_output: Option<String>,
 }
 
 #[derive(Clone, Debug)]
@@ -113,6 +114,10 @@ pub struct Config {
     /// user's limits say (locked memory cannot be paged out at a switch).
     /// Default 8M, the kernel's own default.
     pub max_locked_memory: u64,
+    /// The most bytes a job may write to its stdout and stderr together
+    /// (files in the state directory, root's disk): a job past it is
+    /// stopped, failed with the reason. Default 1G.
+    pub max_job_output: u64,
 }
 
 impl Config {
@@ -231,6 +236,10 @@ impl Config {
                 },
             },
             max_locked_memory: bytes("max_locked_memory", &f.max_locked_memory, 8 << 20)?,
+            max_job_output: positive(
+                "max_job_output",
+                bytes("max_job_output", &f.max_job_output, 1 << 30)?,
+            )?,
         })
     }
 
@@ -381,6 +390,7 @@ mod tests {
             "lookup_timeout = \"0s\"",
             "lookup_timeout = \"1h\"",
             "max_answer_bytes = \"0\"",
+            "max_job_output = \"0\"",
         ] {
             let key = bad.split(' ').next().unwrap();
             let e = parse(bad).unwrap_err().to_string();
@@ -388,6 +398,7 @@ mod tests {
         }
         let c = parse("max_locked_memory = \"64M\"\nuser_request_workers = 2").unwrap();
         assert_eq!((c.max_locked_memory, c.user_request_workers), (64 << 20, 2));
+        assert_eq!(parse("").unwrap().max_job_output, 1 << 30);
     }
 
     #[test]

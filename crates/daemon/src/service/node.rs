@@ -5,7 +5,7 @@
 
 use super::metrics::Accounted;
 use super::recovery::{read_status, Adopted, Recovered};
-use super::store::{disk_full, finish, unix_now};
+use super::store::{disk_full, finish, stopped_by_daemon, unix_now};
 use super::Service;
 use anyhow::Result;
 use memgang_core::admission::Capacity;
@@ -32,6 +32,9 @@ const FORGET_EVERY: Duration = Duration::from_secs(60);
 /// Samples of the node's paging trace kept (one a second): the daemon
 /// reads the last; more would grow with the daemon's uptime.
 const KEEP_SAMPLES: usize = 60;
+/// Running jobs' output is measured this often: a job writing at the
+/// disk's speed passes `max_job_output` by about this much writing.
+const OUTPUT_EVERY: Duration = Duration::from_secs(1);
 
 /// What the node loop carries from one turn to the next.
 struct Turns {
@@ -44,6 +47,7 @@ struct Turns {
     vm_start: Option<VmStat>,
     next_metrics: Instant,
     next_forget: Instant,
+    next_output: Instant,
 }
 
 impl Service {
@@ -135,6 +139,7 @@ impl Service {
             adopted,
             next_metrics: Instant::now(),
             next_forget: Instant::now(),
+            next_output: Instant::now(),
             accounted: Accounted::default(),
             vm_start: VmStat::read().ok(),
         }
@@ -212,6 +217,11 @@ impl Service {
             // The node's paging trace: only the last sample is read here.
             t.node.keep_samples(KEEP_SAMPLES);
         }
+        if Instant::now() >= t.next_output {
+            t.next_output = Instant::now() + OUTPUT_EVERY;
+            let adopted = t.adopted.iter().map(|a| a.id);
+            self.stop_over_output(t.map.keys().copied().chain(adopted));
+        }
         if idle {
             self.shared.idle_wait(IDLE_WAIT);
         }
@@ -260,6 +270,7 @@ impl Service {
                 continue;
             }
             let asked = self.shared.cancel_asked(id);
+            let stopped = self.shared.stopped(id);
             let (held, pinned) = (node.held(jid).map(str::to_string), node.pinned(jid));
             if let (Some(_), None, Some(e), false) = (res.finish_s, res.start_s, &res.error, asked)
             {
@@ -283,6 +294,7 @@ impl Service {
                         read_status(&r.info.log_dir).unwrap_or((None, None))
                     };
                     finish(r, code, signal, cancelled, res.error.clone());
+                    stopped_by_daemon(r, stopped.clone());
                     // In the same journal line as the end: a line after an
                     // end is never replayed.
                     r.info.account = res
@@ -307,6 +319,40 @@ impl Service {
                 if let Err(e) = node.forget(jid) {
                     tracing::error!("job {id}: {e:#}");
                 }
+            }
+        }
+    }
+
+    /// Stop each job whose stdout and stderr hold more than
+    /// `max_job_output` together (the larger of their size and their
+    /// blocks: space allocated past the end counts too): it ends failed,
+    /// saying so. They are root's files in the state directory, and the
+    /// disk is the node's.
+    fn stop_over_output(&self, ids: impl Iterator<Item = u64>) {
+        use memgang_core::units::format_bytes;
+        use std::os::unix::fs::MetadataExt;
+        let most = self.cfg.max_job_output;
+        for id in ids {
+            let Some(r) = self.shared.get(id) else {
+                continue;
+            };
+            if r.info.state.is_final() || self.shared.stopped(id).is_some() {
+                continue;
+            }
+            let bytes: u64 = ["stdout", "stderr"]
+                .iter()
+                .filter_map(|f| std::fs::symlink_metadata(r.info.log_dir.join(f)).ok())
+                .map(|m| m.len().max(m.blocks() * 512))
+                .sum();
+            if bytes > most {
+                let why = format!(
+                    "stopped: its output (stdout and stderr) reached {}, more than \
+                     max_job_output ({})",
+                    format_bytes(bytes),
+                    format_bytes(most)
+                );
+                tracing::warn!("job {id}: {why}");
+                self.shared.stop(id, why);
             }
         }
     }

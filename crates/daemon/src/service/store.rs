@@ -69,6 +69,9 @@ pub(super) struct Inner {
     /// Every cancellation asked for, so that a job killed or never
     /// started because of one ends `cancelled` whatever the node says.
     pub(super) cancelled: BTreeSet<u64>,
+    /// Jobs the daemon stopped itself (output past `max_job_output`), with
+    /// why: they end failed with it, not `cancelled`.
+    pub(super) stopped: BTreeMap<u64, String>,
     pub(super) capacity: Capacity,
     woken: bool,
 }
@@ -93,6 +96,7 @@ impl Shared {
                 journal,
                 cancels: Vec::new(),
                 cancelled: BTreeSet::new(),
+                stopped: BTreeMap::new(),
                 capacity,
                 woken: false,
             }),
@@ -201,6 +205,18 @@ impl Shared {
         g.cancelled.insert(id);
         g.woken = true;
         self.wake.notify_all();
+    }
+
+    /// Stop a job for a reason of the daemon's: cancelled, ending failed
+    /// with `why`.
+    pub(super) fn stop(&self, id: u64, why: String) {
+        self.lock().stopped.insert(id, why);
+        self.cancel(id);
+    }
+
+    /// Why the daemon stopped job `id`, if it did.
+    pub(super) fn stopped(&self, id: u64) -> Option<String> {
+        self.lock().stopped.get(&id).cloned()
     }
 
     pub(super) fn cancel_asked(&self, id: u64) -> bool {
@@ -318,6 +334,7 @@ impl Shared {
         for id in &old {
             if let Some(r) = g.jobs.remove(id) {
                 g.cancelled.remove(id);
+                g.stopped.remove(id);
                 // Only what the daemon made: state_dir/jobs/ID.
                 if r.info.log_dir == self.state_dir.join("jobs").join(id.to_string()) {
                     let _ = std::fs::remove_dir_all(&r.info.log_dir);
@@ -404,6 +421,14 @@ pub(super) fn finish(
     } else {
         (JobState::Failed, error.or(Some("ended".into())))
     };
+}
+
+/// A job the daemon stopped itself ends failed, saying why, not
+/// `cancelled`.
+pub(super) fn stopped_by_daemon(r: &mut Record, why: Option<String>) {
+    if let Some(why) = why {
+        (r.info.state, r.info.reason) = (JobState::Failed, Some(why));
+    }
 }
 
 /// How often one kind of error is logged at most: a full disk fails every
