@@ -1,17 +1,18 @@
 //! Carrying out a policy's actions, and the switch they form: page-out,
 //! make-room and page-in (paper 000 §3, paper 001's overlapped restart),
-//! each carried out by the switch engine ([`NodeSwitch`]), timed as one and
-//! recorded as a [`Switch`]. What is the executor's own: freezing and
-//! thawing, starting jobs, renicing, the switch's samples and record.
+//! carried out in order by the switch engine's loop
+//! ([`NodeSwitch::carry_out`]), timed as one and recorded as a [`Switch`].
+//! What is the executor's own ([`Host`]): freezing and thawing, starting
+//! jobs, renicing, the switch's check, samples and record.
 
 use super::jobs::Jobs;
 use super::sampling::{allowance_for, Sampling};
 use super::Env;
-use crate::engine::NodeSwitch;
+use crate::engine::{JobMemory, Memories, Moved, NodeSwitch, Suspended, SwitchHost};
 use crate::mechanisms::SwitchSampler;
 use crate::results::{Switch, SwitchSteps};
 use anyhow::{Context, Result};
-use memgang_core::{Action, JobId, State};
+use memgang_core::{Action, JobId, NodeStep, PageInPlan, State};
 use memgang_linux::counters::VmStat;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -58,28 +59,13 @@ pub(super) struct Carried {
     pub(super) failed: Vec<JobId>,
 }
 
-/// What a batch of actions did, gathered as it is carried out: the
-/// switch's record, and the jobs that could not start.
-#[derive(Default)]
-struct Done {
-    suspended: Vec<String>,
-    resumed: Vec<String>,
-    failed: Vec<JobId>,
-    paged_out: u64,
-    paged_in: u64,
-    out_time: Duration,
-    in_time: Duration,
-    warnings: Vec<String>,
-    bg_bytes: u64,
-    steps: SwitchSteps,
-}
-
 impl SwitchState {
-    /// Carry out one batch of actions in order. Actions that stop or
-    /// restart jobs form a switch, timed as one and recorded. A job the
-    /// switch would run into memory suspended jobs hold locked is kept
-    /// stopped instead ([`memgang_core::capacity::check_pinned`]; `Jobs::release_held`
-    /// runs it once it fits).
+    /// Carry out one batch of actions in order, through the switch
+    /// engine's loop. Actions that stop or restart jobs form a switch,
+    /// timed as one and recorded. A job the switch would run into memory
+    /// suspended jobs hold locked is kept stopped instead
+    /// ([`memgang_core::capacity::check_pinned`]; `Jobs::release_held`
+    /// runs it once it fits): it gets no room and is not resumed.
     pub(super) fn carry_out(&mut self, batch: Vec<Action>, node: NodeParts) -> Result<Carried> {
         let NodeParts {
             env,
@@ -91,9 +77,9 @@ impl SwitchState {
         let began = Instant::now();
         let at = t0.elapsed();
         let is_switch = batch.iter().any(Action::is_switch);
-        let mut d = Done::default();
+        let mut warnings = Vec::new();
         if is_switch {
-            d.warnings.extend(self.check_swap(jobs, &batch));
+            warnings.extend(self.check_swap(jobs, &batch));
         }
         // The time account's samples at freezes and thaws, inside the
         // switch: measured, so that every run shows what they cost.
@@ -112,203 +98,84 @@ impl SwitchState {
             .filter(|a| matches!(a, Action::Resume { .. } | Action::Start { .. }))
             .filter_map(|a| Some((a.job(), jobs.hold(a.job(), state, self.engine.pool_memory)?)))
             .collect();
-        let incoming: Vec<_> = batch
-            .iter()
-            .filter_map(|a| match a {
-                Action::Resume { job, page_in } if !holds.contains_key(job) => {
-                    Some((*job, *page_in))
-                }
-                _ => None,
-            })
-            .collect();
-        let mut opening = self.engine.open_switch(&incoming, jobs);
-        for action in batch {
-            let held = holds.get(&action.job()).cloned();
-            self.act(action, held, &mut d, (env, jobs, state, t0), &mut opening)?;
-        }
+        let batch = hold_back(batch, &holds, jobs, &mut warnings);
+        let mut host = Host {
+            env,
+            jobs,
+            state,
+            t0,
+            at,
+            pool_memory: self.engine.pool_memory,
+            protect_failed: &mut self.protect_failed,
+            holds: &holds,
+            warnings: Vec::new(),
+            suspended: Vec::new(),
+            resumed: Vec::new(),
+            failed: Vec::new(),
+        };
+        let mut moved = self.engine.carry_out(batch, &mut host)?;
+        let Host {
+            suspended,
+            resumed,
+            failed,
+            warnings: held_started,
+            ..
+        } = host;
+        warnings.extend(held_started);
         let switch = is_switch.then(|| {
             let took = began.elapsed();
-            let vm_after = env.counters.vmstat().ok();
-            let swapped = |f: fn(&VmStat) -> u64| match (&vm_before, &vm_after) {
-                (Some(a), Some(b)) => f(b).saturating_sub(f(a)),
-                _ => 0,
-            };
-            for w in &d.warnings {
+            let vm = (vm_before, env.counters.vmstat().ok());
+            warnings.append(&mut moved.warnings);
+            moved.warnings = warnings;
+            for w in &moved.warnings {
                 env.say(format!("{:>7.1}s  warning: {w}", at.as_secs_f64()));
             }
             for point in sampler.map(SwitchSampler::stop).unwrap_or_default() {
                 sampling.switch_sample(point);
             }
-            self.totals.count += 1;
-            self.totals.seconds += took.as_secs_f64();
-            self.totals.paged_out_bytes += d.paged_out;
-            self.totals.paged_in_bytes += d.paged_in;
-            self.done.push(Switch {
-                at_s: at.as_secs_f64(),
-                took_s: took.as_secs_f64(),
-                suspended: d.suspended,
-                resumed: d.resumed,
-                paged_out_bytes: d.paged_out,
-                paged_in_bytes: d.paged_in,
-                page_out_s: d.out_time.as_secs_f64(),
-                page_in_s: d.in_time.as_secs_f64(),
-                swap_in_pages: swapped(|v| v.pswpin),
-                swap_out_pages: swapped(|v| v.pswpout),
-                background_bytes: d.bg_bytes,
-                warnings: d.warnings,
-                // Counted from the samples once the run is over.
-                faults_after: None,
-                faults_after_before_exit: None,
-                steps: Some(d.steps.close(took.as_secs_f64())),
-            });
+            self.record(at, took, vm, moved, suspended, resumed);
             took
         });
-        Ok(Carried {
-            switch,
-            failed: d.failed,
-        })
+        Ok(Carried { switch, failed })
     }
 
-    /// Carry out one action of a batch; `held`: why its job, which the
-    /// switch would run, is kept stopped instead.
-    fn act(
+    /// A switch's record, made of what its steps moved and of the node's
+    /// swap counters before and after it.
+    fn record(
         &mut self,
-        action: Action,
-        held: Option<String>,
-        d: &mut Done,
-        (env, jobs, state, t0): (&Env, &mut Jobs, &State, Instant),
-        opening: &mut crate::engine::Opening<JobId>,
-    ) -> Result<()> {
-        let job = action.job();
-        let i = job.index();
-        match action {
-            Action::Start { .. } => {
-                let allowance = allowance_for(&jobs.runs, state, self.engine.pool_memory, job);
-                match jobs.start(env, job, allowance, t0) {
-                    Ok(()) => {
-                        if let Some(why) = held {
-                            jobs.hold_started(env, job, why.clone())?;
-                            d.warnings.push(format!("job {}: {why}", jobs.name(job)));
-                        }
-                        d.resumed.push(jobs.name(job).to_string());
-                    }
-                    Err(e) => {
-                        env.say(format!(
-                            "{:>7.1}s  {} could not start: {e:#}",
-                            t0.elapsed().as_secs_f64(),
-                            jobs.name(job)
-                        ));
-                        jobs.runs[job].result.error = Some(format!("{e:#}"));
-                        d.failed.push(job);
-                    }
-                }
-            }
-            Action::Suspend { page_out, .. } => {
-                // Stopped already if it was held: the policy stops it now.
-                jobs.runs[job].held = None;
-                SwitchSteps::time(&mut d.steps.freeze_s, || {
-                    env.freezer.freeze(&jobs.runs[job].group)
-                })
-                .with_context(|| format!("suspending job {}", jobs.name(job)))?;
-                jobs.stop_interval(job, t0.elapsed());
-                // Listed once: the freeze keeps the list as it is
-                // until the thaw, for the account and the page-out.
-                let pids = SwitchSteps::time(&mut d.steps.sampling_s, || {
-                    let group = &jobs.runs[job].group;
-                    let pids = (env.backend).procs_recursive(group).unwrap_or_default();
-                    let huge = (env.backend)
-                        .memory_stat(group)
-                        .ok()
-                        .and_then(|m| m.anon_huge_bytes);
-                    jobs.account.frozen(i, &pids, huge);
-                    pids
-                });
-                let j = &mut jobs.runs[job];
-                let out = self
-                    .engine
-                    .suspend(&mut j.mem, &pids, page_out, &mut d.steps);
-                j.result.huge_restored_bytes += out.huge_restored;
-                d.bg_bytes += out.background;
-                d.paged_out += out.paged_out;
-                d.out_time += out.took;
-                d.warnings.extend(out.warnings);
-                d.suspended.push(jobs.name(job).to_string());
-            }
-            Action::Protect { on, .. } => self.protect(env, jobs, job, on),
-            // A held job gets no room: it does not run.
-            Action::MakeRoom { .. } if held.is_some() => {}
-            Action::MakeRoom { from, .. } => {
-                // The stopped jobs it takes memory from, in the
-                // policy's order.
-                let victims: Vec<_> = from
-                    .iter()
-                    .map(|v| (jobs.runs[*v].group.clone(), jobs.name(*v).to_string()))
-                    .collect();
-                let stream = opening.paged_in.contains(&job);
-                let (freed, took) = self.engine.make_room(
-                    &mut jobs.runs[job].mem,
-                    &victims,
-                    stream,
-                    &mut d.warnings,
-                    &mut d.steps,
-                );
-                d.paged_out += freed;
-                d.out_time += took;
-            }
-            Action::Resume { .. } if held.is_some() => {
-                let why = held.unwrap_or_default();
-                d.warnings.push(format!("job {}: {why}", jobs.name(job)));
-                jobs.runs[job].held = Some(why);
-            }
-            Action::Resume { page_in, .. } => {
-                // Bring its memory back while it is still frozen, so
-                // that it resumes without faulting.
-                let done = self.engine.resume(
-                    &mut jobs.runs[job].mem,
-                    page_in.uses_records(),
-                    &mut d.steps,
-                );
-                d.paged_in += done.bytes;
-                d.in_time += done.took;
-                SwitchSteps::time(&mut d.steps.thaw_s, || {
-                    env.freezer.thaw(&jobs.runs[job].group)
-                })
-                .with_context(|| format!("resuming job {}", jobs.name(job)))?;
-                jobs.runs[job].running_since = Some(t0.elapsed());
-                SwitchSteps::time(&mut d.steps.sampling_s, || jobs.account.thawed(i));
-                d.resumed.push(jobs.name(job).to_string());
-            }
-            Action::WriteBack { until, .. } => {
-                let window = until.saturating_sub(t0.elapsed());
-                self.engine.write_back(&mut jobs.runs[job].mem, window);
-            }
-            // One budget for all the jobs of the set being
-            // prefetched (see `NodeSwitch::page_in_early`).
-            Action::PageIn { .. } => {
-                self.engine
-                    .page_in_early(&mut jobs.runs[job].mem, &mut opening.budget);
-            }
-            Action::Boost { nice, .. } => renice(env, jobs, job, nice, t0),
-            Action::Defer { reason, .. } => env.say(format!("{} waits: {reason}", jobs.name(job))),
-        }
-        Ok(())
-    }
-
-    /// Selective page-out: protect a job the policy runs, expose one it
-    /// suspends. Without the kernel's support the kernel's LRU decides
-    /// alone, as under `lru`; said once.
-    fn protect(&mut self, env: &Env, jobs: &Jobs, job: JobId, on: bool) {
-        if self.protect_failed {
-            return;
-        }
-        let group = &jobs.runs[job].group;
-        if let Err(e) = env.backend.protect(group, on) {
-            self.protect_failed = true;
-            env.say(format!(
-                "warning: selective page-out (so) is not available, the kernel's LRU chooses \
-                 what to page out instead: {e}"
-            ));
-        }
+        at: Duration,
+        took: Duration,
+        (vm_before, vm_after): (Option<VmStat>, Option<VmStat>),
+        moved: Moved,
+        suspended: Vec<String>,
+        resumed: Vec<String>,
+    ) {
+        let swapped = |f: fn(&VmStat) -> u64| match (&vm_before, &vm_after) {
+            (Some(a), Some(b)) => f(b).saturating_sub(f(a)),
+            _ => 0,
+        };
+        self.totals.count += 1;
+        self.totals.seconds += took.as_secs_f64();
+        self.totals.paged_out_bytes += moved.paged_out;
+        self.totals.paged_in_bytes += moved.paged_in;
+        self.done.push(Switch {
+            at_s: at.as_secs_f64(),
+            took_s: took.as_secs_f64(),
+            suspended,
+            resumed,
+            paged_out_bytes: moved.paged_out,
+            paged_in_bytes: moved.paged_in,
+            page_out_s: moved.page_out.as_secs_f64(),
+            page_in_s: moved.page_in.as_secs_f64(),
+            swap_in_pages: swapped(|v| v.pswpin),
+            swap_out_pages: swapped(|v| v.pswpout),
+            background_bytes: moved.background,
+            warnings: moved.warnings,
+            // Counted from the samples once the run is over.
+            faults_after: None,
+            faults_after_before_exit: None,
+            steps: Some(moved.steps.close(took.as_secs_f64())),
+        });
     }
 
     /// Before a switch: will the swap device hold what must leave memory
@@ -326,6 +193,172 @@ impl SwitchState {
             )
         })
     }
+}
+
+/// What the executor lends the switch engine's loop for one batch: its
+/// jobs (their memory, freezing and thawing them, starting and renicing
+/// them) and the names of the jobs the switch stopped and let run, for its
+/// record.
+struct Host<'a> {
+    env: &'a Env,
+    jobs: &'a mut Jobs,
+    state: &'a State,
+    t0: Instant,
+    /// When the batch began, on the node's clock.
+    at: Duration,
+    pool_memory: u64,
+    protect_failed: &'a mut bool,
+    /// Jobs the batch would run that are kept stopped, with why.
+    holds: &'a HashMap<JobId, String>,
+    /// Jobs started and held at once, said in the switch's warnings.
+    warnings: Vec<String>,
+    suspended: Vec<String>,
+    resumed: Vec<String>,
+    failed: Vec<JobId>,
+}
+
+impl Memories<JobId> for Host<'_> {
+    fn memory(&mut self, job: &JobId) -> Option<&mut JobMemory> {
+        self.jobs.memory(job)
+    }
+}
+
+impl SwitchHost<JobId> for Host<'_> {
+    type Item = Action;
+
+    fn page_in(action: &Action) -> Option<(JobId, PageInPlan)> {
+        match action {
+            Action::Resume { job, page_in } => Some((*job, *page_in)),
+            _ => None,
+        }
+    }
+
+    fn step(&mut self, action: Action) -> Result<Option<NodeStep<JobId>>> {
+        let (env, t0) = (self.env, self.t0);
+        match action {
+            Action::Start { job, .. } => self.start(job)?,
+            Action::Boost { job, nice } => renice(env, self.jobs, job, nice, t0),
+            Action::Defer { job, reason, .. } => {
+                env.say(format!("{} waits: {reason}", self.jobs.name(job)))
+            }
+            memory => return Ok(memory.node_step(t0.elapsed())),
+        }
+        Ok(None)
+    }
+
+    /// Freeze it; its pids listed once: the freeze keeps the list as it
+    /// is until the thaw, for the account and the page-out.
+    fn stop(&mut self, job: &JobId, steps: &mut SwitchSteps) -> Result<Vec<i32>> {
+        let (env, i) = (self.env, job.index());
+        // Stopped already if it was held: the policy stops it now.
+        self.jobs.runs[*job].held = None;
+        SwitchSteps::time(&mut steps.freeze_s, || {
+            env.freezer.freeze(&self.jobs.runs[*job].group)
+        })
+        .with_context(|| format!("suspending job {}", self.jobs.name(*job)))?;
+        self.jobs.stop_interval(*job, self.t0.elapsed());
+        let jobs = &mut *self.jobs;
+        Ok(SwitchSteps::time(&mut steps.sampling_s, || {
+            let group = &jobs.runs[*job].group;
+            let pids = (env.backend).procs_recursive(group).unwrap_or_default();
+            let huge = (env.backend)
+                .memory_stat(group)
+                .ok()
+                .and_then(|m| m.anon_huge_bytes);
+            jobs.account.frozen(i, &pids, huge);
+            pids
+        }))
+    }
+
+    fn stopped(&mut self, job: &JobId, out: &Suspended) {
+        self.jobs.runs[*job].result.huge_restored_bytes += out.huge_restored;
+        self.suspended.push(self.jobs.name(*job).to_string());
+    }
+
+    /// Thaw it, its memory back.
+    fn resume(&mut self, job: &JobId, steps: &mut SwitchSteps) -> Result<()> {
+        let (env, i) = (self.env, job.index());
+        SwitchSteps::time(&mut steps.thaw_s, || {
+            env.freezer.thaw(&self.jobs.runs[*job].group)
+        })
+        .with_context(|| format!("resuming job {}", self.jobs.name(*job)))?;
+        self.jobs.runs[*job].running_since = Some(self.t0.elapsed());
+        SwitchSteps::time(&mut steps.sampling_s, || self.jobs.account.thawed(i));
+        self.resumed.push(self.jobs.name(*job).to_string());
+        Ok(())
+    }
+
+    /// Selective page-out: protect a job the policy runs, expose one it
+    /// suspends. Without the kernel's support the kernel's LRU decides
+    /// alone, as under `lru`; said once (not a switch's warning).
+    fn protect(&mut self, job: &JobId, on: bool) -> Option<String> {
+        if *self.protect_failed {
+            return None;
+        }
+        let group = &self.jobs.runs[*job].group;
+        if let Err(e) = self.env.backend.protect(group, on) {
+            *self.protect_failed = true;
+            self.env.say(format!(
+                "warning: selective page-out (so) is not available, the kernel's LRU chooses \
+                 what to page out instead: {e}"
+            ));
+        }
+        None
+    }
+}
+
+impl Host<'_> {
+    /// Start a job; one that cannot start is said and finishes unstarted;
+    /// one to be held is stopped at once.
+    fn start(&mut self, job: JobId) -> Result<()> {
+        let (env, jobs) = (self.env, &mut *self.jobs);
+        let allowance = allowance_for(&jobs.runs, self.state, self.pool_memory, job);
+        match jobs.start(env, job, allowance, self.t0) {
+            Ok(()) => {
+                if let Some(why) = self.holds.get(&job) {
+                    jobs.hold_started(env, job, why.clone())?;
+                    self.warnings.push(format!("job {}: {why}", jobs.name(job)));
+                }
+                self.resumed.push(jobs.name(job).to_string());
+            }
+            Err(e) => {
+                env.say(format!(
+                    "{:>7.1}s  {} could not start: {e:#}",
+                    self.at.as_secs_f64(),
+                    jobs.name(job)
+                ));
+                jobs.runs[job].result.error = Some(format!("{e:#}"));
+                self.failed.push(job);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The batch without the steps that would run a held job: no room made
+/// for it, no resume (it stays frozen, and says why); its start stays
+/// (`Host::start` holds it at once).
+fn hold_back(
+    batch: Vec<Action>,
+    holds: &HashMap<JobId, String>,
+    jobs: &mut Jobs,
+    warnings: &mut Vec<String>,
+) -> Vec<Action> {
+    batch
+        .into_iter()
+        .filter(|a| match a {
+            Action::MakeRoom { job, .. } => !holds.contains_key(job),
+            Action::Resume { job, .. } => match holds.get(job) {
+                Some(why) => {
+                    warnings.push(format!("job {}: {why}", jobs.name(*job)));
+                    jobs.runs[*job].held = Some(why.clone());
+                    false
+                }
+                None => true,
+            },
+            _ => true,
+        })
+        .collect()
 }
 
 fn renice(env: &Env, jobs: &mut Jobs, job: JobId, nice: i32, t0: Instant) {
