@@ -607,7 +607,11 @@ impl Jobs {
     /// ([`capacity::check_pinned`]: no page-out moves locked pages, and it
     /// would thrash against them).
     pub(super) fn hold(&self, job: JobId, state: &State, pool_memory: u64) -> Option<String> {
-        let ws = self.runs.get(job)?.mem.working_set();
+        // At least its declared size: a job held since its start (frozen)
+        // measures a working set of almost nothing, and would be let run
+        // into the locked memory at its next resume.
+        let mem = &self.runs.get(job)?.mem;
+        let ws = mem.working_set().max(mem.declared.unwrap_or(0));
         capacity::check_pinned(ws, self.pinned_elsewhere(job, state), pool_memory)
     }
 
