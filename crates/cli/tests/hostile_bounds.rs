@@ -354,10 +354,7 @@ fn jobs_that_fail_to_start_leave_no_cgroup() {
     );
     assert_eq!(failed, 1000 + nul_accepted, "{:#?}", &jobs[..3]);
     let j = jobs.iter().find(|j| j["state"] == "failed").unwrap();
-    assert!(
-        j["reason"].as_str().unwrap().contains("start"),
-        "{j:#}"
-    );
+    assert!(j["reason"].as_str().unwrap().contains("start"), "{j:#}");
     let left = job_groups(&pool);
     assert!(
         left.is_empty(),
