@@ -99,6 +99,24 @@ fn ask(req: &Request) -> Result<Response> {
     }
 }
 
+/// Every job the daemon shows us, a page at a time (it answers as many
+/// as fit its `max_answer_bytes` and where to go on).
+fn list() -> Result<Vec<JobInfo>> {
+    let mut all = Vec::new();
+    let mut after = None;
+    loop {
+        let Response::Jobs { jobs, next } = ask(&Request::List { after })? else {
+            bail!("unexpected answer to list");
+        };
+        all.extend(jobs);
+        match next {
+            // Ids only grow: a daemon that answered otherwise would loop.
+            Some(n) if after.is_none_or(|a| n > a) => after = Some(n),
+            _ => return Ok(all),
+        }
+    }
+}
+
 fn job(id: u64) -> Result<JobInfo> {
     match ask(&Request::Show { id })? {
         Response::Job { job } => Ok(*job),
@@ -136,9 +154,7 @@ pub fn run(verb: Verb) -> Result<ExitCode> {
             states,
             users,
         } => {
-            let Response::Jobs { jobs } = ask(&Request::List)? else {
-                bail!("unexpected answer to list");
-            };
+            let jobs = list()?;
             let filter = Filter::new(&states, &users, all || (json && states.is_empty()))?;
             let jobs: Vec<&JobInfo> = jobs.iter().filter(|j| filter.keeps(j)).collect();
             let now = unix_now();

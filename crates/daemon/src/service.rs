@@ -15,6 +15,11 @@ mod store;
 
 pub use store::{unix_now, Shared};
 
+/// Where each job's allowance file is, in the state directory: 0711, so
+/// that a job passes through to its own file, whose name (its id and 128
+/// random bits) only its environment holds; no one lists the directory.
+pub const ALLOWANCE_DIR: &str = "allowance";
+
 use crate::config::Config;
 use memgang_core::admission::Capacity;
 use memgang_core::capacity::Holding;
@@ -146,13 +151,10 @@ impl Service {
         let before = pools.clone();
         f(&mut pools);
         if pools != before {
-            let tmp = path.with_extension("new");
             let text: String = pools.iter().map(|p| format!("{p}\n")).collect();
-            let write = std::fs::write(&tmp, text)
-                .and_then(|()| std::fs::File::open(&tmp)?.sync_all())
-                .and_then(|()| std::fs::rename(&tmp, &path));
+            let write = memgang_linux::files::Dir::open(&self.shared.state_dir)
+                .and_then(|d| d.replace("pools", "pools.new", text.as_bytes(), 0o600, true));
             if let Err(e) = write {
-                let _ = std::fs::remove_file(&tmp);
                 log_limited(
                     "pools",
                     format!("recording memgangd's pools in {}: {e}", path.display()),

@@ -11,6 +11,9 @@ pub struct Credentials {
     pub gid: u32,
     /// Supplementary groups.
     pub groups: Vec<u32>,
+    /// Resource limits set before the switch to the user (as a login's:
+    /// [`crate::limits`]); empty: the caller's are inherited.
+    pub limits: Vec<crate::limits::Limit>,
 }
 
 /// Exit status and resource use of a reaped process.

@@ -36,8 +36,13 @@ pub enum Request {
         env: BTreeMap<String, String>,
         name: Option<String>,
     },
-    /// The caller's jobs (root: everyone's).
-    List,
+    /// The caller's jobs (root: everyone's), a page at a time: those
+    /// after job `after` (None: from the first), as many as fit the
+    /// daemon's `max_answer_bytes`.
+    List {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        after: Option<u64>,
+    },
     Show {
         id: u64,
     },
@@ -74,8 +79,12 @@ pub enum Response {
     Submitted {
         id: u64,
     },
+    /// A page of jobs; `next`: more follow, ask for those after this
+    /// id (absent on the last page, and from a daemon before pages).
     Jobs {
         jobs: Vec<JobInfo>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        next: Option<u64>,
     },
     /// Boxed: a job with its account is far larger than the other
     /// answers (the JSON is the same).
@@ -170,6 +179,32 @@ pub struct JobInfo {
     /// journals written before it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub account: Option<serde_json::Value>,
+}
+
+impl JobInfo {
+    /// The job without what its user wrote (name, command, directories,
+    /// reason: empty) and with its account only if `account`: small
+    /// whatever the job, for counting jobs (the daemon's metrics).
+    pub fn summary(&self, account: bool) -> JobInfo {
+        JobInfo {
+            id: self.id,
+            uid: self.uid,
+            name: String::new(),
+            command: Vec::new(),
+            memory_bytes: self.memory_bytes,
+            ranks: self.ranks,
+            state: self.state,
+            reason: None,
+            exit_code: self.exit_code,
+            signal: self.signal,
+            submitted_unix_s: self.submitted_unix_s,
+            started_unix_s: self.started_unix_s,
+            finished_unix_s: self.finished_unix_s,
+            log_dir: PathBuf::new(),
+            cwd: PathBuf::new(),
+            account: if account { self.account.clone() } else { None },
+        }
+    }
 }
 
 /// Bytes in a JSON string, one character per byte (Latin-1): exact

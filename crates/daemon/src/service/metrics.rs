@@ -14,7 +14,6 @@ use memgang_runtime::account::Live;
 use memgang_runtime::executor::Node;
 use std::collections::HashMap;
 use std::fmt::Write;
-use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
 /// An ended job keeps its own metrics series this long after its end:
@@ -41,16 +40,20 @@ impl Service {
         if self.cfg.metrics_file.is_none() && self.cfg.metrics_listen.is_none() {
             return;
         }
-        let jobs = self.shared.list(|_| true);
+        // Small copies: the metrics count jobs and read accounts only.
+        let jobs = self.shared.summaries(unix_now(), RECENT_FOR_S);
         let per_job = job_series(&jobs, unix_now(), |id| node.live(*map.get(&id)?));
         let pool = self.env.backend.memory_stat(node.pool()).ok();
+        // Summed over the node's life: the switches of forgotten jobs
+        // are let go of.
+        let totals = node.switch_totals();
         let vm = VmStat::read().ok();
         let text = metrics_text(&MetricsInput {
             jobs: &jobs,
-            switches: node.switches().len(),
-            switch_seconds: node.switches().iter().fold(0.0, |t, s| t + s.took_s),
-            paged_out: node.switches().iter().map(|s| s.paged_out_bytes).sum(),
-            paged_in: node.switches().iter().map(|s| s.paged_in_bytes).sum(),
+            switches: totals.count as usize,
+            switch_seconds: totals.seconds,
+            paged_out: totals.paged_out_bytes,
+            paged_in: totals.paged_in_bytes,
             swapped: vm.zip(vm_start).map(|(v, s)| {
                 (
                     v.pswpin.saturating_sub(s.pswpin) * page_size(),
@@ -77,15 +80,12 @@ impl Service {
 /// World-readable (node_exporter runs as its own user; the daemon's umask
 /// is 077), and renamed into place so a reader never sees half a file.
 /// The temporary name does not end in .prom, which the textfile collector
-/// would read.
+/// would read. The directory may be another user's (node_exporter's
+/// textfile directory is its own): both names are made in it through no
+/// link ([`memgang_linux::files::Dir::replace`]), so a link planted there
+/// is replaced, never written through.
 fn write_file(path: &Path, text: &str) {
-    let tmp = path.with_extension("prom.tmp");
-    let write = || -> std::io::Result<()> {
-        std::fs::write(&tmp, text)?;
-        std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o644))?;
-        std::fs::rename(&tmp, path)
-    };
-    if let Err(e) = write() {
+    if let Err(e) = memgang_linux::files::replace(path, text.as_bytes(), 0o644) {
         tracing::warn!("writing metrics {}: {e}", path.display());
     }
 }

@@ -2,6 +2,7 @@
 //! every job as journaled, the changes waiting to be, the cancellations
 //! asked for, retention; and the error log that a full disk cannot flood.
 
+use crate::config::Budgets;
 use crate::journal::{Journal, Record};
 use anyhow::Result;
 use memgang_core::admission::{self, Capacity};
@@ -22,6 +23,36 @@ pub struct Shared {
     inner: Mutex<Inner>,
     wake: Condvar,
     pub state_dir: PathBuf,
+    /// What one user's requests may make the daemon hold and spend.
+    pub budgets: Budgets,
+}
+
+/// How many ended jobs are kept, and how long ([`Shared::forget`]).
+#[derive(Clone, Copy, Debug)]
+pub struct Retention {
+    pub keep_for: Duration,
+    pub keep_jobs: usize,
+    pub keep_per_user: usize,
+    /// Bytes of one user's ended jobs kept ([`record_bytes`]).
+    pub user_bytes: u64,
+}
+
+/// What a job's record holds of what its user wrote, in bytes: its name,
+/// command, working directory, environment and reason, and a fixed part
+/// for the rest (ids, times, its time account). What the budgets count.
+pub fn record_bytes(r: &Record) -> u64 {
+    let i = &r.info;
+    let strings = i.name.len()
+        + i.command.iter().map(|a| a.len() + 1).sum::<usize>()
+        + i.cwd.as_os_str().len()
+        + i.log_dir.as_os_str().len()
+        + i.reason.as_ref().map_or(0, String::len)
+        + r.env
+            .iter()
+            .map(|(k, v)| k.len() + v.len() + 2)
+            .sum::<usize>();
+    let fixed = 256 + if i.account.is_some() { 2048 } else { 0 };
+    (strings + fixed) as u64
 }
 
 /// Under [`Shared::lock`]: the node loop's admission works on it whole.
@@ -38,6 +69,9 @@ pub(super) struct Inner {
     /// Every cancellation asked for, so that a job killed or never
     /// started because of one ends `cancelled` whatever the node says.
     pub(super) cancelled: BTreeSet<u64>,
+    /// Jobs the daemon stopped itself (output past `max_job_output`), with
+    /// why: they end failed with it, not `cancelled`.
+    pub(super) stopped: BTreeMap<u64, String>,
     pub(super) capacity: Capacity,
     woken: bool,
 }
@@ -62,12 +96,19 @@ impl Shared {
                 journal,
                 cancels: Vec::new(),
                 cancelled: BTreeSet::new(),
+                stopped: BTreeMap::new(),
                 capacity,
                 woken: false,
             }),
             wake: Condvar::new(),
             state_dir,
+            budgets: Budgets::default(),
         }
+    }
+
+    pub fn with_budgets(mut self, budgets: Budgets) -> Shared {
+        self.budgets = budgets;
+        self
     }
 
     pub fn set_capacity(&self, cap: Capacity) {
@@ -79,12 +120,16 @@ impl Shared {
     }
 
     /// Record a new job durably and return its id; a job that could never
-    /// fit, or that cannot be journaled, is refused.
+    /// fit, that would pass its user's budgets, or that cannot be
+    /// journaled, is refused.
     pub fn submit(&self, make: impl FnOnce(u64, PathBuf) -> Record) -> Result<u64> {
         let mut g = self.lock();
         let id = g.next_id;
         let r = make(id, self.state_dir.join("jobs").join(id.to_string()));
         if let Some(msg) = admission::refuse(r.info.memory_bytes, &g.capacity) {
+            anyhow::bail!("{msg}");
+        }
+        if let Some(msg) = g.over_budget(&r, &self.budgets) {
             anyhow::bail!("{msg}");
         }
         if let Err(e) = g.journal.append(&r) {
@@ -110,6 +155,46 @@ impl Shared {
             .collect()
     }
 
+    /// One page of the jobs `visible` keeps, in id order, after job
+    /// `after`: jobs until their JSON reaches `max_bytes` (at least one),
+    /// and the id to ask after next if more are left. What one request
+    /// costs the daemon is a page, whatever the number of jobs.
+    pub fn list_page(
+        &self,
+        visible: impl Fn(&Record) -> bool,
+        after: Option<u64>,
+        max_bytes: u64,
+    ) -> (Vec<JobInfo>, Option<u64>) {
+        let g = self.lock();
+        let from = after.map_or(0, |a| a.saturating_add(1));
+        let mut page = Vec::new();
+        let mut bytes = 0u64;
+        for r in g.jobs.range(from..).map(|(_, r)| r).filter(|r| visible(r)) {
+            if bytes >= max_bytes {
+                let last = page.last().map(|j: &JobInfo| j.id);
+                return (page, last);
+            }
+            bytes += serde_json::to_vec(&r.info).map_or(0, |v| v.len() as u64);
+            page.push(r.info.clone());
+        }
+        (page, None)
+    }
+
+    /// Every job kept, without what its user wrote (name, command,
+    /// directories, reason cleared) and with its time account only if it
+    /// ended within `recent_s` of `now`: what the metrics count, at a
+    /// small fixed size per job.
+    pub fn summaries(&self, now: f64, recent_s: f64) -> Vec<JobInfo> {
+        let g = self.lock();
+        g.jobs
+            .values()
+            .map(|r| {
+                let recent = (r.info.finished_unix_s).is_some_and(|t| now - t <= recent_s);
+                r.info.summary(recent)
+            })
+            .collect()
+    }
+
     pub fn get(&self, id: u64) -> Option<Record> {
         self.lock().jobs.get(&id).cloned()
     }
@@ -120,6 +205,18 @@ impl Shared {
         g.cancelled.insert(id);
         g.woken = true;
         self.wake.notify_all();
+    }
+
+    /// Stop a job for a reason of the daemon's: cancelled, ending failed
+    /// with `why`.
+    pub(super) fn stop(&self, id: u64, why: String) {
+        self.lock().stopped.insert(id, why);
+        self.cancel(id);
+    }
+
+    /// Why the daemon stopped job `id`, if it did.
+    pub(super) fn stopped(&self, id: u64) -> Option<String> {
+        self.lock().stopped.get(&id).cloned()
     }
 
     pub(super) fn cancel_asked(&self, id: u64) -> bool {
@@ -149,6 +246,11 @@ impl Shared {
         }
         let mut r = cur.clone();
         f(&mut r);
+        if r.info.state.is_final() {
+            // Only a start reads it: an ended job keeps no environment,
+            // in memory or in the journal.
+            r.env.clear();
+        }
         if Some(&r) == inner.jobs.get(&id) {
             inner.pending.remove(&id);
             return;
@@ -178,26 +280,61 @@ impl Shared {
         }
     }
 
-    /// Forget ended jobs beyond the retention (and their output); true if
+    /// Remove the allowance files (`allowance/<id>-...`) of the jobs
+    /// `gone` says have ended: nothing of a job stays in the state
+    /// directory beyond its record and its output.
+    pub(super) fn remove_allowances(&self, gone: impl Fn(u64) -> bool) {
+        let dir = self.state_dir.join(super::ALLOWANCE_DIR);
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            return;
+        };
+        for e in entries.flatten() {
+            let name = e.file_name();
+            let id = name
+                .to_str()
+                .and_then(|n| n.split_once('-'))
+                .and_then(|(id, _)| id.parse::<u64>().ok());
+            if id.is_none_or(&gone) {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
+    }
+
+    /// Forget ended jobs beyond the retention (and their output): older
+    /// than `keep_for`, beyond the newest `keep_jobs` of all, or beyond
+    /// the newest `keep_per_user` or `user_bytes` of their user's; true if
     /// any was forgotten.
-    pub(super) fn forget(&self, keep_for: Duration, keep_jobs: usize, now: f64) -> bool {
+    pub(super) fn forget(&self, keep: &Retention, now: f64) -> bool {
         let mut g = self.lock();
-        let ended: Vec<(u64, f64)> = g
+        // Newest first (ids are given in order).
+        let ended: Vec<(u64, f64, u32, u64)> = g
             .jobs
             .values()
+            .rev()
             .filter(|r| r.info.state.is_final())
-            .map(|r| (r.info.id, r.info.finished_unix_s.unwrap_or(0.0)))
+            .map(|r| {
+                let end = r.info.finished_unix_s.unwrap_or(0.0);
+                (r.info.id, end, r.info.uid, record_bytes(r))
+            })
             .collect();
-        let surplus = ended.len().saturating_sub(keep_jobs);
-        let old: Vec<u64> = ended
-            .iter()
-            .enumerate()
-            .filter(|(i, (_, end))| *i < surplus || now - end > keep_for.as_secs_f64())
-            .map(|(_, (id, _))| *id)
-            .collect();
+        let mut per_user: BTreeMap<u32, (usize, u64)> = BTreeMap::new();
+        let mut old = Vec::new();
+        for (i, &(id, end, uid, bytes)) in ended.iter().enumerate() {
+            let (n, b) = per_user.entry(uid).or_default();
+            *n += 1;
+            *b += bytes;
+            if i >= keep.keep_jobs
+                || now - end > keep.keep_for.as_secs_f64()
+                || *n > keep.keep_per_user
+                || *b > keep.user_bytes
+            {
+                old.push(id);
+            }
+        }
         for id in &old {
             if let Some(r) = g.jobs.remove(id) {
                 g.cancelled.remove(id);
+                g.stopped.remove(id);
                 // Only what the daemon made: state_dir/jobs/ID.
                 if r.info.log_dir == self.state_dir.join("jobs").join(id.to_string()) {
                     let _ = std::fs::remove_dir_all(&r.info.log_dir);
@@ -209,6 +346,37 @@ impl Shared {
 }
 
 impl Inner {
+    /// Why `r` would pass its user's budgets, if it would: their jobs in
+    /// progress, by number and by bytes ([`record_bytes`]). Root has none.
+    fn over_budget(&self, r: &Record, b: &Budgets) -> Option<String> {
+        use memgang_core::units::format_bytes;
+        let uid = r.info.uid;
+        if uid == 0 {
+            return None;
+        }
+        let (n, bytes) = self
+            .jobs
+            .values()
+            .filter(|j| j.info.uid == uid && !j.info.state.is_final())
+            .fold((0usize, 0u64), |(n, b), j| (n + 1, b + record_bytes(j)));
+        if n >= b.jobs_per_user {
+            return Some(format!(
+                "you have {n} jobs in progress, the most a user may (max_jobs_per_user); \
+                 wait for some to end, or cancel some"
+            ));
+        }
+        let with = bytes + record_bytes(r);
+        (with > b.user_bytes).then(|| {
+            format!(
+                "your jobs in progress would hold {} of memgangd's memory with this one, more \
+                 than the {} a user may (max_user_bytes: their names, commands and \
+                 environments); wait for some to end, or submit with a smaller environment",
+                format_bytes(with),
+                format_bytes(b.user_bytes)
+            )
+        })
+    }
+
     fn flush(&mut self) {
         while let Some((&id, r)) = self.pending.first_key_value() {
             if let Err(e) = self.journal.append(r) {
@@ -255,6 +423,14 @@ pub(super) fn finish(
     };
 }
 
+/// A job the daemon stopped itself ends failed, saying why, not
+/// `cancelled`.
+pub(super) fn stopped_by_daemon(r: &mut Record, why: Option<String>) {
+    if let Some(why) = why {
+        (r.info.state, r.info.reason) = (JobState::Failed, Some(why));
+    }
+}
+
 /// How often one kind of error is logged at most: a full disk fails every
 /// turn of the loop (5 a second), and the log must not fill the disk too.
 const LOG_EVERY: Duration = Duration::from_secs(60);
@@ -289,6 +465,105 @@ pub(super) fn disk_full(text: &str) -> bool {
 mod tests {
     use super::*;
 
+    fn shared_with(jobs: BTreeMap<u64, Record>, dir: &std::path::Path) -> Shared {
+        let (journal, _) = Journal::open(dir).unwrap();
+        let cap = Capacity {
+            pool_bytes: 1 << 30,
+            swap_total_bytes: 0,
+            swap_used_elsewhere_bytes: 0,
+            swap_reserve_bytes: 0,
+        };
+        Shared::new(journal, jobs, dir.to_path_buf(), cap)
+    }
+
+    /// A list is answered a page at a time, whatever the jobs: each page
+    /// holds about the bytes asked (at least one job), and the pages
+    /// together every job once.
+    #[test]
+    fn lists_come_in_pages() {
+        let dir = tempfile::tempdir().unwrap();
+        let jobs = (1..=50)
+            .map(|id| {
+                let mut r = crate::journal::tests::rec(id, JobState::Queued);
+                r.info.name = "x".repeat(1000);
+                (id, r)
+            })
+            .collect();
+        let shared = shared_with(jobs, dir.path());
+        let (mut seen, mut after, mut pages) = (Vec::new(), None, 0);
+        loop {
+            let (page, next) = shared.list_page(|r| r.info.id % 2 == 0, after, 5000);
+            assert!(!page.is_empty() && page.len() <= 5, "{}", page.len());
+            seen.extend(page.iter().map(|j| j.id));
+            pages += 1;
+            match next {
+                Some(n) => after = Some(n),
+                None => break,
+            }
+        }
+        assert_eq!(seen, (2..=50).step_by(2).collect::<Vec<_>>());
+        assert_eq!(pages, 5);
+        // A job larger than a page comes alone.
+        let (page, next) = shared.list_page(|_| true, None, 1);
+        assert_eq!((page.len(), next), (1, Some(1)));
+        // The metrics' copies hold nothing a user wrote.
+        let s = shared.summaries(0.0, 1.0);
+        assert_eq!(s.len(), 50);
+        assert!(s.iter().all(|j| j.name.is_empty() && j.command.is_empty()));
+    }
+
+    /// A user's jobs in progress are held to a number and to bytes; an
+    /// ended job drops its environment; retention keeps each user's
+    /// newest ended jobs within their number and bytes.
+    #[test]
+    fn budgets_hold_each_user() {
+        let dir = tempfile::tempdir().unwrap();
+        let shared = shared_with(BTreeMap::new(), dir.path()).with_budgets(Budgets {
+            jobs_per_user: 3,
+            user_bytes: 40_000,
+            ..Budgets::default()
+        });
+        let job = |uid: u32, env: usize| {
+            move |id, log_dir| {
+                let mut r = crate::journal::tests::rec(id, JobState::Queued);
+                r.info.uid = uid;
+                r.info.log_dir = log_dir;
+                r.env.insert("X".into(), "y".repeat(env));
+                r
+            }
+        };
+        for _ in 0..3 {
+            shared.submit(job(1000, 10)).unwrap();
+        }
+        let e = shared.submit(job(1000, 10)).unwrap_err().to_string();
+        assert!(e.contains("max_jobs_per_user"), "{e}");
+        // Another user, and root, are not held by the first one's jobs.
+        shared.submit(job(1001, 10)).unwrap();
+        shared.submit(job(0, 100_000)).unwrap();
+        let e = shared.submit(job(1001, 50_000)).unwrap_err().to_string();
+        assert!(e.contains("max_user_bytes"), "{e}");
+        // Ended: no environment, in memory or in the journal.
+        shared.update(1, |r| finish(r, Some(0), None, false, None));
+        let r = shared.get(1).unwrap();
+        assert!(r.env.is_empty() && r.info.state.is_final());
+        shared.submit(job(1000, 10)).unwrap();
+        for id in [2, 3] {
+            shared.update(id, |r| finish(r, Some(0), None, false, None));
+        }
+        let keep = Retention {
+            keep_for: Duration::from_secs(3600),
+            keep_jobs: 100,
+            keep_per_user: 2,
+            user_bytes: 1 << 20,
+        };
+        assert!(shared.forget(&keep, unix_now()));
+        let ids = |s: &Shared| s.list(|_| true).iter().map(|j| j.id).collect::<Vec<_>>();
+        // 1000's newest two ended (2, 3) stay, with every job in progress
+        // (6 is 1000's, given after the refusals: a refused job takes no
+        // id).
+        assert_eq!(ids(&shared), vec![2, 3, 4, 5, 6]);
+    }
+
     /// Retention by age and by count; what is forgotten loses its
     /// output, the rest and the jobs in progress stay.
     #[test]
@@ -318,15 +593,20 @@ mod tests {
         };
         let shared = Shared::new(journal, jobs, dir.path().to_path_buf(), cap);
         let ids = |s: &Shared| s.list(|_| true).iter().map(|j| j.id).collect::<Vec<_>>();
-        let week = Duration::from_secs(7 * 86_400);
-        assert!(!shared.forget(week, 10, 1.0));
-        assert!(shared.forget(week, 10, 100.0 * day));
+        let keep = |keep_jobs| Retention {
+            keep_for: Duration::from_secs(7 * 86_400),
+            keep_jobs,
+            keep_per_user: 10,
+            user_bytes: 1 << 20,
+        };
+        assert!(!shared.forget(&keep(10), 1.0));
+        assert!(shared.forget(&keep(10), 100.0 * day));
         assert_eq!(ids(&shared), vec![2, 3, 4, 5]);
         assert!(!dir.path().join("jobs/1").exists());
-        assert!(shared.forget(week, 2, 100.0 * day));
+        assert!(shared.forget(&keep(2), 100.0 * day));
         assert_eq!(ids(&shared), vec![3, 4, 5]);
         assert!(dir.path().join("jobs/4").exists() && !dir.path().join("jobs/2").exists());
-        assert!(shared.forget(week, 0, 100.0 * day));
+        assert!(shared.forget(&keep(0), 100.0 * day));
         assert_eq!(ids(&shared), vec![3]);
         // Ids are not given again.
         assert_eq!(shared.lock().next_id, 6);
