@@ -236,7 +236,7 @@ fn verbs_bad_input_and_socket_permissions() {
     std::thread::sleep(Duration::from_secs(6));
     let prom = std::fs::read_to_string(d.dir.path().join("run/memgang.prom")).unwrap();
     assert!(
-        prom.contains("memgang_jobs{state=\"finished\"} 2"),
+        prom.contains("memgang_jobs_completed_total{state=\"finished\"} 2"),
         "{prom}"
     );
     let sample = |series: &str| -> f64 {

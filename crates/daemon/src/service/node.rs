@@ -3,7 +3,7 @@
 //! starts jobs, carries out cancellations, steps the node, records what
 //! it did, and does the periodic work (metrics, retention, compaction).
 
-use super::metrics::Accounted;
+use super::exposition::Accounted;
 use super::recovery::{read_status, Adopted, Recovered};
 use super::store::{disk_full, finish, unix_now};
 use super::Service;

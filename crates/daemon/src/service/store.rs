@@ -2,6 +2,7 @@
 //! every job as journaled, the changes waiting to be, the cancellations
 //! asked for, retention; and the error log that a full disk cannot flood.
 
+use super::tally::Tally;
 use crate::journal::{Journal, Record};
 use anyhow::Result;
 use memgang_core::admission::{self, Capacity};
@@ -39,6 +40,8 @@ pub(super) struct Inner {
     /// started because of one ends `cancelled` whatever the node says.
     pub(super) cancelled: BTreeSet<u64>,
     pub(super) capacity: Capacity,
+    /// The metrics' counts since the daemon started.
+    pub(super) tally: Tally,
     woken: bool,
 }
 
@@ -63,6 +66,7 @@ impl Shared {
                 cancels: Vec::new(),
                 cancelled: BTreeSet::new(),
                 capacity,
+                tally: Tally::default(),
                 woken: false,
             }),
             wake: Condvar::new(),
@@ -95,6 +99,7 @@ impl Shared {
             return Err(e.context("the job was not submitted: memgangd cannot record it"));
         }
         g.next_id += 1;
+        g.tally.changed(None, &r.info);
         g.jobs.insert(id, r);
         g.woken = true;
         self.wake.notify_all();
@@ -108,6 +113,11 @@ impl Shared {
             .filter(|r| visible(r))
             .map(|r| r.info.clone())
             .collect()
+    }
+
+    /// The metrics' counts so far.
+    pub(super) fn tally(&self) -> Tally {
+        self.lock().tally.clone()
     }
 
     pub fn get(&self, id: u64) -> Option<Record> {
@@ -223,6 +233,8 @@ impl Inner {
                 return;
             }
             let r = self.pending.remove(&id).expect("first entry");
+            let before = self.jobs.get(&id).map(|b| &b.info);
+            self.tally.changed(before, &r.info);
             self.jobs.insert(id, r);
         }
     }
