@@ -8,21 +8,72 @@ use super::jobs::Jobs;
 use super::sampling::{allowance_for, Sampling};
 use super::Env;
 use crate::engine::NodeSwitch;
-use crate::mechanisms::SwitchSampler;
+use crate::mechanisms::{SwitchPoint, SwitchSampler};
 use crate::results::{Switch, SwitchSteps};
 use anyhow::{Context, Result};
-use memgang_core::{Action, JobId, State};
+use memgang_core::{Action, JobId, PageOutPlan, State};
 use memgang_linux::counters::VmStat;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+/// What a node's switch is doing now, for a display on another thread
+/// (memgangd's `top`): written by the node's thread at each step of a
+/// switch, copied by a reader. Its lock is held only to write or copy a
+/// few ids, never while paging, so a reader does not wait for a switch.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SwitchNow {
+    /// When the switch in progress began; None between switches.
+    pub since: Option<Instant>,
+    /// The jobs it is paging out now, and in (into a job's records or
+    /// streamed as room frees).
+    pub paging_out: Vec<JobId>,
+    pub paging_in: Vec<JobId>,
+}
+
+/// A node's [`SwitchNow`], shared with its readers.
+pub type SwitchWatch = Arc<Mutex<SwitchNow>>;
+
+/// Writes a switch's progress into its watch; at its end (or an error
+/// that ends it early) the watch reads "no switch" again.
+struct Watching<'a>(Option<&'a SwitchWatch>);
+
+impl Watching<'_> {
+    fn set(&self, f: impl FnOnce(&mut SwitchNow)) {
+        if let Some(w) = self.0 {
+            f(&mut w.lock().unwrap_or_else(|p| p.into_inner()));
+        }
+    }
+
+    /// `jobs` paging out (`out`) or in, from now until `f` returns.
+    fn paging<T>(&self, out: &[JobId], into: &[JobId], f: impl FnOnce() -> T) -> T {
+        self.set(|n| {
+            n.paging_out.extend_from_slice(out);
+            n.paging_in.extend_from_slice(into);
+        });
+        let r = f();
+        self.set(|n| {
+            n.paging_out.retain(|j| !out.contains(j));
+            n.paging_in.retain(|j| !into.contains(j));
+        });
+        r
+    }
+}
+
+impl Drop for Watching<'_> {
+    fn drop(&mut self) {
+        self.set(|n| *n = SwitchNow::default());
+    }
+}
 
 /// A node's switch state, apart from its jobs and its loop: the switch
 /// engine over its pool (which owns the arithmetic and the memory moves),
-/// the switches done (the run's record) and whether selective page-out was
-/// found missing (said once).
+/// the switches done (the run's record), whether selective page-out was
+/// found missing (said once), and what the switch in progress is doing.
 pub(super) struct SwitchState {
     pub(super) engine: NodeSwitch,
     pub(super) done: Vec<Switch>,
     pub(super) protect_failed: bool,
+    pub(super) watch: SwitchWatch,
 }
 
 /// What a node lends [`SwitchState::carry_out`]: its mechanisms, jobs and
@@ -44,6 +95,27 @@ pub(super) struct Carried {
     pub(super) failed: Vec<JobId>,
 }
 
+/// What a batch has done so far: its switch's record in the making.
+#[derive(Default)]
+struct Work {
+    suspended: Vec<String>,
+    resumed: Vec<String>,
+    failed: Vec<JobId>,
+    paged_out: u64,
+    paged_in: u64,
+    out_time: Duration,
+    in_time: Duration,
+    warnings: Vec<String>,
+    /// Bytes background writing had paged out before the switch.
+    bg_bytes: u64,
+    /// Its steps timed, the time account's samples at freezes and thaws
+    /// among them: measured, so that every run shows what they cost.
+    steps: SwitchSteps,
+    /// The node's paging counters before the switch, and its samples.
+    vm_before: Option<VmStat>,
+    samples: Vec<SwitchPoint>,
+}
+
 impl SwitchState {
     /// Carry out one batch of actions in order. Actions that stop or
     /// restart jobs form a switch, timed as one and recorded.
@@ -58,16 +130,12 @@ impl SwitchState {
         let began = Instant::now();
         let at = t0.elapsed();
         let is_switch = batch.iter().any(Action::is_switch);
-        let (mut suspended, mut resumed, mut failed) = (Vec::new(), Vec::new(), Vec::new());
-        let (mut paged_out, mut paged_in) = (0u64, 0u64);
-        let (mut out_time, mut in_time) = (Duration::ZERO, Duration::ZERO);
-        // The time account's samples at freezes and thaws, inside the
-        // switch: measured, so that every run shows what they cost.
-        let mut warnings = Vec::new();
-        let mut bg_bytes = 0;
-        let mut steps = SwitchSteps::default();
+        let mut w = Work::default();
+        let watch = self.watch.clone();
+        let watching = Watching(is_switch.then_some(&watch));
+        watching.set(|n| n.since = Some(began));
         if is_switch {
-            warnings.extend(self.check_swap(jobs, &batch));
+            w.warnings.extend(self.check_swap(jobs, &batch));
         }
         let sampler = is_switch.then(|| {
             SwitchSampler::start(
@@ -78,7 +146,7 @@ impl SwitchState {
                 sampling.interval,
             )
         });
-        let vm_before = env.counters.vmstat().ok();
+        w.vm_before = env.counters.vmstat().ok();
         let incoming: Vec<_> = batch
             .iter()
             .filter_map(|a| match a {
@@ -94,7 +162,7 @@ impl SwitchState {
                 Action::Start { .. } => {
                     let allowance = allowance_for(&jobs.runs, state, self.engine.pool_memory, job);
                     match jobs.start(env, job, allowance, t0) {
-                        Ok(()) => resumed.push(jobs.name(job).to_string()),
+                        Ok(()) => w.resumed.push(jobs.name(job).to_string()),
                         Err(e) => {
                             env.say(format!(
                                 "{:>7.1}s  {} could not start: {e:#}",
@@ -102,36 +170,14 @@ impl SwitchState {
                                 jobs.name(job)
                             ));
                             jobs.runs[i].result.error = Some(format!("{e:#}"));
-                            failed.push(job);
+                            w.failed.push(job);
                         }
                     }
                 }
                 Action::Suspend { page_out, .. } => {
-                    SwitchSteps::time(&mut steps.freeze_s, || {
-                        env.freezer.freeze(&jobs.runs[i].group)
-                    })
-                    .with_context(|| format!("suspending job {}", jobs.name(job)))?;
-                    jobs.stop_interval(job, t0.elapsed());
-                    // Listed once: the freeze keeps the list as it is
-                    // until the thaw, for the account and the page-out.
-                    let pids = SwitchSteps::time(&mut steps.sampling_s, || {
-                        let group = &jobs.runs[i].group;
-                        let pids = (env.backend).procs_recursive(group).unwrap_or_default();
-                        let huge = (env.backend)
-                            .memory_stat(group)
-                            .ok()
-                            .and_then(|m| m.anon_huge_bytes);
-                        jobs.account.frozen(i, &pids, huge);
-                        pids
-                    });
-                    let j = &mut jobs.runs[i];
-                    let out = self.engine.suspend(&mut j.mem, &pids, page_out, &mut steps);
-                    j.result.huge_restored_bytes += out.huge_restored;
-                    bg_bytes += out.background;
-                    paged_out += out.paged_out;
-                    out_time += out.took;
-                    warnings.extend(out.warnings);
-                    suspended.push(jobs.name(job).to_string());
+                    watching.paging(&[job], &[], || {
+                        self.suspend(env, jobs, job, page_out, t0, &mut w)
+                    })?;
                 }
                 Action::Protect { on, .. } => self.protect(env, jobs, job, on),
                 Action::MakeRoom { from, .. } => {
@@ -147,31 +193,23 @@ impl SwitchState {
                         })
                         .collect();
                     let stream = opening.paged_in.contains(&job);
-                    let (freed, took) = self.engine.make_room(
-                        &mut jobs.runs[i].mem,
-                        &victims,
-                        stream,
-                        &mut warnings,
-                        &mut steps,
-                    );
-                    paged_out += freed;
-                    out_time += took;
+                    let into = if stream { vec![job] } else { Vec::new() };
+                    let (freed, took) = watching.paging(&from, &into, || {
+                        self.engine.make_room(
+                            &mut jobs.runs[i].mem,
+                            &victims,
+                            stream,
+                            &mut w.warnings,
+                            &mut w.steps,
+                        )
+                    });
+                    w.paged_out += freed;
+                    w.out_time += took;
                 }
                 Action::Resume { page_in, .. } => {
-                    // Bring its memory back while it is still frozen, so
-                    // that it resumes without faulting.
-                    let done = self.engine.resume(
-                        &mut jobs.runs[i].mem,
-                        page_in.uses_records(),
-                        &mut steps,
-                    );
-                    paged_in += done.bytes;
-                    in_time += done.took;
-                    SwitchSteps::time(&mut steps.thaw_s, || env.freezer.thaw(&jobs.runs[i].group))
-                        .with_context(|| format!("resuming job {}", jobs.name(job)))?;
-                    jobs.runs[i].running_since = Some(t0.elapsed());
-                    SwitchSteps::time(&mut steps.sampling_s, || jobs.account.thawed(i));
-                    resumed.push(jobs.name(job).to_string());
+                    watching.paging(&[], &[job], || {
+                        self.resume(env, jobs, job, page_in.uses_records(), t0, &mut w)
+                    })?;
                 }
                 Action::WriteBack { until, .. } => {
                     let window = until.saturating_sub(t0.elapsed());
@@ -189,40 +227,124 @@ impl SwitchState {
                 }
             }
         }
+        let failed = std::mem::take(&mut w.failed);
         let switch = is_switch.then(|| {
-            let took = began.elapsed();
-            let vm_after = env.counters.vmstat().ok();
-            let swapped = |f: fn(&VmStat) -> u64| match (&vm_before, &vm_after) {
-                (Some(a), Some(b)) => f(b).saturating_sub(f(a)),
-                _ => 0,
-            };
-            for w in &warnings {
-                env.say(format!("{:>7.1}s  warning: {w}", at.as_secs_f64()));
-            }
-            for point in sampler.map(SwitchSampler::stop).unwrap_or_default() {
-                sampling.switch_sample(point);
-            }
-            self.done.push(Switch {
-                at_s: at.as_secs_f64(),
-                took_s: took.as_secs_f64(),
-                suspended,
-                resumed,
-                paged_out_bytes: paged_out,
-                paged_in_bytes: paged_in,
-                page_out_s: out_time.as_secs_f64(),
-                page_in_s: in_time.as_secs_f64(),
-                swap_in_pages: swapped(|v| v.pswpin),
-                swap_out_pages: swapped(|v| v.pswpout),
-                background_bytes: bg_bytes,
-                warnings,
-                // Counted from the samples once the run is over.
-                faults_after: None,
-                faults_after_before_exit: None,
-                steps: Some(steps.close(took.as_secs_f64())),
-            });
-            took
+            w.samples = sampler.map(SwitchSampler::stop).unwrap_or_default();
+            self.record(env, sampling, at, began, w)
         });
         Ok(Carried { switch, failed })
+    }
+
+    /// A switch done: its warnings said, its samples kept, its record
+    /// added; how long it took.
+    fn record(
+        &mut self,
+        env: &Env,
+        sampling: &mut Sampling,
+        at: Duration,
+        began: Instant,
+        w: Work,
+    ) -> Duration {
+        let took = began.elapsed();
+        let vm_after = env.counters.vmstat().ok();
+        let swapped = |f: fn(&VmStat) -> u64| match (&w.vm_before, &vm_after) {
+            (Some(a), Some(b)) => f(b).saturating_sub(f(a)),
+            _ => 0,
+        };
+        for w in &w.warnings {
+            env.say(format!("{:>7.1}s  warning: {w}", at.as_secs_f64()));
+        }
+        for point in w.samples {
+            sampling.switch_sample(point);
+        }
+        self.done.push(Switch {
+            at_s: at.as_secs_f64(),
+            took_s: took.as_secs_f64(),
+            suspended: w.suspended,
+            resumed: w.resumed,
+            paged_out_bytes: w.paged_out,
+            paged_in_bytes: w.paged_in,
+            page_out_s: w.out_time.as_secs_f64(),
+            page_in_s: w.in_time.as_secs_f64(),
+            swap_in_pages: swapped(|v| v.pswpin),
+            swap_out_pages: swapped(|v| v.pswpout),
+            background_bytes: w.bg_bytes,
+            warnings: w.warnings,
+            // Counted from the samples once the run is over.
+            faults_after: None,
+            faults_after_before_exit: None,
+            steps: Some(w.steps.close(took.as_secs_f64())),
+        });
+        took
+    }
+
+    /// Freeze a job the policy suspends and page it out by `page_out`.
+    fn suspend(
+        &self,
+        env: &Env,
+        jobs: &mut Jobs,
+        job: JobId,
+        page_out: PageOutPlan,
+        t0: Instant,
+        w: &mut Work,
+    ) -> Result<()> {
+        let i = job.index();
+        SwitchSteps::time(&mut w.steps.freeze_s, || {
+            env.freezer.freeze(&jobs.runs[i].group)
+        })
+        .with_context(|| format!("suspending job {}", jobs.name(job)))?;
+        jobs.stop_interval(job, t0.elapsed());
+        // Listed once: the freeze keeps the list as it is until the thaw,
+        // for the account and the page-out.
+        let pids = SwitchSteps::time(&mut w.steps.sampling_s, || {
+            let group = &jobs.runs[i].group;
+            let pids = (env.backend).procs_recursive(group).unwrap_or_default();
+            let huge = (env.backend)
+                .memory_stat(group)
+                .ok()
+                .and_then(|m| m.anon_huge_bytes);
+            jobs.account.frozen(i, &pids, huge);
+            pids
+        });
+        let j = &mut jobs.runs[i];
+        let out = self
+            .engine
+            .suspend(&mut j.mem, &pids, page_out, &mut w.steps);
+        j.result.huge_restored_bytes += out.huge_restored;
+        w.bg_bytes += out.background;
+        w.paged_out += out.paged_out;
+        w.out_time += out.took;
+        w.warnings.extend(out.warnings);
+        w.suspended.push(jobs.name(job).to_string());
+        Ok(())
+    }
+
+    /// Bring a job's memory back while it is still frozen, so that it
+    /// resumes without faulting (`records`: by its page records), then
+    /// thaw it.
+    fn resume(
+        &self,
+        env: &Env,
+        jobs: &mut Jobs,
+        job: JobId,
+        records: bool,
+        t0: Instant,
+        w: &mut Work,
+    ) -> Result<()> {
+        let i = job.index();
+        let done = self
+            .engine
+            .resume(&mut jobs.runs[i].mem, records, &mut w.steps);
+        w.paged_in += done.bytes;
+        w.in_time += done.took;
+        SwitchSteps::time(&mut w.steps.thaw_s, || {
+            env.freezer.thaw(&jobs.runs[i].group)
+        })
+        .with_context(|| format!("resuming job {}", jobs.name(job)))?;
+        jobs.runs[i].running_since = Some(t0.elapsed());
+        SwitchSteps::time(&mut w.steps.sampling_s, || jobs.account.thawed(i));
+        w.resumed.push(jobs.name(job).to_string());
+        Ok(())
     }
 
     /// Selective page-out: protect a job the policy runs, expose one it
