@@ -28,6 +28,10 @@ pub struct SwitchNow {
     /// streamed as room frees).
     pub paging_out: Vec<JobId>,
     pub paging_in: Vec<JobId>,
+    /// The jobs it has paged out (and left frozen), and paged in (and
+    /// thawed), so far.
+    pub paged_out: Vec<JobId>,
+    pub paged_in: Vec<JobId>,
 }
 
 /// A node's [`SwitchNow`], shared with its readers.
@@ -54,6 +58,8 @@ impl Watching<'_> {
         self.set(|n| {
             n.paging_out.retain(|j| !out.contains(j));
             n.paging_in.retain(|j| !into.contains(j));
+            n.paged_out.extend_from_slice(out);
+            n.paged_in.extend_from_slice(into);
         });
         r
     }
