@@ -3,6 +3,7 @@
 //! against the number of jobs of paper 001 Fig. 7/9, and simulator results
 //! side by side.
 
+use crate::out::outln;
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, Subcommand};
 use memgang_linux::paging::page_size;
@@ -41,7 +42,7 @@ macro_rules! emit {
                     .map_err(|e| anyhow!("writing the plot to {}: {e}", out.display()))?;
             }
         }
-        println!("plot: {}", out.display());
+        outln!("plot: {}", out.display())?;
     }};
 }
 

@@ -427,7 +427,7 @@ fn a_job_waits_for_memory_instead_of_an_oom_kill() {
         }
         now == others
     };
-    let d = Daemon::new(&format!("pool_memory = \"256M\"\nswap_reserve = \"{reserve}\"\npolicy = \"gang\"\nquantum = \"1s\"\nswitch = \"ao/ai\"\n"));
+    let d = Daemon::new(&format!("pool_memory = \"256M\"\nswap_reserve = \"{reserve}B\"\npolicy = \"gang\"\nquantum = \"1s\"\nswitch = \"ao/ai\"\n"));
     let w = workload();
     // About 4 s each alone: the first two still run when the third is
     // looked at.
@@ -628,7 +628,7 @@ fn a_switchs_exchange_is_admitted_only_with_swap_for_both_sides() {
         let others = other_swaps(swap.path());
         let reserve = reserve_beside_others(&swap, 0);
         let d = Daemon::new(&format!(
-            "pool_memory = \"256M\"\nswap_reserve = \"{reserve}\"\npolicy = \"gang\"\nquantum = \"1s\"\nswitch = \"{switch}\"\n"
+            "pool_memory = \"256M\"\nswap_reserve = \"{reserve}B\"\npolicy = \"gang\"\nquantum = \"1s\"\nswitch = \"{switch}\"\n"
         ));
         for _ in 0..n {
             d.submit(None, "210M", &cmd);

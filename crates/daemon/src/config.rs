@@ -2,7 +2,7 @@
 //! machine with swap (dist/memgang.toml lists them).
 
 use anyhow::{Context, Result};
-use memgang_core::units::parse_bytes;
+use memgang_core::units::parse_size;
 use memgang_core::{Overlap, PolicyKind, Switching};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
@@ -206,7 +206,7 @@ impl Config {
     fn from_file(f: File, ram: u64) -> Result<Config> {
         let bytes = |key: &'static str, v: &Option<String>, default: u64| -> Result<u64> {
             v.as_deref().map_or(Ok(default), |s| {
-                parse_bytes(s).map_err(|e| bad(key, format!("{key} = {s:?}: {e}")))
+                parse_size(key, s).map_err(|e| bad(key, e))
             })
         };
         let quantum = match &f.quantum {
@@ -295,12 +295,13 @@ impl Config {
     /// Every key's effective value as it would be written in the file
     /// (None: unset), in KEYS' order: what `--check-config` prints.
     pub fn effective(&self) -> Vec<(&'static str, Option<String>)> {
-        use memgang_core::units::format_bytes;
+        use memgang_core::units::{format_bytes, parse_bytes};
         let q = |s: &str| Some(format!("{s:?}"));
         // Rounded only where the rounding reads back the same.
         let bytes = |b: u64| match format_bytes(b) {
             f if parse_bytes(&f) == Ok(b) => q(&f),
-            _ => q(&b.to_string()),
+            // A bare number reads as no size (it has no unit): bytes say so.
+            _ => q(&format!("{b}B")),
         };
         let time = |d: Duration| q(&humantime::format_duration(d).to_string());
         let path = |p: &Path| q(&p.display().to_string());
@@ -511,6 +512,14 @@ mod tests {
     fn bad_values_name_the_key() {
         let e = parse("pool_memory = \"lots\"").unwrap_err().to_string();
         assert!(e.contains("pool_memory"), "{e}");
+        // A size without its unit is refused, not read as bytes; zero
+        // needs none.
+        let e = parse("swap_reserve = \"512\"").unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "swap_reserve \"512\" has no unit: write 512M, 512MiB or 512G (512B if bytes are meant)"
+        );
+        assert_eq!(parse("swap_reserve = \"0\"").unwrap().swap_reserve, 0);
         let e = parse("quantum = \"0s\"").unwrap_err().to_string();
         assert!(e.contains("quantum"), "{e}");
         let e = parse("max_switch_share = \"half\"")

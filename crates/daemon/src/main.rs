@@ -107,6 +107,7 @@ fn main() -> ExitCode {
 
 /// Colour and timestamps only on a terminal: under systemd (or into a
 /// file) stderr gets plain lines, and journald adds the time itself.
+/// NO_COLOR (set, not empty) turns colour off there too (no-color.org).
 fn init_logging() {
     use std::io::IsTerminal;
     let tty = std::io::stderr().is_terminal();
@@ -116,7 +117,7 @@ fn init_logging() {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
         )
         .with_writer(std::io::stderr)
-        .with_ansi(tty);
+        .with_ansi(tty && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()));
     if tty {
         builder.init();
     } else {
@@ -326,7 +327,7 @@ fn daemon(config_path: &Path, explicit: bool, jobs_cgroup: Option<&str>) -> Resu
         backend,
         logs: jobs_dir,
         stop: stop.clone(),
-        progress: indicatif::ProgressBar::hidden(),
+        progress: None,
     };
     let placeholder = memgang_core::admission::Capacity {
         pool_bytes: cfg.pool_memory,

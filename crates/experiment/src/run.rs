@@ -11,18 +11,19 @@ use memgang_linux::cgroup;
 use memgang_linux::counters::NodeCounters;
 use memgang_results::{JobResult, Machine, RunResult, SCHEMA_VERSION};
 use memgang_runtime::account;
-use memgang_runtime::executor::{self, Env, Launch, Node, NodeReport, NodeSettings};
+use memgang_runtime::executor::{self, Env, Launch, Node, NodeReport, NodeSettings, Progress};
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Default)]
 pub struct RunOptions {
     /// Where each job's stdout and stderr go (a directory per job).
     pub logs: Option<PathBuf>,
     pub baseline: Baseline,
-    /// Show a live status line (when stderr is a terminal).
-    pub live: bool,
+    /// Who is shown the run as it goes (`memgang run`'s status line on a
+    /// terminal); None: notes go to the log.
+    pub progress: Option<Arc<dyn Progress>>,
     /// Stop jobs with SIGSTOP/SIGCONT even where a cgroup freezer exists.
     pub signals: bool,
 }
@@ -45,13 +46,6 @@ pub fn run(exp: &Experiment, opts: &RunOptions) -> Result<RunResult> {
     let logs = opts.logs.clone().unwrap_or_else(|| {
         std::env::temp_dir().join(format!("memgang-logs-{}", std::process::id()))
     });
-    let progress = if opts.live {
-        let pb = indicatif::ProgressBar::new_spinner();
-        pb.enable_steady_tick(std::time::Duration::from_millis(250));
-        pb
-    } else {
-        indicatif::ProgressBar::hidden()
-    };
     let env = Env {
         freezer: memgang_linux::freeze::choose(backend.clone(), opts.signals),
         paging: Arc::new(memgang_linux::paging::Madvise),
@@ -60,10 +54,9 @@ pub fn run(exp: &Experiment, opts: &RunOptions) -> Result<RunResult> {
         backend,
         logs,
         stop: stop.clone(),
-        progress,
+        progress: opts.progress.clone(),
     };
     let result = run_with_baseline(exp, opts, &env);
-    env.progress.finish_and_clear();
     for id in registered {
         signal_hook::low_level::unregister(id);
     }
@@ -102,7 +95,9 @@ fn run_with_baseline(exp: &Experiment, opts: &RunOptions, env: &Env) -> Result<R
             match hit {
                 Some((path, b)) => Some((b, format!("cache {}", path.display()))),
                 None => {
-                    env.progress.println("running the batch reference first (cached for the next runs of these jobs)");
+                    if let Some(p) = &env.progress {
+                        p.note("running the batch reference first (cached for the next runs of these jobs)");
+                    }
                     tracing::info!("running the batch reference of {}", exp.name);
                     let b = execute(&exp.with_policy(PolicyKind::Batch), env)?;
                     if b.interrupted {
