@@ -3,7 +3,8 @@
 //! `admission`), the node loop that drives the executor's [`Node`]
 //! (`node`), recovery of a previous daemon's jobs from their cgroups
 //! (`recovery`), and the metrics (`metrics` gathers them, `exposition`
-//! writes the text, `tally` counts as jobs change). Here: the [`Service`]
+//! writes the text, `tally` counts as jobs change), `memgang top`'s view
+//! (`top`). Here: the [`Service`]
 //! they share, its pools and its capacity.
 //!
 //! [`Node`]: memgang_runtime::executor::Node
@@ -15,6 +16,7 @@ mod node;
 mod recovery;
 mod store;
 mod tally;
+mod top;
 
 pub use store::{unix_now, Shared};
 

@@ -35,7 +35,17 @@ pub struct NodeView {
     /// Other users' jobs in progress, counted by activity (empty for
     /// root, who sees them in `jobs`).
     pub others: Vec<Count>,
+    /// The caller's jobs past the first [`MAX_JOBS`] in `jobs` (running
+    /// ones first, then paging, frozen, queued), counted by activity: an
+    /// answer's size is bounded whatever the queue's length.
+    #[serde(default)]
+    pub more: Vec<Count>,
 }
+
+/// The most jobs a [`NodeView`] lists one by one.
+pub const MAX_JOBS: usize = 100;
+/// A job's name is cut to this many characters in a [`NodeView`].
+pub const MAX_NAME: usize = 64;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SwitchView {
@@ -114,6 +124,20 @@ pub struct Count {
     pub jobs: u32,
 }
 
+impl Count {
+    /// Jobs counted by activity, in [`Activity`]'s order; none at 0.
+    pub fn of(activities: impl IntoIterator<Item = Activity>) -> Vec<Count> {
+        let mut n = [0u32; Activity::ALL.len()];
+        for a in activities {
+            n[a as usize] += 1;
+        }
+        (Activity::ALL.iter().zip(n))
+            .filter(|(_, jobs)| *jobs > 0)
+            .map(|(&activity, jobs)| Count { activity, jobs })
+            .collect()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -159,6 +183,7 @@ mod tests {
                 activity: Activity::Running,
                 jobs: 1,
             }],
+            more: Vec::new(),
         };
         let r = Response::Top {
             view: Box::new(view),
@@ -166,5 +191,14 @@ mod tests {
         let line = serde_json::to_string(&r).unwrap();
         assert!(line.contains(r#""activity":"paging_out""#), "{line}");
         assert_eq!(serde_json::from_str::<Response>(&line).unwrap(), r);
+    }
+
+    #[test]
+    fn counts_come_in_activity_order_without_zeros() {
+        use Activity::*;
+        let c = Count::of([Queued, Running, Queued, Frozen]);
+        let got: Vec<_> = c.iter().map(|c| (c.activity, c.jobs)).collect();
+        assert_eq!(got, [(Running, 1), (Frozen, 1), (Queued, 2)]);
+        assert!(Count::of([]).is_empty());
     }
 }

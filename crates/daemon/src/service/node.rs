@@ -161,6 +161,7 @@ impl Service {
         }
         let idle = t.node.step(Some(IDLE_WAIT))?;
         self.sync(&t.node, &mut t.map, &mut t.accounted);
+        self.publish(&t.node, &t.map);
         t.adopted.retain(|a| !self.reap_adopted(a));
         self.periodic(t, cap, idle);
         Ok(())

@@ -3,6 +3,7 @@
 //! asked for, retention; and the error log that a full disk cannot flood.
 
 use super::tally::Tally;
+use super::top::Published;
 use crate::journal::{Journal, Record};
 use anyhow::Result;
 use memgang_core::admission::{self, Capacity};
@@ -23,6 +24,9 @@ pub struct Shared {
     inner: Mutex<Inner>,
     wake: Condvar,
     pub state_dir: PathBuf,
+    /// The node as the loop last published it, for `memgang top`: a lock
+    /// of its own, so that a `top` never waits for admission.
+    published: Mutex<Option<Published>>,
 }
 
 /// Under [`Shared::lock`]: the node loop's admission works on it whole.
@@ -71,6 +75,7 @@ impl Shared {
             }),
             wake: Condvar::new(),
             state_dir,
+            published: Mutex::new(None),
         }
     }
 
@@ -80,6 +85,10 @@ impl Shared {
 
     pub(super) fn lock(&self) -> MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(super) fn published(&self) -> MutexGuard<'_, Option<Published>> {
+        self.published.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Record a new job durably and return its id; a job that could never
