@@ -10,7 +10,7 @@ base units only (no percent, milliseconds, MiB...); histograms have their
 With a LATER file (the same daemon, later), no counter, histogram count,
 sum or bucket is lower in it than in FIRST. Exit 1 with each problem on
 stderr. Used by memgangd's tests (crates/daemon/src/service/exposition.rs,
-crates/cli/tests/daemon.rs).
+crates/cli/tests/top.rs).
 """
 
 import sys

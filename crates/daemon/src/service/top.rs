@@ -202,10 +202,7 @@ impl Shared {
                 .as_ref()
                 .map_or(cap.swap_total_bytes, |s| s.total_bytes),
             swap_used_bytes: swap.map(|s| s.used_bytes),
-            swap_usable_bytes: cap
-                .swap_total_bytes
-                .saturating_sub(cap.swap_used_elsewhere_bytes)
-                .saturating_sub(cap.swap_reserve_bytes),
+            swap_usable_bytes: cap.swap_usable(),
             switching_since_unix_s: watch.since.map(|s| now - s.elapsed().as_secs_f64()),
             next_switch_unix_s: p.as_ref().and_then(|p| p.next_switch_unix_s),
             switches,
