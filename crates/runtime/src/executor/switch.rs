@@ -1,31 +1,33 @@
 //! Carrying out a policy's actions, and the switch they form: page-out,
 //! make-room and page-in (paper 000 §3, paper 001's overlapped restart),
-//! each carried out by the switch engine ([`NodeSwitch`]), timed as one and
-//! recorded as a [`Switch`]. What is the executor's own: freezing and
-//! thawing, starting jobs, renicing, the switch's samples and record.
+//! carried out in order by the switch engine's loop
+//! ([`NodeSwitch::carry_out`]), timed as one and recorded as a [`Switch`].
+//! What is the executor's own ([`Host`]): freezing and thawing, starting
+//! jobs, renicing, the switch's check, samples and record.
 
 use super::jobs::Jobs;
 use super::sampling::{allowance_for, Sampling};
 use super::Env;
-use crate::engine::NodeSwitch;
-use crate::mechanisms::{SwitchPoint, SwitchSampler};
+use crate::engine::{JobMemory, Memories, Moved, NodeSwitch, Suspended, SwitchHost};
+use crate::mechanisms::SwitchSampler;
 use crate::results::{Switch, SwitchSteps};
 use anyhow::{Context, Result};
-use memgang_core::{Action, JobId, PageOutPlan, State};
+use memgang_core::{Action, JobId, NodeStep, PageInPlan, State};
 use memgang_linux::counters::VmStat;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// What a node's switch is doing now, for a display on another thread
-/// (memgangd's `top`): written by the node's thread at each step of a
-/// switch, copied by a reader. Its lock is held only to write or copy a
-/// few ids, never while paging, so a reader does not wait for a switch.
+/// (memgangd's `top`): written by the node's thread at each step of the
+/// switch engine's loop ([`SwitchHost::watch`]), copied by a reader. Its
+/// lock is held only to write or copy a few ids, never while paging, so a
+/// reader does not wait for a switch.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct SwitchNow {
     /// When the switch in progress began; None between switches.
     pub since: Option<Instant>,
-    /// The jobs it is paging out now, and in (into a job's records or
-    /// streamed as room frees).
+    /// The jobs it is paging out now (a page-out, or a make-room taking
+    /// their memory), and in.
     pub paging_out: Vec<JobId>,
     pub paging_in: Vec<JobId>,
     /// The jobs it has paged out (and left frozen), and paged in (and
@@ -39,33 +41,38 @@ pub type SwitchWatch = Arc<Mutex<SwitchNow>>;
 
 /// Writes a switch's progress into its watch; at its end (or an error
 /// that ends it early) the watch reads "no switch" again.
-struct Watching<'a>(Option<&'a SwitchWatch>);
+struct Watching(Option<SwitchWatch>);
 
-impl Watching<'_> {
+impl Watching {
     fn set(&self, f: impl FnOnce(&mut SwitchNow)) {
-        if let Some(w) = self.0 {
+        if let Some(w) = &self.0 {
             f(&mut w.lock().unwrap_or_else(|p| p.into_inner()));
         }
     }
 
-    /// `jobs` paging out (`out`) or in, from now until `f` returns.
-    fn paging<T>(&self, out: &[JobId], into: &[JobId], f: impl FnOnce() -> T) -> T {
+    /// A step of the engine's loop begins (`done` false) or ends.
+    fn step(&self, step: &NodeStep<JobId>, done: bool) {
+        let (out, into): (&[JobId], &[JobId]) = match step {
+            NodeStep::PageOut { job, .. } => (std::slice::from_ref(job), &[]),
+            NodeStep::MakeRoom { from, .. } => (from, &[]),
+            NodeStep::PageIn { job, .. } => (&[], std::slice::from_ref(job)),
+            _ => return,
+        };
         self.set(|n| {
-            n.paging_out.extend_from_slice(out);
-            n.paging_in.extend_from_slice(into);
+            if done {
+                n.paging_out.retain(|j| !out.contains(j));
+                n.paging_in.retain(|j| !into.contains(j));
+                n.paged_out.extend_from_slice(out);
+                n.paged_in.extend_from_slice(into);
+            } else {
+                n.paging_out.extend_from_slice(out);
+                n.paging_in.extend_from_slice(into);
+            }
         });
-        let r = f();
-        self.set(|n| {
-            n.paging_out.retain(|j| !out.contains(j));
-            n.paging_in.retain(|j| !into.contains(j));
-            n.paged_out.extend_from_slice(out);
-            n.paged_in.extend_from_slice(into);
-        });
-        r
     }
 }
 
-impl Drop for Watching<'_> {
+impl Drop for Watching {
     fn drop(&mut self) {
         self.set(|n| *n = SwitchNow::default());
     }
@@ -101,30 +108,10 @@ pub(super) struct Carried {
     pub(super) failed: Vec<JobId>,
 }
 
-/// What a batch has done so far: its switch's record in the making.
-#[derive(Default)]
-struct Work {
-    suspended: Vec<String>,
-    resumed: Vec<String>,
-    failed: Vec<JobId>,
-    paged_out: u64,
-    paged_in: u64,
-    out_time: Duration,
-    in_time: Duration,
-    warnings: Vec<String>,
-    /// Bytes background writing had paged out before the switch.
-    bg_bytes: u64,
-    /// Its steps timed, the time account's samples at freezes and thaws
-    /// among them: measured, so that every run shows what they cost.
-    steps: SwitchSteps,
-    /// The node's paging counters before the switch, and its samples.
-    vm_before: Option<VmStat>,
-    samples: Vec<SwitchPoint>,
-}
-
 impl SwitchState {
-    /// Carry out one batch of actions in order. Actions that stop or
-    /// restart jobs form a switch, timed as one and recorded.
+    /// Carry out one batch of actions in order, through the switch
+    /// engine's loop. Actions that stop or restart jobs form a switch,
+    /// timed as one and recorded.
     pub(super) fn carry_out(&mut self, batch: Vec<Action>, node: NodeParts) -> Result<Carried> {
         let NodeParts {
             env,
@@ -136,13 +123,12 @@ impl SwitchState {
         let began = Instant::now();
         let at = t0.elapsed();
         let is_switch = batch.iter().any(Action::is_switch);
-        let mut w = Work::default();
-        let watch = self.watch.clone();
-        let watching = Watching(is_switch.then_some(&watch));
-        watching.set(|n| n.since = Some(began));
+        let mut warnings = Vec::new();
         if is_switch {
-            w.warnings.extend(self.check_swap(jobs, &batch));
+            warnings.extend(self.check_swap(jobs, &batch));
         }
+        // The time account's samples at freezes and thaws, inside the
+        // switch: measured, so that every run shows what they cost.
         let sampler = is_switch.then(|| {
             SwitchSampler::start(
                 env.backend.clone(),
@@ -152,222 +138,82 @@ impl SwitchState {
                 sampling.interval,
             )
         });
-        w.vm_before = env.counters.vmstat().ok();
-        let incoming: Vec<_> = batch
-            .iter()
-            .filter_map(|a| match a {
-                Action::Resume { job, page_in } => Some((*job, *page_in)),
-                _ => None,
-            })
-            .collect();
-        let mut opening = self.engine.open_switch(&incoming, jobs);
-        for action in batch {
-            let job = action.job();
-            let i = job.index();
-            match action {
-                Action::Start { .. } => {
-                    let allowance = allowance_for(&jobs.runs, state, self.engine.pool_memory, job);
-                    match jobs.start(env, job, allowance, t0) {
-                        Ok(()) => w.resumed.push(jobs.name(job).to_string()),
-                        Err(e) => {
-                            env.say(format!(
-                                "{:>7.1}s  {} could not start: {e:#}",
-                                at.as_secs_f64(),
-                                jobs.name(job)
-                            ));
-                            jobs.runs[i].result.error = Some(format!("{e:#}"));
-                            w.failed.push(job);
-                        }
-                    }
-                }
-                Action::Suspend { page_out, .. } => {
-                    watching.paging(&[job], &[], || {
-                        self.suspend(env, jobs, job, page_out, t0, &mut w)
-                    })?;
-                }
-                Action::Protect { on, .. } => self.protect(env, jobs, job, on),
-                Action::MakeRoom { from, .. } => {
-                    // The stopped jobs it takes memory from, in the
-                    // policy's order.
-                    let victims: Vec<_> = from
-                        .iter()
-                        .map(|v| {
-                            (
-                                jobs.runs[v.index()].group.clone(),
-                                jobs.name(*v).to_string(),
-                            )
-                        })
-                        .collect();
-                    let stream = opening.paged_in.contains(&job);
-                    let into = if stream { vec![job] } else { Vec::new() };
-                    let (freed, took) = watching.paging(&from, &into, || {
-                        self.engine.make_room(
-                            &mut jobs.runs[i].mem,
-                            &victims,
-                            stream,
-                            &mut w.warnings,
-                            &mut w.steps,
-                        )
-                    });
-                    w.paged_out += freed;
-                    w.out_time += took;
-                }
-                Action::Resume { page_in, .. } => {
-                    watching.paging(&[], &[job], || {
-                        self.resume(env, jobs, job, page_in.uses_records(), t0, &mut w)
-                    })?;
-                }
-                Action::WriteBack { until, .. } => {
-                    let window = until.saturating_sub(t0.elapsed());
-                    self.engine.write_back(&mut jobs.runs[i].mem, window);
-                }
-                // One budget for all the jobs of the set being
-                // prefetched (see `NodeSwitch::page_in_early`).
-                Action::PageIn { .. } => {
-                    self.engine
-                        .page_in_early(&mut jobs.runs[i].mem, &mut opening.budget);
-                }
-                Action::Boost { nice, .. } => renice(env, jobs, job, nice, t0),
-                Action::Defer { reason, .. } => {
-                    env.say(format!("{} waits: {reason}", jobs.name(job)))
-                }
-            }
-        }
-        let failed = std::mem::take(&mut w.failed);
+        let vm_before = env.counters.vmstat().ok();
+        let watching = Watching(is_switch.then(|| self.watch.clone()));
+        watching.set(|n| n.since = Some(began));
+        let mut host = Host {
+            env,
+            jobs,
+            state,
+            t0,
+            at,
+            pool_memory: self.engine.pool_memory,
+            protect_failed: &mut self.protect_failed,
+            suspended: Vec::new(),
+            resumed: Vec::new(),
+            failed: Vec::new(),
+            watching,
+        };
+        let mut moved = self.engine.carry_out(batch, &mut host)?;
+        let Host {
+            suspended,
+            resumed,
+            failed,
+            watching,
+            ..
+        } = host;
+        // The switch is over for the node's readers.
+        drop(watching);
         let switch = is_switch.then(|| {
-            w.samples = sampler.map(SwitchSampler::stop).unwrap_or_default();
-            self.record(env, sampling, at, began, w)
+            let took = began.elapsed();
+            let vm = (vm_before, env.counters.vmstat().ok());
+            warnings.append(&mut moved.warnings);
+            moved.warnings = warnings;
+            for w in &moved.warnings {
+                env.say(format!("{:>7.1}s  warning: {w}", at.as_secs_f64()));
+            }
+            for point in sampler.map(SwitchSampler::stop).unwrap_or_default() {
+                sampling.switch_sample(point);
+            }
+            self.record(at, took, vm, moved, suspended, resumed);
+            took
         });
         Ok(Carried { switch, failed })
     }
 
-    /// A switch done: its warnings said, its samples kept, its record
-    /// added; how long it took.
+    /// A switch's record, made of what its steps moved and of the node's
+    /// swap counters before and after it.
     fn record(
         &mut self,
-        env: &Env,
-        sampling: &mut Sampling,
         at: Duration,
-        began: Instant,
-        w: Work,
-    ) -> Duration {
-        let took = began.elapsed();
-        let vm_after = env.counters.vmstat().ok();
-        let swapped = |f: fn(&VmStat) -> u64| match (&w.vm_before, &vm_after) {
+        took: Duration,
+        (vm_before, vm_after): (Option<VmStat>, Option<VmStat>),
+        moved: Moved,
+        suspended: Vec<String>,
+        resumed: Vec<String>,
+    ) {
+        let swapped = |f: fn(&VmStat) -> u64| match (&vm_before, &vm_after) {
             (Some(a), Some(b)) => f(b).saturating_sub(f(a)),
             _ => 0,
         };
-        for w in &w.warnings {
-            env.say(format!("{:>7.1}s  warning: {w}", at.as_secs_f64()));
-        }
-        for point in w.samples {
-            sampling.switch_sample(point);
-        }
         self.done.push(Switch {
             at_s: at.as_secs_f64(),
             took_s: took.as_secs_f64(),
-            suspended: w.suspended,
-            resumed: w.resumed,
-            paged_out_bytes: w.paged_out,
-            paged_in_bytes: w.paged_in,
-            page_out_s: w.out_time.as_secs_f64(),
-            page_in_s: w.in_time.as_secs_f64(),
+            suspended,
+            resumed,
+            paged_out_bytes: moved.paged_out,
+            paged_in_bytes: moved.paged_in,
+            page_out_s: moved.page_out.as_secs_f64(),
+            page_in_s: moved.page_in.as_secs_f64(),
             swap_in_pages: swapped(|v| v.pswpin),
             swap_out_pages: swapped(|v| v.pswpout),
-            background_bytes: w.bg_bytes,
-            warnings: w.warnings,
+            background_bytes: moved.background,
+            warnings: moved.warnings,
             // Counted from the samples once the run is over.
             faults_after: None,
             faults_after_before_exit: None,
-            steps: Some(w.steps.close(took.as_secs_f64())),
+            steps: Some(moved.steps.close(took.as_secs_f64())),
         });
-        took
-    }
-
-    /// Freeze a job the policy suspends and page it out by `page_out`.
-    fn suspend(
-        &self,
-        env: &Env,
-        jobs: &mut Jobs,
-        job: JobId,
-        page_out: PageOutPlan,
-        t0: Instant,
-        w: &mut Work,
-    ) -> Result<()> {
-        let i = job.index();
-        SwitchSteps::time(&mut w.steps.freeze_s, || {
-            env.freezer.freeze(&jobs.runs[i].group)
-        })
-        .with_context(|| format!("suspending job {}", jobs.name(job)))?;
-        jobs.stop_interval(job, t0.elapsed());
-        // Listed once: the freeze keeps the list as it is until the thaw,
-        // for the account and the page-out.
-        let pids = SwitchSteps::time(&mut w.steps.sampling_s, || {
-            let group = &jobs.runs[i].group;
-            let pids = (env.backend).procs_recursive(group).unwrap_or_default();
-            let huge = (env.backend)
-                .memory_stat(group)
-                .ok()
-                .and_then(|m| m.anon_huge_bytes);
-            jobs.account.frozen(i, &pids, huge);
-            pids
-        });
-        let j = &mut jobs.runs[i];
-        let out = self
-            .engine
-            .suspend(&mut j.mem, &pids, page_out, &mut w.steps);
-        j.result.huge_restored_bytes += out.huge_restored;
-        w.bg_bytes += out.background;
-        w.paged_out += out.paged_out;
-        w.out_time += out.took;
-        w.warnings.extend(out.warnings);
-        w.suspended.push(jobs.name(job).to_string());
-        Ok(())
-    }
-
-    /// Bring a job's memory back while it is still frozen, so that it
-    /// resumes without faulting (`records`: by its page records), then
-    /// thaw it.
-    fn resume(
-        &self,
-        env: &Env,
-        jobs: &mut Jobs,
-        job: JobId,
-        records: bool,
-        t0: Instant,
-        w: &mut Work,
-    ) -> Result<()> {
-        let i = job.index();
-        let done = self
-            .engine
-            .resume(&mut jobs.runs[i].mem, records, &mut w.steps);
-        w.paged_in += done.bytes;
-        w.in_time += done.took;
-        SwitchSteps::time(&mut w.steps.thaw_s, || {
-            env.freezer.thaw(&jobs.runs[i].group)
-        })
-        .with_context(|| format!("resuming job {}", jobs.name(job)))?;
-        jobs.runs[i].running_since = Some(t0.elapsed());
-        SwitchSteps::time(&mut w.steps.sampling_s, || jobs.account.thawed(i));
-        w.resumed.push(jobs.name(job).to_string());
-        Ok(())
-    }
-
-    /// Selective page-out: protect a job the policy runs, expose one it
-    /// suspends. Without the kernel's support the kernel's LRU decides
-    /// alone, as under `lru`; said once.
-    fn protect(&mut self, env: &Env, jobs: &Jobs, job: JobId, on: bool) {
-        if self.protect_failed {
-            return;
-        }
-        let group = &jobs.runs[job.index()].group;
-        if let Err(e) = env.backend.protect(group, on) {
-            self.protect_failed = true;
-            env.say(format!(
-                "warning: selective page-out (so) is not available, the kernel's LRU chooses \
-                 what to page out instead: {e}"
-            ));
-        }
     }
 
     /// Before a switch: will the swap device hold what must leave memory
@@ -384,6 +230,138 @@ impl SwitchState {
                  --swap SIZE) or give the pool more memory"
             )
         })
+    }
+}
+
+/// What the executor lends the switch engine's loop for one batch: its
+/// jobs (their memory, freezing and thawing them, starting and renicing
+/// them) and the names of the jobs the switch stopped and let run, for its
+/// record.
+struct Host<'a> {
+    env: &'a Env,
+    jobs: &'a mut Jobs,
+    state: &'a State,
+    t0: Instant,
+    /// When the batch began, on the node's clock.
+    at: Duration,
+    pool_memory: u64,
+    protect_failed: &'a mut bool,
+    suspended: Vec<String>,
+    resumed: Vec<String>,
+    failed: Vec<JobId>,
+    /// The switch's progress, for the node's readers.
+    watching: Watching,
+}
+
+impl Memories<JobId> for Host<'_> {
+    fn memory(&mut self, job: &JobId) -> Option<&mut JobMemory> {
+        self.jobs.memory(job)
+    }
+}
+
+impl SwitchHost<JobId> for Host<'_> {
+    type Item = Action;
+
+    fn page_in(action: &Action) -> Option<(JobId, PageInPlan)> {
+        match action {
+            Action::Resume { job, page_in } => Some((*job, *page_in)),
+            _ => None,
+        }
+    }
+
+    fn step(&mut self, action: Action) -> Result<Option<NodeStep<JobId>>> {
+        let (env, t0) = (self.env, self.t0);
+        match action {
+            Action::Start { job, .. } => self.start(job),
+            Action::Boost { job, nice } => renice(env, self.jobs, job, nice, t0),
+            Action::Defer { job, reason, .. } => {
+                env.say(format!("{} waits: {reason}", self.jobs.name(job)))
+            }
+            memory => return Ok(memory.node_step(t0.elapsed())),
+        }
+        Ok(None)
+    }
+
+    /// Freeze it; its pids listed once: the freeze keeps the list as it
+    /// is until the thaw, for the account and the page-out.
+    fn stop(&mut self, job: &JobId, steps: &mut SwitchSteps) -> Result<Vec<i32>> {
+        let (env, i) = (self.env, job.index());
+        SwitchSteps::time(&mut steps.freeze_s, || {
+            env.freezer.freeze(&self.jobs.runs[i].group)
+        })
+        .with_context(|| format!("suspending job {}", self.jobs.name(*job)))?;
+        self.jobs.stop_interval(*job, self.t0.elapsed());
+        let jobs = &mut *self.jobs;
+        Ok(SwitchSteps::time(&mut steps.sampling_s, || {
+            let group = &jobs.runs[i].group;
+            let pids = (env.backend).procs_recursive(group).unwrap_or_default();
+            let huge = (env.backend)
+                .memory_stat(group)
+                .ok()
+                .and_then(|m| m.anon_huge_bytes);
+            jobs.account.frozen(i, &pids, huge);
+            pids
+        }))
+    }
+
+    fn stopped(&mut self, job: &JobId, out: &Suspended) {
+        self.jobs.runs[job.index()].result.huge_restored_bytes += out.huge_restored;
+        self.suspended.push(self.jobs.name(*job).to_string());
+    }
+
+    /// Thaw it, its memory back.
+    fn resume(&mut self, job: &JobId, steps: &mut SwitchSteps) -> Result<()> {
+        let (env, i) = (self.env, job.index());
+        SwitchSteps::time(&mut steps.thaw_s, || {
+            env.freezer.thaw(&self.jobs.runs[i].group)
+        })
+        .with_context(|| format!("resuming job {}", self.jobs.name(*job)))?;
+        self.jobs.runs[i].running_since = Some(self.t0.elapsed());
+        SwitchSteps::time(&mut steps.sampling_s, || self.jobs.account.thawed(i));
+        self.resumed.push(self.jobs.name(*job).to_string());
+        Ok(())
+    }
+
+    fn watch(&mut self, step: &NodeStep<JobId>, done: bool) {
+        self.watching.step(step, done);
+    }
+
+    /// Selective page-out: protect a job the policy runs, expose one it
+    /// suspends. Without the kernel's support the kernel's LRU decides
+    /// alone, as under `lru`; said once (not a switch's warning).
+    fn protect(&mut self, job: &JobId, on: bool) -> Option<String> {
+        if *self.protect_failed {
+            return None;
+        }
+        let group = &self.jobs.runs[job.index()].group;
+        if let Err(e) = self.env.backend.protect(group, on) {
+            *self.protect_failed = true;
+            self.env.say(format!(
+                "warning: selective page-out (so) is not available, the kernel's LRU chooses \
+                 what to page out instead: {e}"
+            ));
+        }
+        None
+    }
+}
+
+impl Host<'_> {
+    /// Start a job; one that cannot start is said and finishes unstarted.
+    fn start(&mut self, job: JobId) {
+        let (env, jobs) = (self.env, &mut *self.jobs);
+        let allowance = allowance_for(&jobs.runs, self.state, self.pool_memory, job);
+        match jobs.start(env, job, allowance, self.t0) {
+            Ok(()) => self.resumed.push(jobs.name(job).to_string()),
+            Err(e) => {
+                env.say(format!(
+                    "{:>7.1}s  {} could not start: {e:#}",
+                    self.at.as_secs_f64(),
+                    jobs.name(job)
+                ));
+                jobs.runs[job.index()].result.error = Some(format!("{e:#}"));
+                self.failed.push(job);
+            }
+        }
     }
 }
 
