@@ -13,6 +13,7 @@ mod admission;
 mod exposition;
 mod metrics;
 mod node;
+mod published;
 mod recovery;
 mod store;
 mod tally;

@@ -2,8 +2,8 @@
 //! every job as journaled, the changes waiting to be, the cancellations
 //! asked for, retention; and the error log that a full disk cannot flood.
 
+use super::published::Published;
 use super::tally::Tally;
-use super::top::Published;
 use crate::journal::{Journal, Record};
 use anyhow::Result;
 use memgang_core::admission::{self, Capacity};

@@ -6,48 +6,17 @@
 //! caller may see: as `status`, their own jobs, every job for root, and
 //! the others' as counts only.
 
-use super::store::unix_now;
-use super::{Service, Shared};
+use super::published::{OnNode, Published, Switched};
+use super::{unix_now, Service, Shared};
 use memgang_core::{JobId, JobStatus};
 use memgang_linux::counters::SwapStatus;
 use memgang_proto::top::{Activity, Count, JobView, NodeView, SwitchView, MAX_JOBS, MAX_NAME};
 use memgang_proto::JobState;
-use memgang_runtime::executor::{Node, SwitchWatch};
+use memgang_runtime::executor::Node;
 use std::collections::HashMap;
 
 /// The last switches a view carries.
 const SWITCHES: usize = 5;
-
-/// The node as the loop last saw it.
-pub struct Published {
-    policy: String,
-    quantum_s: f64,
-    pool_limit: u64,
-    pool_usage: Option<u64>,
-    next_switch_unix_s: Option<f64>,
-    switches: Vec<Switched>,
-    /// Each job on the node by the daemon's id.
-    jobs: HashMap<u64, OnNode>,
-    /// The node's ids to the daemon's, for the watch.
-    ids: HashMap<JobId, u64>,
-    watch: SwitchWatch,
-}
-
-struct OnNode {
-    activity: Activity,
-    resident: Option<u64>,
-    swapped: Option<u64>,
-    run_share: Option<f64>,
-}
-
-struct Switched {
-    at_unix_s: f64,
-    took_s: f64,
-    out: Vec<u64>,
-    into: Vec<u64>,
-    paged_out: u64,
-    paged_in: u64,
-}
 
 /// The daemon's id of a job the node knows as `j<id>`.
 fn daemon_id(name: &str) -> Option<u64> {
