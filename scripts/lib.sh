@@ -27,8 +27,19 @@ ensure_toolchain() {
   fi
 }
 
-# mkswap (util-linux) makes swap files; everything else is the kernel's.
+# mkswap (util-linux) makes swap files; tmux is the real terminal
+# `memgang top` is tested in; everything else is the kernel's.
 ensure_tools() {
+  if ! command -v tmux >/dev/null 2>&1; then
+    if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
+      step "installing tmux (the terminal memgang top's test runs it in)"
+      DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tmux >/dev/null ||
+        { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tmux >/dev/null; }
+    else
+      # Only a root test runs it.
+      echo "tmux not found: install it for memgang top's test (a root test)" >&2
+    fi
+  fi
   if ! command -v mkswap >/dev/null 2>&1 && [ ! -x /usr/sbin/mkswap ] && [ ! -x /sbin/mkswap ]; then
     if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
       step "installing util-linux (mkswap)"
@@ -121,12 +132,13 @@ check_leftovers() {
   echo "no leftovers" >&2
 }
 
-# The Python side of memadapt (crates/memadapt/python) is tested with
-# numpy and pytest from a repo-local virtual environment, .venv (the
-# memadapt tests find it there), so that the system's Python is untouched.
+# The tests' Python packages (scripts/requirements-test.txt: memadapt's
+# Python side with numpy and pytest, scipy, the Prometheus client's parser
+# for memgangd's metrics) in a repo-local virtual environment, .venv (the
+# tests find it there), so that the system's Python is untouched.
 ensure_python_env() {
   local venv=.venv
-  if [ -x "$venv/bin/python" ] && "$venv/bin/python" -c 'import numpy, pytest, scipy' 2>/dev/null; then
+  if [ -x "$venv/bin/python" ] && "$venv/bin/python" -c 'import numpy, pytest, scipy, prometheus_client' 2>/dev/null; then
     return
   fi
   local py
@@ -141,7 +153,7 @@ ensure_python_env() {
       exit 1
     fi
   fi
-  step "creating $venv (numpy, pytest for memadapt's Python tests; scipy for the real-application tests)"
+  step "creating $venv (scripts/requirements-test.txt: memadapt's Python tests, the real-application tests, the metrics check)"
   if ! "$py" -m venv "$venv" 2>/dev/null; then
     if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
       apt-get update -qq && apt-get install -y -qq python3-venv
@@ -152,7 +164,7 @@ ensure_python_env() {
       exit 1
     fi
   fi
-  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check numpy pytest scipy
+  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r scripts/requirements-test.txt
 }
 
 # memadapt's wheel as a user installs it: `pip install crates/memadapt/python`

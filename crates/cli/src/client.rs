@@ -92,7 +92,7 @@ fn socket() -> PathBuf {
     )
 }
 
-fn ask(req: &Request) -> Result<Response> {
+pub(crate) fn ask(req: &Request) -> Result<Response> {
     match call(&socket(), req)? {
         Response::Error { message } => bail!("{message}"),
         r => Ok(r),
@@ -279,7 +279,7 @@ fn show_text(j: &JobInfo) -> String {
     s
 }
 
-fn user_name(uid: u32) -> String {
+pub(crate) fn user_name(uid: u32) -> String {
     use std::collections::HashMap;
     use std::sync::Mutex;
     static NAMES: Mutex<Option<HashMap<u32, String>>> = Mutex::new(None);
@@ -365,7 +365,7 @@ impl Filter {
     }
 }
 
-fn unix_now() -> f64 {
+pub(crate) fn unix_now() -> f64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0.0, |d| d.as_secs_f64())

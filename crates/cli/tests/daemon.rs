@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::daemon::{memgangd_exe, Daemon};
+use common::daemon::{memgangd_exe, user, workload, Daemon};
 use common::*;
 use memgang_linux::swap::TestSwap;
 use memgang_results::JobAccount;
@@ -38,14 +38,6 @@ impl Daemon {
     }
 }
 
-/// The workload next to memgang: on the PATH jobs are submitted with.
-fn workload() -> String {
-    PathBuf::from(env!("CARGO_BIN_EXE_memgang"))
-        .with_file_name("memgang-workload")
-        .display()
-        .to_string()
-}
-
 /// Every memgang-pool cgroup left on the machine with a frozen or living task.
 fn frozen_groups() -> Vec<PathBuf> {
     let mut out = Vec::new();
@@ -73,30 +65,6 @@ fn frozen_groups() -> Vec<PathBuf> {
         }
     }
     out
-}
-
-/// A test user (created if missing): uid, gid.
-fn user(name: &str) -> (u32, u32) {
-    let _ = Command::new("useradd")
-        .args([
-            "--system",
-            "--no-create-home",
-            "--shell",
-            "/usr/sbin/nologin",
-            name,
-        ])
-        .output();
-    let out = Command::new("id").args(["-u", name]).output().unwrap();
-    assert!(
-        out.status.success(),
-        "useradd {name} failed (is the passwd package installed?)"
-    );
-    let uid = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
-    let out = Command::new("id").args(["-g", name]).output().unwrap();
-    (
-        uid,
-        String::from_utf8_lossy(&out.stdout).trim().parse().unwrap(),
-    )
 }
 
 #[test]
@@ -236,7 +204,7 @@ fn verbs_bad_input_and_socket_permissions() {
     std::thread::sleep(Duration::from_secs(6));
     let prom = std::fs::read_to_string(d.dir.path().join("run/memgang.prom")).unwrap();
     assert!(
-        prom.contains("memgang_jobs{state=\"finished\"} 2"),
+        prom.contains("memgang_jobs_completed_total{state=\"finished\"} 2"),
         "{prom}"
     );
     let sample = |series: &str| -> f64 {

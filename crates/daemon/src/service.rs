@@ -2,16 +2,22 @@
 //! threads and the node loop (`store`), admission (paging prevention,
 //! `admission`), the node loop that drives the executor's [`Node`]
 //! (`node`), recovery of a previous daemon's jobs from their cgroups
-//! (`recovery`), and the metrics (`metrics`). Here: the [`Service`] they
-//! share, its pools and its capacity.
+//! (`recovery`), and the metrics (`metrics` gathers them, `exposition`
+//! writes the text, `tally` counts as jobs change), `memgang top`'s view
+//! (`top`). Here: the [`Service`]
+//! they share, its pools and its capacity.
 //!
 //! [`Node`]: memgang_runtime::executor::Node
 
 mod admission;
+mod exposition;
 mod metrics;
 mod node;
+mod published;
 mod recovery;
 mod store;
+mod tally;
+mod top;
 
 pub use store::{unix_now, Shared};
 

@@ -8,6 +8,7 @@ use std::path::PathBuf;
 
 pub mod client;
 pub mod lines;
+pub mod top;
 
 /// Where memgangd listens unless its configuration says otherwise.
 pub const DEFAULT_SOCKET: &str = "/run/memgang/memgang.sock";
@@ -55,6 +56,8 @@ pub enum Request {
         stream: Stream,
         offset: u64,
     },
+    /// The node now, for `memgang top` ([`top::NodeView`]).
+    Top,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -104,6 +107,10 @@ pub enum Response {
     },
     Error {
         message: String,
+    },
+    /// The answer to [`Request::Top`]; boxed as `Job` is.
+    Top {
+        view: Box<top::NodeView>,
     },
 }
 

@@ -177,6 +177,10 @@ pub trait SwitchHost<K>: Memories<K> {
     }
     /// Selective page-out on or off; a warning for the switch's record.
     fn protect(&mut self, job: &K, on: bool) -> Option<String>;
+    /// A step begins (`done` false) or has ended: for a display of the
+    /// switch in progress (memgangd's `top`, through the executor's
+    /// `SwitchWatch`).
+    fn watch(&mut self, _step: &NodeStep<K>, _done: bool) {}
 }
 
 /// What a switch's steps moved on one node, and where their time went:
@@ -474,6 +478,8 @@ impl NodeSwitch {
             let Some(step) = host.step(item)? else {
                 continue;
             };
+            let watched = step.clone();
+            host.watch(&watched, false);
             match step {
                 NodeStep::PageOut { job, plan } => {
                     self.page_out_step(job, plan, host, &mut moved)?
@@ -501,6 +507,7 @@ impl NodeSwitch {
                     }
                 }
             }
+            host.watch(&watched, true);
         }
         Ok(moved)
     }

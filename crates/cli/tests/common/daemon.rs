@@ -299,3 +299,35 @@ pub fn output_within(mut c: Command, timeout: Duration) -> Output {
         stderr,
     }
 }
+
+/// The workload next to memgang: on the PATH jobs are submitted with.
+pub fn workload() -> String {
+    PathBuf::from(env!("CARGO_BIN_EXE_memgang"))
+        .with_file_name("memgang-workload")
+        .display()
+        .to_string()
+}
+
+/// A test user (created if missing): uid, gid.
+pub fn user(name: &str) -> (u32, u32) {
+    let _ = Command::new("useradd")
+        .args([
+            "--system",
+            "--no-create-home",
+            "--shell",
+            "/usr/sbin/nologin",
+            name,
+        ])
+        .output();
+    let out = Command::new("id").args(["-u", name]).output().unwrap();
+    assert!(
+        out.status.success(),
+        "useradd {name} failed (is the passwd package installed?)"
+    );
+    let uid = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+    let out = Command::new("id").args(["-g", name]).output().unwrap();
+    (
+        uid,
+        String::from_utf8_lossy(&out.stdout).trim().parse().unwrap(),
+    )
+}

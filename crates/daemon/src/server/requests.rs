@@ -1,5 +1,5 @@
 //! The requests: what each verb does for its caller (submit, list,
-//! show, cancel, output), a submission checked as the user who will run
+//! show, cancel, output, top), a submission checked as the user who will run
 //! it. The socket (`server.rs`) hands each request line here and writes
 //! back the answer line.
 
@@ -99,6 +99,9 @@ fn handle(req: Request, caller: &Caller, shared: &Shared) -> Result<Response> {
             );
             Ok(Response::Jobs { jobs, next })
         }
+        Request::Top => Ok(Response::Top {
+            view: Box::new(shared.top(caller.uid)),
+        }),
         Request::Show { id } => Ok(Response::Job {
             job: Box::new(own(shared, caller, id)?.info),
         }),

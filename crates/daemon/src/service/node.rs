@@ -3,7 +3,7 @@
 //! starts jobs, carries out cancellations, steps the node, records what
 //! it did, and does the periodic work (metrics, retention, compaction).
 
-use super::metrics::Accounted;
+use super::exposition::Accounted;
 use super::recovery::{read_status, Adopted, Recovered};
 use super::store::{disk_full, finish, stopped_by_daemon, unix_now};
 use super::Service;
@@ -171,7 +171,10 @@ impl Service {
             self.cancel_job(t, id);
         }
         let idle = t.node.step(Some(IDLE_WAIT))?;
+        // Before sync, which may forget the switches of ended jobs.
+        self.shared.observe_switches(t.node.switches());
         self.sync(&mut t.node, &mut t.map, &mut t.accounted);
+        self.publish(&t.node, &t.map);
         t.adopted.retain(|a| !self.reap_adopted(a));
         self.periodic(t, cap, idle);
         Ok(())

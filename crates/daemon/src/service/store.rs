@@ -2,6 +2,8 @@
 //! every job as journaled, the changes waiting to be, the cancellations
 //! asked for, retention; and the error log that a full disk cannot flood.
 
+use super::published::Published;
+use super::tally::Tally;
 use crate::config::Budgets;
 use crate::journal::{Journal, Record};
 use anyhow::Result;
@@ -25,6 +27,9 @@ pub struct Shared {
     pub state_dir: PathBuf,
     /// What one user's requests may make the daemon hold and spend.
     pub budgets: Budgets,
+    /// The node as the loop last published it, for `memgang top`: a lock
+    /// of its own, so that a `top` never waits for admission.
+    published: Mutex<Option<Published>>,
 }
 
 /// How many ended jobs are kept, and how long ([`Shared::forget`]).
@@ -73,6 +78,8 @@ pub(super) struct Inner {
     /// why: they end failed with it, not `cancelled`.
     pub(super) stopped: BTreeMap<u64, String>,
     pub(super) capacity: Capacity,
+    /// The metrics' counts since the daemon started.
+    pub(super) tally: Tally,
     woken: bool,
 }
 
@@ -98,11 +105,13 @@ impl Shared {
                 cancelled: BTreeSet::new(),
                 stopped: BTreeMap::new(),
                 capacity,
+                tally: Tally::default(),
                 woken: false,
             }),
             wake: Condvar::new(),
             state_dir,
             budgets: Budgets::default(),
+            published: Mutex::new(None),
         }
     }
 
@@ -117,6 +126,10 @@ impl Shared {
 
     pub(super) fn lock(&self) -> MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(super) fn published(&self) -> MutexGuard<'_, Option<Published>> {
+        self.published.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Record a new job durably and return its id; a job that could never
@@ -140,6 +153,7 @@ impl Shared {
             return Err(e.context("the job was not submitted: memgangd cannot record it"));
         }
         g.next_id += 1;
+        g.tally.changed(None, &r.info);
         g.jobs.insert(id, r);
         g.woken = true;
         self.wake.notify_all();
@@ -193,6 +207,16 @@ impl Shared {
                 r.info.summary(recent)
             })
             .collect()
+    }
+
+    /// The metrics' counts so far.
+    pub(super) fn tally(&self) -> Tally {
+        self.lock().tally.clone()
+    }
+
+    /// The node's switches not counted yet counted into the tally.
+    pub(super) fn observe_switches(&self, switches: &[memgang_results::Switch]) {
+        self.lock().tally.switches(switches);
     }
 
     pub fn get(&self, id: u64) -> Option<Record> {
@@ -391,6 +415,8 @@ impl Inner {
                 return;
             }
             let r = self.pending.remove(&id).expect("first entry");
+            let before = self.jobs.get(&id).map(|b| &b.info);
+            self.tally.changed(before, &r.info);
             self.jobs.insert(id, r);
         }
     }

@@ -30,6 +30,8 @@ pub(super) struct JobRun {
     pub(super) reported_peak: u64,
     pub(super) proc: Option<Launched>,
     pub(super) running_since: Option<Duration>,
+    /// Time it ran (thawed) in the intervals closed so far.
+    pub(super) ran: Duration,
     /// Since when (s) dynamic coscheduling has it boosted.
     pub(super) boosted_since: Option<f64>,
     /// Its allowance file (`$MEMGANG_ALLOWANCE_FILE`) and the bytes last
@@ -64,6 +66,7 @@ impl JobRun {
             reported_peak: 0,
             proc: None,
             running_since: None,
+            ran: Duration::ZERO,
             boosted_since: None,
             allowance: None,
             cancelled: false,
@@ -529,6 +532,7 @@ impl Jobs {
 
     pub(super) fn stop_interval(&mut self, job: JobId, now: Duration) {
         if let Some(since) = self.runs[job].running_since.take() {
+            self.runs[job].ran += now.saturating_sub(since);
             let name = self.name(job).to_string();
             self.timeline.push(Interval {
                 job: name,

@@ -34,6 +34,7 @@ mod tests;
 pub use crate::procs::Launch;
 pub use node::{Node, NodeReport, NodeSettings};
 pub use switch::SwitchTotals;
+pub use switch::{SwitchNow, SwitchWatch};
 
 use crate::results::Machine;
 use anyhow::Result;

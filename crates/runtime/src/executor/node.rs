@@ -3,7 +3,7 @@
 
 use super::jobs::{JobRun, Jobs, Teardown};
 use super::sampling::{Sampling, Traffic};
-use super::switch::{NodeParts, SwitchState};
+use super::switch::{NodeParts, SwitchState, SwitchWatch};
 use super::Env;
 use crate::engine::NodeSwitch;
 use crate::memory::GroupMemory;
@@ -120,6 +120,7 @@ impl Node {
                 done: Vec::new(),
                 totals: Default::default(),
                 protect_failed: false,
+                watch: SwitchWatch::default(),
             },
             sampling: Sampling::new(settings.sample_interval, settings.label, vm_start),
             env,
@@ -321,6 +322,45 @@ impl Node {
     /// The node's scheduler state (read-only), e.g. for a status display.
     pub fn scheduler(&self) -> &Scheduler {
         &self.sched
+    }
+
+    /// What the switch in progress is doing, for a reader on another
+    /// thread (it never waits for the switch).
+    pub fn switch_watch(&self) -> SwitchWatch {
+        self.sw.watch.clone()
+    }
+
+    /// A job's memory at its last sample (every `sample_interval`, between
+    /// switches): resident anonymous bytes and bytes in swap (None where
+    /// the cgroup does not count swap). None for a job that has no
+    /// process here (not started, ended, or adopted).
+    pub fn memory(&self, job: JobId) -> Option<(u64, Option<u64>)> {
+        let j = self.jobs.runs.get(job)?;
+        j.proc.as_ref()?;
+        Some((j.last.anon_bytes, j.last.swap_bytes))
+    }
+
+    /// The share of its time since it first started that a job has run
+    /// (thawed): its share of the node's turns. None before it starts.
+    pub fn run_share(&self, job: JobId) -> Option<f64> {
+        let j = self.jobs.runs.get(job)?;
+        let now = self.now();
+        let since = Duration::from_secs_f64(j.result.start_s?);
+        let ran = j.ran
+            + j.running_since
+                .map_or(Duration::ZERO, |s| now.saturating_sub(s));
+        let life = now.saturating_sub(since).as_secs_f64();
+        Some(if life > 0.0 {
+            (ran.as_secs_f64() / life).min(1.0)
+        } else {
+            1.0
+        })
+    }
+
+    /// Time on the node's clock (since it was set up): switches' `at_s`
+    /// and the policy's wake-ups are on it.
+    pub fn elapsed(&self) -> Duration {
+        self.now()
     }
 
     /// End the node: a last sample, running jobs' intervals closed, jobs

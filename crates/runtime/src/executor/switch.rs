@@ -15,12 +15,74 @@ use anyhow::{Context, Result};
 use memgang_core::{Action, JobId, NodeStep, PageInPlan, State};
 use memgang_linux::counters::VmStat;
 use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+/// What a node's switch is doing now, for a display on another thread
+/// (memgangd's `top`): written by the node's thread at each step of the
+/// switch engine's loop ([`SwitchHost::watch`]), copied by a reader. Its
+/// lock is held only to write or copy a few ids, never while paging, so a
+/// reader does not wait for a switch.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SwitchNow {
+    /// When the switch in progress began; None between switches.
+    pub since: Option<Instant>,
+    /// The jobs it is paging out now (a page-out, or a make-room taking
+    /// their memory), and in.
+    pub paging_out: Vec<JobId>,
+    pub paging_in: Vec<JobId>,
+    /// The jobs it has paged out (and left frozen), and paged in (and
+    /// thawed), so far.
+    pub paged_out: Vec<JobId>,
+    pub paged_in: Vec<JobId>,
+}
+
+/// A node's [`SwitchNow`], shared with its readers.
+pub type SwitchWatch = Arc<Mutex<SwitchNow>>;
+
+/// Writes a switch's progress into its watch; at its end (or an error
+/// that ends it early) the watch reads "no switch" again.
+struct Watching(Option<SwitchWatch>);
+
+impl Watching {
+    fn set(&self, f: impl FnOnce(&mut SwitchNow)) {
+        if let Some(w) = &self.0 {
+            f(&mut w.lock().unwrap_or_else(|p| p.into_inner()));
+        }
+    }
+
+    /// A step of the engine's loop begins (`done` false) or ends.
+    fn step(&self, step: &NodeStep<JobId>, done: bool) {
+        let (out, into): (&[JobId], &[JobId]) = match step {
+            NodeStep::PageOut { job, .. } => (std::slice::from_ref(job), &[]),
+            NodeStep::MakeRoom { from, .. } => (from, &[]),
+            NodeStep::PageIn { job, .. } => (&[], std::slice::from_ref(job)),
+            _ => return,
+        };
+        self.set(|n| {
+            if done {
+                n.paging_out.retain(|j| !out.contains(j));
+                n.paging_in.retain(|j| !into.contains(j));
+                n.paged_out.extend_from_slice(out);
+                n.paged_in.extend_from_slice(into);
+            } else {
+                n.paging_out.extend_from_slice(out);
+                n.paging_in.extend_from_slice(into);
+            }
+        });
+    }
+}
+
+impl Drop for Watching {
+    fn drop(&mut self) {
+        self.set(|n| *n = SwitchNow::default());
+    }
+}
 
 /// A node's switch state, apart from its jobs and its loop: the switch
 /// engine over its pool (which owns the arithmetic and the memory moves),
-/// the switches done (the run's record) and whether selective page-out was
-/// found missing (said once).
+/// the switches done (the run's record), whether selective page-out was
+/// found missing (said once), and what the switch in progress is doing.
 pub(super) struct SwitchState {
     pub(super) engine: NodeSwitch,
     pub(super) done: Vec<Switch>,
@@ -28,6 +90,7 @@ pub(super) struct SwitchState {
     /// with the jobs they moved ([`super::Node::forget`]).
     pub(super) totals: SwitchTotals,
     pub(super) protect_failed: bool,
+    pub(super) watch: SwitchWatch,
 }
 
 /// The switches of a node's life, summed: what stays of them once their
@@ -99,6 +162,8 @@ impl SwitchState {
             .filter_map(|a| Some((a.job(), jobs.hold(a.job(), state, self.engine.pool_memory)?)))
             .collect();
         let batch = hold_back(batch, &holds, jobs, &mut warnings);
+        let watching = Watching(is_switch.then(|| self.watch.clone()));
+        watching.set(|n| n.since = Some(began));
         let mut host = Host {
             env,
             jobs,
@@ -112,6 +177,7 @@ impl SwitchState {
             suspended: Vec::new(),
             resumed: Vec::new(),
             failed: Vec::new(),
+            watching,
         };
         let mut moved = self.engine.carry_out(batch, &mut host)?;
         let Host {
@@ -119,9 +185,12 @@ impl SwitchState {
             resumed,
             failed,
             warnings: held_started,
+            watching,
             ..
         } = host;
         warnings.extend(held_started);
+        // The switch is over for the node's readers.
+        drop(watching);
         let switch = is_switch.then(|| {
             let took = began.elapsed();
             let vm = (vm_before, env.counters.vmstat().ok());
@@ -215,6 +284,8 @@ struct Host<'a> {
     suspended: Vec<String>,
     resumed: Vec<String>,
     failed: Vec<JobId>,
+    /// The switch's progress, for the node's readers.
+    watching: Watching,
 }
 
 impl Memories<JobId> for Host<'_> {
@@ -286,6 +357,10 @@ impl SwitchHost<JobId> for Host<'_> {
         SwitchSteps::time(&mut steps.sampling_s, || self.jobs.account.thawed(i));
         self.resumed.push(self.jobs.name(*job).to_string());
         Ok(())
+    }
+
+    fn watch(&mut self, step: &NodeStep<JobId>, done: bool) {
+        self.watching.step(step, done);
     }
 
     /// Selective page-out: protect a job the policy runs, expose one it

@@ -744,3 +744,88 @@ fn a_switch_into_locked_memory_is_held_until_it_is_gone() {
     let r = node.finish();
     assert!(r.jobs.iter().all(|j| j.ok()), "{:?}", r.jobs);
 }
+
+/// Paging that notes, at each call, what the node's switch watch says.
+#[derive(Debug)]
+struct WatchedPaging {
+    inner: FakePaging,
+    watch: std::sync::OnceLock<SwitchWatch>,
+    seen: Mutex<Vec<SwitchNow>>,
+}
+
+impl memgang_linux::paging::Paging for WatchedPaging {
+    fn record(&self, pid: i32) -> memgang_linux::Result<memgang_linux::paging::PageRecord> {
+        self.inner.record(pid)
+    }
+    fn page_out(&self, pid: i32, runs: &[memgang_linux::runs::Run]) -> memgang_linux::Result<u64> {
+        self.note();
+        self.inner.page_out(pid, runs)
+    }
+    fn page_in(&self, record: &memgang_linux::paging::PageRecord) -> memgang_linux::Result<u64> {
+        self.note();
+        self.inner.page_in(record)
+    }
+}
+
+impl WatchedPaging {
+    fn note(&self) {
+        if let Some(w) = self.watch.get() {
+            let now = w.lock().unwrap().clone();
+            self.seen.lock().unwrap().push(now);
+        }
+    }
+}
+
+/// What a display reads while a gang pair switches: the switch and the
+/// jobs it pages out and in while it pages them, nothing between
+/// switches; each job's last sampled memory and its share of the turns.
+#[test]
+fn a_reader_sees_what_a_switch_pages_and_each_jobs_share() {
+    let mut f = fakes();
+    let paging = Arc::new(WatchedPaging {
+        inner: FakePaging { log: f.log.clone() },
+        watch: std::sync::OnceLock::new(),
+        seen: Mutex::new(Vec::new()),
+    });
+    f.env.paging = paging.clone();
+    let pool = pool_name("watch");
+    let exp = experiment(
+        &pool,
+        "gang",
+        "ao/ai",
+        &[("a", "sleep 0.6"), ("b", "sleep 0.6")],
+    );
+    let mut node = Node::new(exp.settings, f.env.clone()).unwrap();
+    paging.watch.set(node.switch_watch()).unwrap();
+    let ids: Vec<JobId> = (exp.jobs.into_iter())
+        .map(|(spec, launch)| node.add_job(spec, launch).unwrap())
+        .collect();
+    step_until(&mut node, |n| n.switches().len() >= 3);
+    for &j in &ids {
+        let share = node.run_share(j).unwrap();
+        // Two jobs taking turns of 100 ms: about half each.
+        assert!((0.2..=0.8).contains(&share), "{share}");
+        // What the last sample read (the fake's make-room takes it away).
+        assert!(node.memory(j).is_some_and(|m| m.0 <= JOB_ANON));
+    }
+    assert_eq!(*node.switch_watch().lock().unwrap(), SwitchNow::default());
+    let seen = paging.seen.lock().unwrap().clone();
+    assert!(!seen.is_empty());
+    for s in &seen {
+        assert!(s.since.is_some(), "{seen:?}");
+        assert_eq!(s.paging_out.len() + s.paging_in.len(), 1, "{seen:?}");
+    }
+    assert!(seen.iter().any(|s| s.paging_out.len() == 1), "{seen:?}");
+    // A job comes back after the other went out.
+    assert!(
+        seen.iter()
+            .any(|s| s.paging_in.len() == 1 && s.paged_out.len() == 1),
+        "{seen:?}"
+    );
+    step_until(&mut node, |n| {
+        ids.iter()
+            .all(|j| status(n, *j) == memgang_core::JobStatus::Finished)
+    });
+    node.finish();
+    assert!(f.cgroups.live().is_empty(), "{:?}", f.cgroups.live());
+}
