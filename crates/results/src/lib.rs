@@ -134,6 +134,14 @@ pub struct JobAccount {
     /// `io_wait_while_frozen_s` (docs/results.md).
     #[serde(default)]
     pub io_wait_dropped_s: f64,
+    /// The job's time in which some thread's block-I/O delay grew by more
+    /// than its other states left room for (the growth is in
+    /// `io_wait_dropped_s`, with the real waits that ended beside it): for
+    /// that long `io_wait_s` was not measured, and what the job waited then
+    /// is in `unaccounted_s`. 0 where the counters held throughout (and in
+    /// older files).
+    #[serde(default)]
+    pub io_wait_untrusted_s: f64,
     /// Memory stalls, overlapping the parts above (the kernel counts them
     /// as wall time around work that is also on a CPU or in I/O wait):
     /// submitting swap-in reads, waiting on evicted working-set pages

@@ -14,6 +14,7 @@
 pub mod account;
 pub mod engine;
 pub mod executor;
+mod iowait;
 mod mechanisms;
 pub mod memory;
 mod procs;
