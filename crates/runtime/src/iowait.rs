@@ -383,7 +383,7 @@ pub(crate) fn sane(s: &TaskStats) -> TaskStats {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::account::{job_account, Accrued};
+    use crate::tally::{job_account, Accrued};
 
     const S: u64 = 1_000_000_000;
 

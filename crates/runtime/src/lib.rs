@@ -18,6 +18,7 @@ mod iowait;
 mod mechanisms;
 pub mod memory;
 mod procs;
+mod tally;
 
 pub use executor::Node;
 pub use mechanisms::{page_in, HugeRestore, PageInDone};
