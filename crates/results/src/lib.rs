@@ -511,6 +511,10 @@ pub struct SwitchSteps {
     pub huge_wait_s: f64,
     /// Reading which pages are resident (PAGEMAP_SCAN), per process.
     pub scan_s: f64,
+    /// The working set over the quantum: reading what an outgoing job
+    /// referenced (smaps_rollup) and clearing an incoming job's accessed
+    /// bits (clear_refs) for its next (issue 47).
+    pub wss_s: f64,
     /// Cgroup reclaim of the stopped jobs, oldest pages first (`so`'s
     /// make-room, before its MADV_PAGEOUT).
     pub reclaim_s: f64,
@@ -548,6 +552,7 @@ impl SwitchSteps {
             + self.sampling_s
             + self.huge_wait_s
             + self.scan_s
+            + self.wss_s
             + self.reclaim_s
             + self.advise_s
             + self.drain_s

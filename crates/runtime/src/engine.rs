@@ -17,6 +17,7 @@
 
 use crate::mechanisms::{self, BgReport, BgWriter, HugeRestore, PageInDone};
 use crate::memory::{self, GroupMemory};
+use crate::touched;
 use memgang_core::{capacity, room, PageInPlan, PageOutPlan};
 use memgang_linux::cgroup::GroupPath;
 use memgang_linux::paging::PageRecord;
@@ -51,6 +52,9 @@ pub struct JobMemory {
     /// memory over its last quantum (paper 000 §3.2). None before its
     /// first suspension.
     ws_bytes: Option<u64>,
+    /// What it referenced over its last quantum, read at its suspension
+    /// (`crate::touched`); None where not measured.
+    touched: Option<u64>,
     /// Background writer of its pages while in its quantum's last part.
     bg: Option<BgWriter>,
     /// A page-in of part of its records started before it resumes
@@ -72,6 +76,7 @@ impl JobMemory {
             declared,
             records: Vec::new(),
             ws_bytes: None,
+            touched: None,
             bg: None,
             early: None,
             huge_records: Vec::new(),
@@ -82,6 +87,15 @@ impl JobMemory {
     /// The memory it is expected to want when it next runs.
     pub fn working_set(&self) -> u64 {
         room::working_set(self.ws_bytes, self.declared)
+    }
+
+    /// What is known of its memory for the room a switch makes for it.
+    pub fn estimate(&self) -> room::Estimate {
+        room::Estimate {
+            touched: self.touched,
+            kept: self.ws_bytes,
+            declared: self.declared,
+        }
     }
 
     /// Wait for its huge pages going back; the bytes put back.
@@ -145,14 +159,25 @@ pub struct NodeSwitch {
     pub memory: GroupMemory,
     pub pool: GroupPath,
     pub pool_memory: u64,
+    /// What the pool's suspended jobs are expected to touch.
+    pub suspended: touched::Suspended,
 }
 
 impl NodeSwitch {
-    /// Bytes `job` is short of: its working-set estimate and the margin,
-    /// less what it has resident and what the pool has free.
+    /// Bytes `job` is short of: the working set a switch makes room for
+    /// (`room::room_for`: what it will touch when it fits beside what the
+    /// suspended jobs will, else what it kept) and the margin, less what it
+    /// has resident and what the pool has free.
     pub fn shortfall(&self, job: &JobMemory) -> u64 {
+        let others = self.suspended.others(&job.group);
+        let ws = room::room_for(
+            job.estimate(),
+            others,
+            self.pool_memory,
+            memory::ROOM_MARGIN,
+        );
         self.memory
-            .shortfall(&job.group, job.working_set(), &self.pool, self.pool_memory)
+            .shortfall(&job.group, ws, &self.pool, self.pool_memory)
     }
 
     /// Before a switch: will swap hold what must leave memory for the
@@ -222,6 +247,10 @@ impl NodeSwitch {
             .memory_stat(&job.group)
             .ok()
             .map(|m| m.anon_bytes);
+        // What it touched this quantum, before the page-out takes it.
+        job.touched = (plan != PageOutPlan::Lru)
+            .then(|| SwitchSteps::time(&mut steps.wss_s, || touched::referenced(pids, &job.name)))
+            .flatten();
         let t = Instant::now();
         let paged = self
             .memory
@@ -237,6 +266,7 @@ impl NodeSwitch {
         // longer mapped (after background writing): not counted in anon.
         let recorded: u64 = job.records.iter().map(PageRecord::bytes).sum();
         job.ws_bytes = anon.map(|a| a.max(recorded));
+        self.suspended.set(&job.group, job.estimate());
         out
     }
 
@@ -390,6 +420,15 @@ impl NodeSwitch {
                 memory::failed(&job.name, "paging in", e);
             }
             all.errors.extend(done.errors);
+        }
+        // Its accessed bits from now on are its next quantum's (the
+        // page-in set them).
+        self.suspended.resumed(&job.group);
+        if records {
+            SwitchSteps::time(&mut steps.wss_s, || {
+                let pids = self.memory.backend.procs_recursive(&job.group);
+                touched::clear(&pids.unwrap_or_default(), &job.name)
+            });
         }
         if records && job.huge.is_none() {
             let huge = std::mem::take(&mut job.huge_records);

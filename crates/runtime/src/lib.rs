@@ -19,6 +19,7 @@ mod mechanisms;
 pub mod memory;
 mod procs;
 mod tally;
+pub mod touched;
 
 pub use executor::Node;
 pub use mechanisms::{page_in, HugeRestore, PageInDone};

@@ -660,10 +660,10 @@ impl<'a> Simulator<'a> {
                     }
                 }
                 Action::MakeRoom { job, from } => {
-                    let mem = self.jobs[job].mem.min(m);
                     let nodes = self.nodes_of(*job);
                     self.t.node_actions += nodes.len() as u64;
                     for n in nodes {
+                        let mem = self.room_for(*job, n);
                         let node = &self.nodes[n as usize];
                         let have = node
                             .slots
@@ -698,6 +698,7 @@ impl<'a> Simulator<'a> {
                     let random = matches!(page_in, PageInPlan::Demand)
                         && self.cfg.paging.access == Access::Random;
                     for n in &nodes {
+                        let ws = self.room_for(*job, n.0);
                         let node = &mut self.nodes[n.0 as usize];
                         // Before the evictions below take the others' slots.
                         let side = if random { node.age_side(*job) } else { 0.0 };
@@ -705,7 +706,7 @@ impl<'a> Simulator<'a> {
                         let have = node.slots[k].resident;
                         let missing = mem.saturating_sub(have);
                         let free = m.saturating_sub(node.used);
-                        let short = room::shortfall(mem, have, free, capacity::EXACT);
+                        let short = room::shortfall(ws, have, free, capacity::EXACT);
                         let out = if short > 0 {
                             let out = self.evict(n.0, *job, short, None);
                             // Evicted slots were swapped out of their places.
@@ -834,6 +835,30 @@ impl<'a> Simulator<'a> {
             self.schedule_switch_done(now + took, SwitchDone { took });
         }
         self.refresh();
+    }
+
+    /// The working set a switch makes room for on `node` when it brings
+    /// `job` in: the runtime's rule (`room::room_for`) on the model's
+    /// bytes. The model's jobs touch all their memory every quantum (paper
+    /// 004's sweeps), so what a job touched, kept and declared are its
+    /// memory here, and the rule gives its memory: a model of jobs whose
+    /// phases touch less than their peak would pass less.
+    fn room_for(&self, job: JobId, node: u32) -> u64 {
+        let m = self.cfg.node_memory;
+        let est = |j: &JobId| {
+            let b = Some(self.jobs[j].mem.min(m));
+            room::Estimate {
+                touched: b,
+                kept: b,
+                declared: b,
+            }
+        };
+        let others = self.nodes[node as usize]
+            .slots
+            .iter()
+            .filter(|s| s.job != job)
+            .fold(0u64, |t, s| t.saturating_add(est(&s.job).touches()));
+        room::room_for(est(&job), others, m, capacity::EXACT)
     }
 
     fn nodes_of(&self, job: JobId) -> Vec<u32> {

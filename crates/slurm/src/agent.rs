@@ -72,6 +72,7 @@ impl Agent {
                 },
                 pool,
                 pool_memory: pool_bytes,
+                suspended: Default::default(),
             },
             jobs: Mutex::new(BTreeMap::new()),
         })
