@@ -84,6 +84,22 @@ pub struct RunResult {
     /// before it was measured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub account: Option<RunAccount>,
+    /// What memgang's own process used over the run; absent in older files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub executor: Option<ExecutorUsage>,
+}
+
+/// memgang's own process over a run (`getrusage(RUSAGE_SELF)` at its end):
+/// all its threads (the switches, the samplers, the page-in and restore
+/// threads, the exit-record listener), not its jobs. The system part holds
+/// the kernel's work done in its calls: a page-out's reclaim and writes
+/// submitted, a page-in's faults.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ExecutorUsage {
+    pub user_cpu_s: f64,
+    pub system_cpu_s: f64,
+    /// Its peak resident memory (`ru_maxrss`).
+    pub max_rss_bytes: u64,
 }
 
 /// A job's time account: its wall time from start to end, split into
