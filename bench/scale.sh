@@ -181,12 +181,14 @@ for s in $LAMMPS_SIZES; do
     TMPDIR=$tmp bash -c "echo \$\$ > $memcg/$group/cgroup.procs; exec bash bench/apps/lammps.sh $side 100000" \
       > "$out/logs/lammps-$s-alone.log" 2>&1 &
     disown
-    # Set up once its memory stops growing (checked every 5 s).
+    # Set up once its memory stops growing (checked every 5 s, at most 30
+    # minutes).
     last=0
     for _ in $(seq 360); do
       sleep 5
+      [ -n "$(cat "$memcg/$group/cgroup.procs")" ] || { echo "LAMMPS ended before its set-up: $out/logs/lammps-$s-alone.log" >&2; exit 1; }
       now=$(awk '/^total_rss / {print $2}' "$memcg/$group/memory.stat")
-      [ "$now" -gt $((mib * 1048576 / 2)) ] && [ "$now" -le $((last + last / 50)) ] && break
+      [ "$now" -gt $((64 << 20)) ] && [ "$now" -le $((last + last / 50)) ] && break
       last=$now
     done
     ranks=$(for p in $(cat "$memcg/$group/cgroup.procs"); do [ "$(cat /proc/"$p"/comm 2>/dev/null)" = lmp ] && echo "$p"; done | tr '\n' ' ')
