@@ -518,8 +518,8 @@ fn every_switch_mechanism_keeps_the_data() {
 /// a 320 MiB pool touches only 40 MiB after it starts. Once both have run a
 /// quantum so measured, a switch makes room for what the incoming job
 /// touched, not for the 200 MiB it kept: the rest stays in place, as the
-/// kernel's LRU would leave it. Under the old rule each of those switches
-/// paged out about 140 MiB (its 200 + 32 margin less what it still held).
+/// kernel's LRU would leave it. The old rule made room for the 200 MiB it
+/// kept and its 32 MiB margin, less what it still held.
 #[test]
 #[ignore = "needs root: cgroups, swap (scripts/test runs it as root)"]
 fn a_pair_that_fits_by_its_phases_is_not_paged_whole() {

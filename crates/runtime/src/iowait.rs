@@ -569,146 +569,174 @@ mod tests {
         stale: bool,
     }
 
+    const MS: u64 = 1_000_000;
+
+    /// The thread as this kernel counts it, millisecond by millisecond.
+    struct Kernel<'a> {
+        segs: &'a [Seg],
+        /// The stretch under way, and the milliseconds left of it.
+        i: usize,
+        left: u64,
+        cpu: u64,
+        rq: u64,
+        blkio: u64,
+        /// A wait for a CPU under way (counted when it ends), in ms.
+        queued: u64,
+        /// The wait's start stamp, in ms since the job's start (boot: long
+        /// before), and when the wait under way really began.
+        stamp: i64,
+        wait_began: u64,
+        /// Milliseconds asleep outside I/O waits while running.
+        sleep: u64,
+        stale: bool,
+    }
+
+    impl Kernel<'_> {
+        fn seg(&self) -> Seg {
+            self.segs[self.i % self.segs.len()]
+        }
+
+        /// The next stretch begins at `t`.
+        fn begin(&mut self, t: u64) {
+            let seg = self.seg();
+            self.left = seg.ms;
+            if seg.spurious {
+                self.stamp = t as i64;
+                self.stale = true;
+            }
+            if let Kind::Io = seg.kind {
+                self.wait_began = t;
+                match seg.stamp {
+                    Stamp::Proper => self.stamp = t as i64,
+                    Stamp::Kept => self.stale = true,
+                    Stamp::Boot => {
+                        self.stamp = -100_000_000;
+                        self.stale = true;
+                    }
+                }
+            }
+        }
+
+        /// The stretch under way ends at `t`: a wait for a CPU is counted,
+        /// an I/O wait adds the time since its stamp.
+        fn end(&mut self, t: u64) {
+            match self.seg().kind {
+                Kind::Queue => {
+                    self.rq += self.queued * MS;
+                    self.queued = 0;
+                }
+                Kind::Io => self.blkio += (t as i64 - self.stamp).max(0) as u64 * MS,
+                _ => {}
+            }
+        }
+
+        /// One millisecond of running from `t`.
+        fn step(&mut self, t: u64) {
+            match self.seg().kind {
+                Kind::Cpu => self.cpu += MS,
+                Kind::Queue => self.queued += 1,
+                Kind::Io => {}
+                Kind::Sleep | Kind::Locked => self.sleep += 1,
+            }
+            self.left -= 1;
+            if self.left == 0 {
+                self.end(t + 1);
+                self.i += 1;
+                self.begin(t + 1);
+            }
+        }
+
+        /// Its counters as a reading at `t` finds them: the CPU time is
+        /// brought up to date at a 4 ms tick and when it stops running, so
+        /// read on a CPU it lacks what ran since the later of the two.
+        fn read(&self, t: u64) -> TaskStats {
+            let seg = self.seg();
+            let lag = match seg.kind {
+                Kind::Cpu => (t % 4).min(seg.ms - self.left),
+                _ => 0,
+            };
+            thread(1, self.cpu - lag * MS, self.rq, self.blkio)
+        }
+
+        /// Its counters once it stopped running (frozen): up to date.
+        fn stopped(&self) -> TaskStats {
+            thread(1, self.cpu, self.rq, self.blkio)
+        }
+
+        /// Asleep but in no `D` state nor runnable: what the tracker counts
+        /// as awake.
+        fn awake(&self) -> HashSet<u32> {
+            match self.seg().kind {
+                Kind::Sleep => HashSet::from([1]),
+                _ => HashSet::new(),
+            }
+        }
+    }
+
+    /// The job of one thread of `segs` (in turn, again and again) running
+    /// `stretches` (ms running, ms frozen; the last one's freeze unused),
+    /// a wait open at a freeze ending `io_done_ms` into it.
     fn replay(stretches: &[(u64, u64)], segs: &[Seg], io_done_ms: u64) -> Replay {
         let t0 = Instant::now();
         let at = |ms: u64| t0 + Duration::from_millis(ms);
         let mut io = IoReadings::new(t0);
-        let (mut cpu, mut rq, mut blkio) = (0u64, 0u64, 0u64);
-        // The stamp in ms since the job's start (boot: long before).
-        let mut stamp: i64 = -100_000_000;
-        let (mut sleep, mut open, mut checks) = (0u64, 0u64, 0u64);
-        let mut stale = false;
+        let mut k = Kernel {
+            segs,
+            i: 0,
+            left: 0,
+            cpu: 0,
+            rq: 0,
+            blkio: 0,
+            queued: 0,
+            stamp: -100_000_000,
+            wait_began: 0,
+            sleep: 0,
+            stale: false,
+        };
+        k.begin(0);
+        let (mut t, mut last_read, mut open, mut checks) = (0u64, 0u64, 0u64, 0u64);
         let mut frozen_grew = Accrued::default();
         let mut running = Vec::new();
-        let (mut i, mut left, mut queued) = (0usize, segs[0].ms, 0u64);
-        let mut wait_began = 0u64;
-        let mut t = 0u64;
-        let mut last_read = 0u64;
-        let ms = 1_000_000u64;
-        let begin = |seg: &Seg, t: u64, stamp: &mut i64, stale: &mut bool, began: &mut u64| {
-            if seg.spurious {
-                *stamp = t as i64;
-                *stale = true;
-            }
-            if let Kind::Io = seg.kind {
-                *began = t;
-                match seg.stamp {
-                    Stamp::Proper => *stamp = t as i64,
-                    Stamp::Kept => *stale = true,
-                    Stamp::Boot => {
-                        *stamp = -100_000_000;
-                        *stale = true;
-                    }
-                }
-            }
-        };
-        begin(&segs[0], 0, &mut stamp, &mut stale, &mut wait_began);
-        // The CPU time is brought up to date at a 4 ms tick and when the
-        // thread stops running: read in a stretch on a CPU, it lacks what
-        // ran since the later of the two.
-        let reading = |cpu: u64, rq: u64, blkio: u64, seg: &Seg, left: u64, t: u64| {
-            let lag = if let Kind::Cpu = seg.kind {
-                (t % 4).min(seg.ms - left)
-            } else {
-                0
-            };
-            thread(1, cpu - lag * ms, rq, blkio)
-        };
-        for (k, &(run_ms, frozen_ms)) in stretches.iter().enumerate() {
-            let start = t;
-            running.push((t as f64 / 1e3, (t + run_ms) as f64 / 1e3));
-            while t < start + run_ms {
-                let seg = segs[i % segs.len()];
-                match seg.kind {
-                    Kind::Cpu => cpu += ms,
-                    Kind::Queue => queued += 1,
-                    Kind::Io => {}
-                    Kind::Sleep | Kind::Locked => sleep += 1,
-                }
+        for (n, &(run_ms, frozen_ms)) in stretches.iter().enumerate() {
+            let end = t + run_ms;
+            running.push((t as f64 / 1e3, end as f64 / 1e3));
+            while t < end {
+                k.step(t);
                 t += 1;
-                left -= 1;
-                if left == 0 {
-                    if let Kind::Queue = seg.kind {
-                        rq += queued * ms;
-                        queued = 0;
-                    }
-                    if let Kind::Io = seg.kind {
-                        blkio += (t as i64 - stamp).max(0) as u64 * ms;
-                    }
-                    i += 1;
-                    left = segs[i % segs.len()].ms;
-                    begin(
-                        &segs[i % segs.len()],
-                        t,
-                        &mut stamp,
-                        &mut stale,
-                        &mut wait_began,
-                    );
-                }
-                if t - last_read >= 1000 && t < start + run_ms {
-                    let seg = segs[i % segs.len()];
-                    let awake = match seg.kind {
-                        Kind::Sleep => HashSet::from([1]),
-                        _ => HashSet::new(),
-                    };
-                    io.read(at(t), &one(reading(cpu, rq, blkio, &seg, left, t)), &awake);
+                if t - last_read >= 1000 && t < end {
+                    io.read(at(t), &one(k.read(t)), &k.awake());
                     checks += 1;
                     last_read = t;
                 }
             }
-            if k + 1 == stretches.len() {
+            if n + 1 == stretches.len() {
                 break;
             }
             // The freeze: a queued thread gets its CPU to freeze; a wait
             // under way ends inside the freeze, the frozen time included.
-            let seg = segs[i % segs.len()];
-            let mut end_wait = None;
-            match seg.kind {
-                Kind::Queue => {
-                    rq += queued * ms;
-                    queued = 0;
-                }
-                Kind::Io => {
-                    open += t - wait_began;
-                    end_wait = Some(t + io_done_ms.min(frozen_ms - 1));
-                }
-                _ => {}
+            let open_wait = matches!(k.seg().kind, Kind::Io);
+            if open_wait {
+                open += t - k.wait_began;
+            } else {
+                k.end(t);
             }
-            io.read(
-                at(t),
-                &one(reading(cpu, rq, blkio, &seg, left, t)),
-                &HashSet::new(),
-            );
+            io.read(at(t), &one(k.stopped()), &HashSet::new());
             io.froze(at(t));
-            checks += 1;
-            if let Some(e) = end_wait {
-                blkio += (e as i64 - stamp).max(0) as u64 * ms;
+            if open_wait {
+                k.end(t + io_done_ms.min(frozen_ms - 1));
             }
             t += frozen_ms;
-            frozen_grew.blkio_ns +=
-                io.read(at(t), &one(thread(1, cpu, rq, blkio)), &HashSet::new());
+            frozen_grew.blkio_ns += io.read(at(t), &one(k.stopped()), &HashSet::new());
             io.thawed(at(t));
             frozen_grew.samples += 1;
-            checks += 1;
+            checks += 2;
             last_read = t;
-            i += 1;
-            left = segs[i % segs.len()].ms;
-            begin(
-                &segs[i % segs.len()],
-                t,
-                &mut stamp,
-                &mut stale,
-                &mut wait_began,
-            );
+            k.i += 1;
+            k.begin(t);
         }
         // The end: a wait or queue under way is the exit's.
-        let seg = segs[i % segs.len()];
-        match seg.kind {
-            Kind::Queue => rq += queued * ms,
-            Kind::Io => blkio += (t as i64 - stamp).max(0) as u64 * ms,
-            _ => {}
-        }
-        let mut exit = thread(1, cpu, rq, blkio);
+        k.end(t);
+        let mut exit = k.stopped();
         exit.etime_us = t * 1000;
         let tasks = corrected(vec![(t as f64 / 1e3, exit)], &mut io, t0);
         checks += 1;
@@ -720,16 +748,16 @@ mod tests {
             &running,
             &[],
             &[],
-            (cpu as f64 * 1e-9, 0.0),
+            (k.cpu as f64 * 1e-9, 0.0),
             frozen_grew,
             None,
         );
         Replay {
             account,
-            sleep_s: sleep as f64 / 1e3,
+            sleep_s: k.sleep as f64 / 1e3,
             open_s: open as f64 / 1e3,
             checks,
-            stale,
+            stale: k.stale,
         }
     }
 
