@@ -26,12 +26,7 @@ MIX=${MIX:-0.25 0.5 1 2}
 Q=${QUANTUM:-60s}
 JOB_S=${JOB_S:-120}
 POLICIES=${POLICIES:-auto hybrid}
-if [ -n "$(swapon --noheadings --show=NAME)" ]; then
-  echo "bench/many.sh makes a swap file of its own size, and swap is on already:" >&2
-  swapon --show >&2
-  echo "turn it off first (memgang testbed down), or wait for whoever made it" >&2
-  exit 1
-fi
+no_swap_yet many
 ensure_toolchain
 ensure_tools
 cargo build --release --workspace --bins --quiet
@@ -75,9 +70,8 @@ avail_kib=$(df --output=avail /var/tmp | tail -n 1)
   echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) CPUs, $(uname -r), $(awk '/MemTotal/ {printf "%.1f GiB", $2 / 1048576}' /proc/meminfo)"
   echo "load at the start: $(cut -d' ' -f1-3 /proc/loadavg)"
 } > "$out/machine.txt"
-swapfile=/var/tmp/memgang-many-$$.swap
-on_exit '"$bin" testbed down --path "$swapfile" >/dev/null 2>&1 || swapoff "$swapfile" 2>/dev/null; rm -f "$swapfile"'
-"$bin" testbed up --swap "${swap_mib}M" --path "$swapfile" | tee "$out/testbed.txt"
+own_swap many "$swap_mib" > "$out/testbed.txt"
+cat "$out/testbed.txt"
 "$bin" testbed bandwidth --json > "$out/bandwidth-start.json"
 # The day's random read rates and readahead, for the simulator's lru paging.
 "$bin" testbed bandwidth --json --random-for 2s --faults 128M > "$out/random-reads.json" 2>/dev/null ||

@@ -42,12 +42,7 @@ SHARE=${SHARE:-2.5%}
 JOB_S=${JOB_S:-180}
 QUANTA=${QUANTA:-2}
 COMPUTE=${COMPUTE:-1}
-if [ -n "$(swapon --noheadings --show=NAME)" ]; then
-  echo "bench/scale.sh makes a swap file of its own size, and swap is on already:" >&2
-  swapon --show >&2
-  echo "turn it off first (memgang testbed down), or wait for whoever made it" >&2
-  exit 1
-fi
+no_swap_yet scale
 ensure_toolchain
 ensure_tools
 [ -z "$LAMMPS_SIZES" ] || ensure_lammps
@@ -95,9 +90,8 @@ done
 
 # 2. The bench's swap, removed on every way out (a cgroup or a job left by
 #    a failed run is memgang's to clean: testbed down does).
-swapfile=/var/tmp/memgang-scale-$$.swap
-on_exit '"$bin" testbed down --path "$swapfile" >/dev/null 2>&1 || swapoff "$swapfile" 2>/dev/null; rm -f "$swapfile"'
-"$bin" testbed up --swap "${swap_mib}M" --path "$swapfile" | tee "$out/testbed.txt"
+own_swap scale "$swap_mib" > "$out/testbed.txt"
+cat "$out/testbed.txt"
 
 # How long memgang-workload takes per GiB and iteration (seq, COMPUTE):
 # the difference between 1 and 4 iterations of 256 MiB, alone.
