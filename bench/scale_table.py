@@ -61,11 +61,6 @@ def moved(run):
     return [s for s in run["switches"] if s.get("steps") and (s["paged_out_bytes"] or s["paged_in_bytes"])]
 
 
-def cpu(run):
-    e = run.get("executor")
-    return None if e is None else e["user_cpu_s"] + e["system_cpu_s"]
-
-
 def unaccounted(run):
     """The largest |unaccounted| of a job, as a share of its wall time."""
     shares = [abs(j["account"]["unaccounted_s"]) / j["account"]["wall_s"]
@@ -91,9 +86,8 @@ def row(kind, size, batch, gang, kernel, dsk, rss_slope):
     total = sum(took)
     step = lambda keys: sum(s["steps"].get(key, 0.0) for s in sw for key in keys)
     gib_moved = (sum(out_b) + sum(in_b)) / GIB
-    extra_cpu = None
-    if cpu(gang) is not None and cpu(batch) is not None and gib_moved:
-        extra_cpu = (cpu(gang) - cpu(batch)) / gib_moved
+    extra = lambda key: None if not gib_moved or "executor" not in gang or "executor" not in batch \
+        else (gang["executor"][key] - batch["executor"][key]) / gib_moved
     rss = (gang.get("executor") or {}).get("max_rss_bytes")
     rss_b = (batch.get("executor") or {}).get("max_rss_bytes")
     longest = max((i["end_s"] - i["start_s"] for i in gang["timeline"]), default=None)
@@ -106,7 +100,7 @@ def row(kind, size, batch, gang, kernel, dsk, rss_slope):
         num(med([t / x for t, x in zip(took, k)]) if k else None, "{:.2f}x"),
         num(med([t / x for t, x in zip(took, d)]) if d else None, "{:.2f}x"),
         num(med([sum(s["steps"].get(key, 0.0) for key in OWN) for s in sw]), "{:.3f}"),
-        num(extra_cpu, "{:.3f}"),
+        num(extra("user_cpu_s"), "{:.3f}"), num(extra("system_cpu_s"), "{:.3f}"),
         num(None if rss is None else rss / MIB, "{:.0f}"),
         num(None if rss is None or rss_b is None else (rss - rss_b) / MIB / size, "{:.1f}"),
         num(rss_slope, "{:.1f}"),
@@ -121,7 +115,7 @@ def row(kind, size, batch, gang, kernel, dsk, rss_slope):
 
 HEAD = (["kind", "GiB a job", "pool GiB", "quantum s (set / longest)", "switches", "switch s",
          "kernel alone s", "disk's limit s", "switch / kernel", "switch / disk", "own s a switch",
-         "memgang CPU s per GiB moved", "peak RSS MiB", "RSS over batch, MiB per GiB",
+         "memgang user CPU s per GiB moved", "memgang system CPU s per GiB moved", "peak RSS MiB", "RSS over batch, MiB per GiB",
          "RSS MiB per GiB more"]
         + [f"{name} share" for name, _ in SHARES]
         + ["batch s", "gang s", "over batch", "max unaccounted (batch)", "max unaccounted (gang)",
@@ -168,9 +162,9 @@ NOTE = ("Per kind and size, one pair in a pool that holds one job, gang so/ao/ai
         "crates/linux/examples/paging_rate.rs's rates measured in this run (a synthetic process of the "
         "size on small pages; for LAMMPS its stopped ranks in turn), the disk's limit writes the bytes out "
         "and reads them in at its sequential rates. own: memgang's own steps (freeze, sampling, scan, wss, "
-        "thaw, other), median per switch and their share of all switch time. memgang CPU: the executor's "
-        "user and system CPU (getrusage) over the batch run's, per GiB the switches moved (the system part "
-        "holds the kernel's paging done in memgang's calls). RSS over batch: the executor's peak RSS less "
+        "thaw, other), median per switch; its share of all switch time is the own share. memgang CPU: the "
+        "executor's user and system CPU (getrusage) over the batch run's, per GiB the switches moved (the "
+        "system part holds the kernel's paging done in memgang's calls: the cgroup reclaim, the page-in). RSS over batch: the executor's peak RSS less "
         "the batch run's, per GiB of a job (a pool that holds one records all of a job); RSS more: the "
         "peak's growth per GiB from the smallest size. Shares: each step's part of all switch time. "
         "unaccounted: the largest |unaccounted| of a job over its wall time (the time account).")
@@ -212,8 +206,9 @@ def self_test():
         assert cell["quantum s (set / longest)"] == "60 / 120", cell
         # Own: 0.01+0.01+0.02+0.01+0+0.05 = 0.10 per switch, of 4.2 s.
         assert cell["own s a switch"] == "0.100" and cell["own share"] == "4.8%", cell
-        # (8 - 2) s of CPU over 4 GiB moved.
-        assert cell["memgang CPU s per GiB moved"] == "1.500", cell
+        # (3 - 1) s of user CPU and (5 - 1) of system over 4 GiB moved.
+        assert cell["memgang user CPU s per GiB moved"] == "0.500", cell
+        assert cell["memgang system CPU s per GiB moved"] == "1.000", cell
         assert cell["RSS over batch, MiB per GiB"] == "20.0", cell
         assert cell["over batch"] == "5.0%" and cell["max unaccounted (gang)"] == "0.80%", cell
         assert cell["jobs exit 0"] == "4 of 4", cell

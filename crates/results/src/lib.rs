@@ -150,7 +150,7 @@ pub struct JobAccount {
     /// `io_wait_while_frozen_s` (docs/results.md).
     #[serde(default)]
     pub io_wait_dropped_s: f64,
-    /// The job's time in which some thread's block-I/O delay grew by more
+    /// The job's running time in which some thread's block-I/O delay grew by more
     /// than its other states left room for (the growth is in
     /// `io_wait_dropped_s`, with the real waits that ended beside it): for
     /// that long `io_wait_s` was not measured, and what the job waited then

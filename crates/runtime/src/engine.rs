@@ -55,6 +55,8 @@ pub struct JobMemory {
     /// What it referenced over its last quantum, read at its suspension
     /// (`crate::touched`); None where not measured.
     touched: Option<u64>,
+    /// Clearing its accessed bits after its last resume.
+    clearing: Option<JoinHandle<()>>,
     /// Background writer of its pages while in its quantum's last part.
     bg: Option<BgWriter>,
     /// A page-in of part of its records started before it resumes
@@ -77,6 +79,7 @@ impl JobMemory {
             records: Vec::new(),
             ws_bytes: None,
             touched: None,
+            clearing: None,
             bg: None,
             early: None,
             huge_records: Vec::new(),
@@ -113,6 +116,7 @@ impl JobMemory {
         if let Some(early) = self.early.take() {
             let _ = early.join();
         }
+        touched::wait(self.clearing.take());
         self.wait_huge()
     }
 }
@@ -247,15 +251,16 @@ impl NodeSwitch {
             .memory_stat(&job.group)
             .ok()
             .map(|m| m.anon_bytes);
-        // What it touched this quantum, before the page-out takes it.
-        job.touched = (plan != PageOutPlan::Lru)
-            .then(|| SwitchSteps::time(&mut steps.wss_s, || touched::referenced(pids, &job.name)))
-            .flatten();
+        // What it touched this quantum, read beside the page-out's scan and
+        // before the page-out takes it.
+        SwitchSteps::time(&mut steps.wss_s, || touched::wait(job.clearing.take()));
+        let reading = (plan != PageOutPlan::Lru).then(|| touched::start_reading(pids, &job.name));
         let t = Instant::now();
         let paged = self
             .memory
             .page_out(&job.group, pids, &job.name, plan, steps);
         out.took = t.elapsed();
+        job.touched = SwitchSteps::time(&mut steps.wss_s, || touched::wait(reading));
         out.paged_out = paged.bytes;
         out.warnings = paged.warnings;
         if let Some(records) = paged.records {
@@ -425,10 +430,8 @@ impl NodeSwitch {
         // page-in set them).
         self.suspended.resumed(&job.group);
         if records {
-            SwitchSteps::time(&mut steps.wss_s, || {
-                let pids = self.memory.backend.procs_recursive(&job.group);
-                touched::clear(&pids.unwrap_or_default(), &job.name)
-            });
+            let (backend, group) = (self.memory.backend.clone(), job.group.clone());
+            job.clearing = Some(touched::start_clearing(backend, group, &job.name));
         }
         if records && job.huge.is_none() {
             let huge = std::mem::take(&mut job.huge_records);

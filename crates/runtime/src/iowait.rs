@@ -101,10 +101,11 @@ pub(crate) struct IoReadings {
     frozen_since: Option<Instant>,
     /// Delay left out, by thread id.
     pub(crate) dropped: BTreeMap<u32, u64>,
-    /// The stretches in which a growth was left out, merged: how long, and
-    /// the end of the last.
+    /// The stretches in which a growth was left out, in the job's running
+    /// time (a freeze holds no running wait) and merged: how long, and the
+    /// end of the last (ns of running time since the start).
     untrusted_ns: u64,
-    untrusted_until: Instant,
+    untrusted_until: u64,
 }
 
 impl IoReadings {
@@ -120,7 +121,7 @@ impl IoReadings {
             frozen_since: None,
             dropped: BTreeMap::new(),
             untrusted_ns: 0,
-            untrusted_until: start,
+            untrusted_until: 0,
         }
     }
 
@@ -182,7 +183,10 @@ impl IoReadings {
                         th.anchor.kept_running_ns += g;
                     }
                 }
-                Err(g) => self.drop_growth(tid, t, g, th.anchor.at, now),
+                Err(g) => {
+                    let from = self.running_at(th.anchor.at, th.anchor.frozen_ns);
+                    self.drop_growth(tid, t, g, from, now);
+                }
             }
             if awake.contains(&tid) {
                 th.anchor = Anchor {
@@ -291,19 +295,21 @@ impl IoReadings {
             .then_some(*w)
     }
 
-    fn drop_growth(&mut self, tid: u32, t: &TaskStats, grew: u64, from: Instant, now: Instant) {
+    /// Thread `tid`'s growth `grew`, read at `now`, is no wait's: the
+    /// job's running time from `from` (ns since its start) is untrusted.
+    fn drop_growth(&mut self, tid: u32, t: &TaskStats, grew: u64, from: u64, now: Instant) {
+        let to = self.running_at(now, self.frozen_at(now));
         tracing::debug!(
-            "taskstats: thread {tid} ({}) gained {} s of block-I/O delay in {} s beside {} s on a \
-             CPU or queued: dropped",
+            "taskstats: thread {tid} ({}) gained {} s of block-I/O delay in {} s of running beside \
+             {} s on a CPU or queued in all: dropped",
             t.comm(),
             grew as f64 * 1e-9,
-            now.saturating_duration_since(from).as_secs_f64(),
+            to.saturating_sub(from) as f64 * 1e-9,
             (t.cpu_ns + t.cpu_delay_ns) as f64 * 1e-9,
         );
         *self.dropped.entry(tid).or_default() += grew;
-        let start = from.max(self.untrusted_until);
-        self.untrusted_ns += ns(now.saturating_duration_since(start));
-        self.untrusted_until = self.untrusted_until.max(now);
+        self.untrusted_ns += to.saturating_sub(from.max(self.untrusted_until));
+        self.untrusted_until = self.untrusted_until.max(to);
     }
 
     /// Thread `t`'s exit record, received at `at` while the job ran: what
@@ -312,7 +318,8 @@ impl IoReadings {
     pub(crate) fn exited(&mut self, t: &TaskStats, at: Instant) {
         if let Some(th) = self.was(t.pid, t) {
             if let Err(g) = self.check(&th, t, at, false) {
-                self.drop_growth(t.pid, t, g, th.anchor.at, at);
+                let from = self.running_at(th.anchor.at, th.anchor.frozen_ns);
+                self.drop_growth(t.pid, t, g, from, at);
             }
             return;
         }
@@ -322,10 +329,8 @@ impl IoReadings {
             .blkio_delay_ns
             .saturating_sub(self.dropped.get(&t.pid).copied().unwrap_or(0));
         if left > life.saturating_sub(busy) + TICK_NS {
-            let born = at
-                .checked_sub(Duration::from_nanos(life))
-                .unwrap_or(self.read_at);
-            self.drop_growth(t.pid, t, left, born, at);
+            let from = self.running_at(at, self.frozen_at(at)).saturating_sub(life);
+            self.drop_growth(t.pid, t, left, from, at);
         }
     }
 }
@@ -482,12 +487,13 @@ mod tests {
         );
         r.thawed(at(14_000));
         // 10.5 s since its last stamp, beside 0.9 s of CPU in 1 s: dropped,
-        // and the stretch from 3 s (its anchor) to 15 s untrusted.
+        // and the running time from 3 s (its anchor) to 15 s untrusted, the
+        // freeze left out: 2 s.
         cpu += 9 * S / 10;
         io += 105 * S / 10;
         assert_eq!(r.read(at(15_000), &one(thread(1, cpu, 0, io)), &none), 0);
         assert_eq!(r.dropped[&1], 105 * S / 10);
-        assert_eq!(r.untrusted_ns(), 12 * S);
+        assert_eq!(r.untrusted_ns(), 2 * S);
         // A real 50 ms wait in the next second stays.
         cpu += 9 * S / 10;
         io += S / 20;
@@ -495,7 +501,7 @@ mod tests {
             r.read(at(16_000), &one(thread(1, cpu, 0, io)), &none),
             S / 20
         );
-        assert_eq!(r.untrusted_ns(), 12 * S);
+        assert_eq!(r.untrusted_ns(), 2 * S);
     }
 
     #[test]

@@ -8,10 +8,11 @@
 //! is kept here, for the switch that brings another in.
 
 use memgang_core::room::Estimate;
-use memgang_linux::cgroup::GroupPath;
+use memgang_linux::cgroup::{CgroupBackend, GroupPath};
 use memgang_linux::wss;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
 
 /// Bytes the processes `pids` referenced since their accessed bits were
 /// last cleared; None where they could not be read (said at debug level:
@@ -26,11 +27,33 @@ pub fn referenced(pids: &[i32], name: &str) -> Option<u64> {
     }
 }
 
-/// Clear the accessed bits of `pids` (a job about to run a quantum).
-pub fn clear(pids: &[i32], name: &str) {
-    if let Err(e) = wss::clear(pids) {
-        tracing::debug!("job {name}: clearing its accessed bits: {e}");
-    }
+/// Read what `pids` referenced in a thread, beside the switch's scan of
+/// the same page tables; the page-out must wait for it.
+pub fn start_reading(pids: &[i32], name: &str) -> JoinHandle<Option<u64>> {
+    let (pids, name) = (pids.to_vec(), name.to_string());
+    std::thread::spawn(move || referenced(&pids, &name))
+}
+
+/// Clear the accessed bits of the processes of `group` (a job about to run
+/// a quantum) in a thread: a walk of its page tables that need not hold
+/// up its thaw. Its next reading waits for it ([`wait`]).
+pub fn start_clearing(
+    backend: Arc<dyn CgroupBackend>,
+    group: GroupPath,
+    name: &str,
+) -> JoinHandle<()> {
+    let name = name.to_string();
+    std::thread::spawn(move || {
+        let pids = backend.procs_recursive(&group).unwrap_or_default();
+        if let Err(e) = wss::clear(&pids) {
+            tracing::debug!("job {name}: clearing its accessed bits: {e}");
+        }
+    })
+}
+
+/// Wait for a thread of this module's, if one is under way.
+pub fn wait<T: Default>(h: Option<JoinHandle<T>>) -> T {
+    h.and_then(|h| h.join().ok()).unwrap_or_default()
 }
 
 /// What each suspended job of a pool is expected to touch when it next
