@@ -106,12 +106,17 @@ for n in $COUNTS; do
       echo "memory = \"${mib}M\""
     done
   } > "$exp"
+  # Output to a file, not a pipe: a signal that ends the bench must not
+  # leave memgang writing into a closed one.
   step "$n jobs ($*) MiB, pool ${pool}M: batch"
-  "$bin" run "$exp" --policy batch --json "$out/many-n$n-batch.json" --logs "$out/logs/many-n$n-batch" | tail -n 1
+  "$bin" run "$exp" --policy batch --json "$out/many-n$n-batch.json" --logs "$out/logs/many-n$n-batch" \
+    > "$out/logs/many-n$n-batch.out" 2>&1
+  tail -n 1 "$out/logs/many-n$n-batch.out"
   for p in $POLICIES; do
     step "$n jobs: $p, q = $Q"
     "$bin" run "$exp" --policy "$p" --quantum "$Q" --baseline "$out/many-n$n-batch.json" \
-      --json "$out/many-n$n-$p.json" --logs "$out/logs/many-n$n-$p" | tail -n 1
+      --json "$out/many-n$n-$p.json" --logs "$out/logs/many-n$n-$p" > "$out/logs/many-n$n-$p.out" 2>&1
+    tail -n 1 "$out/logs/many-n$n-$p.out"
   done
 done
 "$bin" testbed bandwidth --json > "$out/bandwidth-end.json"

@@ -131,13 +131,19 @@ write_pair() {
 
 # run_pair KIND SIZE FILE: its batch run, then gang so/ao/ai with the
 # growing quantum against it.
+# Their output goes to a file, not a pipe: a signal that ends the bench
+# must not leave memgang writing into a closed one.
 run_pair() {
   local kind=$1 s=$2 exp=$3
   step "$kind $s GiB: batch"
-  "$bin" run "$exp" --policy batch --json "$out/$kind-$s-batch.json" --logs "$out/logs/$kind-$s-batch" | tail -n 1
+  "$bin" run "$exp" --policy batch --json "$out/$kind-$s-batch.json" --logs "$out/logs/$kind-$s-batch" \
+    > "$out/logs/$kind-$s-batch.out" 2>&1
+  tail -n 1 "$out/logs/$kind-$s-batch.out"
   step "$kind $s GiB: gang so/ao/ai, q = $Q growing while switching is over $SHARE"
   "$bin" run "$exp" --policy gang --quantum "$Q" --switch so/ao/ai --max-switch-share "$SHARE" \
-    --baseline "$out/$kind-$s-batch.json" --json "$out/$kind-$s-gang.json" --logs "$out/logs/$kind-$s-gang" | tail -n 1
+    --baseline "$out/$kind-$s-batch.json" --json "$out/$kind-$s-gang.json" --logs "$out/logs/$kind-$s-gang" \
+    > "$out/logs/$kind-$s-gang.out" 2>&1
+  tail -n 1 "$out/logs/$kind-$s-gang.out"
 }
 
 pool_of() { echo $(($1 + ($1 * 6 / 100 > 64 ? $1 * 6 / 100 : 64))); }
@@ -151,7 +157,15 @@ for s in $SIZES; do
 done
 
 # LAMMPS: the box whose job is SIZE, the steps for its time, and the kernel
-# alone on a job of it stopped after its set-up (its ranks in turn).
+# alone on a job of it stopped after its set-up (its ranks in turn). Its
+# seconds per step and atom: the difference between 10 and 50 steps of a
+# 40^3 box (4 atoms a cell), alone.
+if [ -n "$LAMMPS_SIZES" ]; then
+  l1=$(secs bash bench/apps/lammps.sh 40 10)
+  l5=$(secs bash bench/apps/lammps.sh 40 50)
+  per_atom_step=$(python3 -c "print(max(1e-8, ($l5 - $l1) / 40 / (4 * 40 ** 3)))")
+  echo "LAMMPS: $per_atom_step s per atom and step (2 ranks)" | tee -a "$out/machine.txt"
+fi
 memcg=/sys/fs/cgroup/memory
 group=memgang-bench-scale-lammps-$$
 stop_lammps() {
@@ -164,9 +178,7 @@ on_exit stop_lammps
 for s in $LAMMPS_SIZES; do
   mib=$(mib_of "$s")
   side=$(python3 -c "print(round(66 * ($mib / 382) ** (1 / 3)))")
-  # 66^3 cells ran about 0.3 s a step here (bench/lib.sh: 140 steps, a
-  # batch pair in 74-91 s), in proportion to the atoms.
-  steps=$(python3 -c "import math; print(max(20, math.ceil($(job_s "$s") / (0.3 * ($side / 66) ** 3))))")
+  steps=$(python3 -c "import math; print(max(20, math.ceil($(job_s "$s") / ($per_atom_step * 4 * $side ** 3))))")
   if [ -d "$memcg" ]; then
     step "the kernel alone: LAMMPS $side^3 cells ($s GiB), its ranks stopped after their set-up"
     mkdir "$memcg/$group"
