@@ -16,6 +16,8 @@
 #        COUNTS="4 8 16" MIX="0.25 0.5 1 2" QUANTUM=60s JOB_S=120 POLICIES="auto hybrid"
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Before bench/lib.sh, which sets its own QUANTUM (10s) for the older benches.
+Q=${QUANTUM:-60s}
 source bench/lib.sh
 trap 'exit 130' INT
 trap 'exit 143' TERM
@@ -23,7 +25,6 @@ trap 'exit 129' HUP
 [ "$(id -u)" -eq 0 ] || { echo "bench/many.sh needs root (cgroups, swap)" >&2; exit 1; }
 COUNTS=${COUNTS:-4 8 16}
 MIX=${MIX:-0.25 0.5 1 2}
-Q=${QUANTUM:-60s}
 JOB_S=${JOB_S:-120}
 POLICIES=${POLICIES:-auto hybrid}
 no_swap_yet many

@@ -29,15 +29,16 @@
 #        QUANTUM=60s SHARE=2.5% JOB_S=180 QUANTA=2 COMPUTE=1
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Before bench/lib.sh, which sets its own QUANTUM (10s) for the older benches.
+Q=${QUANTUM:-60s}
 source bench/lib.sh
 # A signal ends the bench through its exit commands (swap, cgroups).
 trap 'exit 130' INT
 trap 'exit 143' TERM
 trap 'exit 129' HUP
 [ "$(id -u)" -eq 0 ] || { echo "bench/scale.sh needs root (cgroups, swap)" >&2; exit 1; }
-SIZES=${SIZES:-0.25 1 4 8}
+SIZES=${SIZES-0.25 1 4 8}
 LAMMPS_SIZES=${LAMMPS_SIZES-$SIZES}
-Q=${QUANTUM:-60s}
 SHARE=${SHARE:-2.5%}
 JOB_S=${JOB_S:-180}
 QUANTA=${QUANTA:-2}
