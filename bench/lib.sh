@@ -6,7 +6,9 @@ source scripts/lib.sh
 _on_exit=()
 on_exit() {
   _on_exit=("$1" "${_on_exit[@]}")
-  trap 'for _c in "${_on_exit[@]}"; do eval "$_c"; done' EXIT
+  # Every command runs, whatever the one before returned (under set -e a
+  # failing one would end the trap and skip the rest).
+  trap 'for _c in "${_on_exit[@]}"; do eval "$_c" || true; done' EXIT
 }
 
 # Build, check root, make sure there is swap (8G, removed at exit if this
