@@ -725,6 +725,9 @@ fn scan_ioctl(file: &File, ranges: &[Range<u64>], want: Pages) -> io::Result<Opt
             start = next;
         }
     }
+    // A record is kept for a quantum or more: not the growth's spare
+    // capacity (up to as much again) beside it (docs/scale.md).
+    runs.shrink_to_fit();
     Ok(Some(runs))
 }
 
@@ -763,6 +766,7 @@ fn scan_read(file: &File, ranges: &[Range<u64>], want: Pages) -> io::Result<Vec<
             vpn += n as u64;
         }
     }
+    runs.shrink_to_fit();
     Ok(runs)
 }
 

@@ -30,6 +30,18 @@ pub struct Exit {
     pub major_faults: u64,
 }
 
+/// This process's own CPU time (user, system, in seconds) and peak
+/// resident memory (bytes) so far, all its threads, not its children; None
+/// where the kernel would not say.
+pub fn own_usage() -> Option<(f64, f64, u64)> {
+    use nix::sys::resource::{getrusage, UsageWho};
+    let ru = getrusage(UsageWho::RUSAGE_SELF).ok()?;
+    let secs = |t: nix::sys::time::TimeVal| t.tv_sec() as f64 + t.tv_usec() as f64 * 1e-6;
+    // ru_maxrss is in KiB on Linux.
+    let rss = u64::try_from(ru.max_rss()).unwrap_or(0) * 1024;
+    Some((secs(ru.user_time()), secs(ru.system_time()), rss))
+}
+
 /// The state letter of process `pid` in `/proc/<pid>/stat` (`R`, `S`,
 /// `D`, `T` when stopped by a signal, `Z`, ...); None once it is gone.
 pub fn state(pid: i32) -> Option<char> {

@@ -73,6 +73,7 @@ impl Agent {
                 },
                 pool,
                 pool_memory: pool_bytes,
+                suspended: Default::default(),
             },
             jobs: Mutex::new(BTreeMap::new()),
         })

@@ -116,6 +116,7 @@ impl Node {
                     },
                     pool,
                     pool_memory: settings.pool_memory,
+                    suspended: Default::default(),
                 },
                 done: Vec::new(),
                 totals: Default::default(),
