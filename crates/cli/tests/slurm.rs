@@ -69,6 +69,22 @@ impl Cluster {
         unsafe { libc::kill(pid, libc::SIGKILL) };
     }
 
+    /// [`states`](Self::states) once no job is COMPLETING: under
+    /// proctrack/cgroup slurmd waits until the job's cgroups are empty,
+    /// which may outlast the controller's exit.
+    fn settled_states(&self) -> Vec<(String, String)> {
+        let t = Instant::now();
+        loop {
+            let states = self.states();
+            if states.iter().all(|(_, s)| s != "COMPLETING")
+                || t.elapsed() > Duration::from_secs(60)
+            {
+                return states;
+            }
+            std::thread::sleep(Duration::from_millis(300));
+        }
+    }
+
     /// `id state` of every job Slurm knows.
     fn states(&self) -> Vec<(String, String)> {
         self.slurm("squeue", &["-h", "-a", "-t", "all", "-o", "%j %T"])
@@ -133,7 +149,7 @@ fn take_turns(select: &str) {
     let mut ctl = c.controller(&json);
     let out = wait(&mut ctl, Duration::from_secs(240));
     assert!(out.status.success(), "controller: {}", text(&out));
-    let states = c.states();
+    let states = c.settled_states();
     assert_eq!(states.len(), 2, "{states:?}");
     assert!(
         states.iter().all(|(_, s)| s == "COMPLETED"),
