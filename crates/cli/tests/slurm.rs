@@ -504,3 +504,135 @@ fn a_job_an_admin_suspended_stays_suspended_until_the_admin_resumes_it() {
         c.log()
     );
 }
+
+/// The ranks of a job, by their program (the test's mpi_sweep): pid and
+/// `/proc/<pid>/cgroup` (the host's view).
+fn ranks(c: &Cluster) -> Vec<(i32, String)> {
+    let exe = c.dir.path().join("mpi_sweep");
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|p| std::fs::read_link(format!("/proc/{p}/exe")).is_ok_and(|e| e == exe))
+        .filter_map(|p| {
+            Some((
+                p,
+                std::fs::read_to_string(format!("/proc/{p}/cgroup")).ok()?,
+            ))
+        })
+        .collect()
+}
+
+/// Under Slurm's proctrack/cgroup and task/cgroup (each emulated node its
+/// own cgroup tree), memgang moves no task: every rank of a running and of
+/// a suspended job stays in Slurm's job cgroup in the memory and freezer
+/// hierarchies, Slurm's suspend stops them, sstat reports the running
+/// job's memory, and scancel leaves no process and no job cgroup behind.
+#[test]
+#[ignore = "needs root, Slurm, munge and Open MPI (scripts/test installs them and runs it as root)"]
+fn tasks_stay_in_slurms_cgroups_where_slurm_tracks_them() {
+    require_root("tasks_stay_in_slurms_cgroups_where_slurm_tracks_them");
+    let c = up("cons_tres");
+    c.submit_pair(120, 100_000);
+    let json = c.dir.path().join("record.json");
+    let mut ctl = c.controller(&json);
+    let t = Instant::now();
+    let (run, held) = loop {
+        let jobs = c.jobs();
+        let of = |s: &str| {
+            jobs.iter()
+                .find(|j| j["JobState"] == s)
+                .map(|j| j["JobId"].clone())
+        };
+        // After a switch: the held job has run and been paged out.
+        if let (Some(r), Some(h)) = (of("RUNNING"), of("SUSPENDED")) {
+            if c.slurm("scontrol", &["show", "job", &h])
+                .contains("SuspendTime=20")
+            {
+                break (r, h);
+            }
+        }
+        assert!(t.elapsed() < Duration::from_secs(90), "{jobs:?}");
+        std::thread::sleep(Duration::from_millis(300));
+    };
+    std::thread::sleep(Duration::from_secs(1));
+    let ranks = ranks(&c);
+    assert_eq!(ranks.len(), 4, "two ranks of two jobs: {ranks:?}");
+    for (pid, cg) in &ranks {
+        let job = [&run, &held]
+            .into_iter()
+            .find(|j| cg.contains(&format!("/uid_0/job_{j}/")))
+            .unwrap_or_else(|| panic!("rank {pid} is not in a Slurm job cgroup:\n{cg}"));
+        for hierarchy in ["memory", "freezer"] {
+            let line = cg
+                .lines()
+                .find(|l| l.contains(&format!(":{hierarchy}:")))
+                .unwrap();
+            assert!(
+                line.contains("/memgang-slurmnode-n")
+                    && line.contains(&format!("/job_{job}/step_")),
+                "rank {pid} of job {job}, {hierarchy}: {line}"
+            );
+        }
+        let stopped = memgang_linux::process::state(*pid) == Some('T');
+        assert_eq!(
+            stopped,
+            job == &held,
+            "rank {pid} of job {job} (held {held})"
+        );
+    }
+    let sstat = c.slurm(
+        "sstat",
+        &["-n", "-P", "-a", "-j", &run, "-o", "JobID,MaxRSS"],
+    );
+    let most = sstat
+        .lines()
+        .filter_map(|l| l.split('|').nth(1))
+        .filter_map(|r| r.strip_suffix('K')?.parse::<u64>().ok())
+        .max()
+        .unwrap_or(0);
+    assert!(most > 100 << 10, "sstat of job {run}: {sstat}");
+    c.slurm("scancel", &[&run, &held]);
+    let t = Instant::now();
+    while !c.states().iter().all(|(_, s)| s == "CANCELLED") || !self::ranks(&c).is_empty() {
+        assert!(
+            t.elapsed() < Duration::from_secs(60),
+            "{:?} {:?}",
+            c.states(),
+            self::ranks(&c)
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let left: Vec<_> = glob_dirs("/sys/fs/cgroup/memory/memgang-slurmnode-n*/slurm_n*/uid_0/job_*");
+    assert!(left.is_empty(), "job cgroups left: {left:?}");
+    // SAFETY: kill(2) on our own child.
+    unsafe { libc::kill(ctl.id() as i32, libc::SIGTERM) };
+    wait(&mut ctl, Duration::from_secs(30));
+}
+
+/// Directories matching `pattern` (`*` within one component).
+fn glob_dirs(pattern: &str) -> Vec<std::path::PathBuf> {
+    let mut found = vec![std::path::PathBuf::from("/")];
+    for part in pattern.trim_start_matches('/').split('/') {
+        let (pre, post) = part.split_once('*').unwrap_or((part, ""));
+        found = found
+            .into_iter()
+            .flat_map(|d| {
+                std::fs::read_dir(&d)
+                    .into_iter()
+                    .flatten()
+                    .flatten()
+                    .map(|e| e.path())
+            })
+            .filter(|p| {
+                let n = p.file_name().unwrap().to_string_lossy();
+                p.is_dir()
+                    && if part.contains('*') {
+                        n.starts_with(pre) && n.ends_with(post)
+                    } else {
+                        n == part
+                    }
+            })
+            .collect();
+    }
+    found
+}

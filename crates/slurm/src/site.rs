@@ -554,10 +554,15 @@ fn v1_pool(memory: &Path, node: &str) -> Result<GroupPath> {
                 .with_context(|| format!("node name {node:?} cannot name a cgroup"));
         }
     }
-    bail!(
-        "no Slurm cgroup in {}: neither {} nor {} exists; slurmd (task/cgroup) makes it \
-         when it starts: start the agent after slurmd",
-        memory.display(),
+    Err(not_made("cgroup/v1", memory, &names))
+}
+
+/// slurmd (its cgroup `plugin`) has made none of `names` in `dir` yet.
+fn not_made(plugin: &str, dir: &Path, names: &[String; 2]) -> anyhow::Error {
+    anyhow::anyhow!(
+        "no Slurm cgroup in {}: neither {} nor {} exists; slurmd ({plugin}) makes it when it \
+         starts: start the agent with or after slurmd",
+        dir.display(),
         names[0],
         names[1]
     )
@@ -596,13 +601,7 @@ fn v2_pool(root: &Path, node: &str) -> Result<GroupPath> {
     // The node's own scope wins over the unnamed one.
     found.sort_by_key(|p| !p.ends_with(&names[0]));
     let Some(scope) = found.first() else {
-        bail!(
-            "no Slurm scope under {}: neither {} nor {} exists; slurmd (cgroup/v2) makes it \
-             when it starts: start the agent after slurmd",
-            root.display(),
-            names[0],
-            names[1]
-        );
+        return Err(not_made("cgroup/v2", root, &names));
     };
     let rel = scope.strip_prefix(root).unwrap_or(scope);
     GroupPath::new(&rel.to_string_lossy())
@@ -670,47 +669,64 @@ mod tests {
 
     #[test]
     fn a_layout_memgang_does_not_know_is_refused_naming_the_setting() {
-        let refused = |slurm: &str, cgroup: &str, v2: bool| {
-            format!("{:#}", plan(&conf(slurm), &conf(cgroup), v2).unwrap_err())
-        };
-        // Slurm's defaults: proctrack/cgroup, task/none.
-        let e = refused("", "", false);
-        assert!(
-            e.contains("ProctrackType=proctrack/cgroup with TaskPlugin=task/none"),
-            "{e}"
-        );
-        let e = refused(
-            "ProctrackType=proctrack/linuxproc\nTaskPlugin=task/cgroup",
-            "",
-            false,
-        );
-        assert!(e.contains("in part"), "{e}");
-        let e = refused(
-            "ProctrackType=proctrack/linuxproc\nJobAcctGatherType=jobacct_gather/cgroup",
-            "",
-            false,
-        );
-        assert!(e.contains("JobAcctGatherType=jobacct_gather/cgroup"), "{e}");
-        let e = refused("ProctrackType=proctrack/cray_aries", "", false);
-        assert!(e.contains("ProctrackType=proctrack/cray_aries"), "{e}");
-        let e = refused(
-            "ProctrackType=proctrack/linuxproc\nTaskPlugin=task/cray_aries",
-            "",
-            false,
-        );
-        assert!(e.contains("TaskPlugin=task/cray_aries"), "{e}");
         let cg = "ProctrackType=proctrack/cgroup\nTaskPlugin=task/cgroup";
-        let e = refused(cg, "CgroupPlugin=cgroup/v1", true);
-        assert!(
-            e.contains("CgroupPlugin=cgroup/v1") && e.contains("mounts cgroup v2"),
-            "{e}"
-        );
-        let e = refused(cg, "CgroupPlugin=cgroup/v2", false);
-        assert!(e.contains("CgroupPlugin=cgroup/v2"), "{e}");
-        let e = refused(cg, "CgroupPlugin=cgroup/v3", true);
-        assert!(e.contains("CgroupPlugin=cgroup/v3"), "{e}");
-        let e = refused(cg, "ConstrainSwapSpace=yes", false);
-        assert!(e.contains("ConstrainSwapSpace=yes"), "{e}");
+        // slurm.conf, cgroup.conf, v2 mounted, what the refusal names.
+        let cases = [
+            // Slurm's defaults: proctrack/cgroup, task/none.
+            (
+                "",
+                "",
+                false,
+                "ProctrackType=proctrack/cgroup with TaskPlugin=task/none",
+            ),
+            (
+                "ProctrackType=proctrack/linuxproc\nTaskPlugin=task/cgroup",
+                "",
+                false,
+                "in part",
+            ),
+            (
+                "ProctrackType=proctrack/linuxproc\nJobAcctGatherType=jobacct_gather/cgroup",
+                "",
+                false,
+                "JobAcctGatherType=jobacct_gather/cgroup",
+            ),
+            (
+                "ProctrackType=proctrack/cray_aries",
+                "",
+                false,
+                "ProctrackType=proctrack/cray_aries",
+            ),
+            (
+                "TaskPlugin=task/cray_aries",
+                "",
+                false,
+                "TaskPlugin=task/cray_aries",
+            ),
+            (
+                cg,
+                "CgroupPlugin=cgroup/v1",
+                true,
+                "CgroupPlugin=cgroup/v1 in cgroup.conf, but this node mounts cgroup v2",
+            ),
+            (
+                cg,
+                "CgroupPlugin=cgroup/v2",
+                false,
+                "CgroupPlugin=cgroup/v2",
+            ),
+            (cg, "CgroupPlugin=cgroup/v3", true, "CgroupPlugin=cgroup/v3"),
+            (
+                cg,
+                "ConstrainSwapSpace=yes",
+                false,
+                "ConstrainSwapSpace=yes",
+            ),
+        ];
+        for (slurm, cgroup, v2, named) in cases {
+            let e = format!("{:#}", plan(&conf(slurm), &conf(cgroup), v2).unwrap_err());
+            assert!(e.contains(named), "{slurm:?} {cgroup:?}: {e}");
+        }
     }
 
     #[test]
@@ -774,7 +790,7 @@ mod tests {
 
         let v2 = dir.path().join("v2");
         let e = v2_pool(&v2, "n1").unwrap_err().to_string();
-        assert!(e.contains("slurmstepd.scope"), "{e}");
+        assert!(e.contains("n1_slurmstepd.scope"), "{e}");
         for d in [
             "system.slice/slurmd.service",
             "system.slice/slurmstepd.scope/job_3/step_0",
