@@ -636,3 +636,59 @@ fn glob_dirs(pattern: &str) -> Vec<std::path::PathBuf> {
     }
     found
 }
+
+/// slurmd restarted on every node while a job is suspended and paged out
+/// (as `systemctl restart slurmd` does; its slurmstepd go on): both jobs
+/// resume at their turns and complete with the checksum of an
+/// undisturbed run.
+#[test]
+#[ignore = "needs root, Slurm, munge and Open MPI (scripts/test installs them and runs it as root)"]
+fn slurmd_restarted_while_a_job_is_paged_out_loses_nothing() {
+    require_root("slurmd_restarted_while_a_job_is_paged_out_loses_nothing");
+    let c = up("linear");
+    c.submit_pair(120, 400);
+    let json = c.dir.path().join("record.json");
+    let mut ctl = c.controller(&json);
+    let t = Instant::now();
+    let paged_out = |job: &str| -> u64 {
+        glob_dirs(&format!(
+            "/sys/fs/cgroup/memory/memgang-slurmnode-n*/slurm_n*/uid_0/job_{job}"
+        ))
+        .iter()
+        .filter_map(|d| std::fs::read_to_string(d.join("memory.stat")).ok())
+        .filter_map(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("total_swap ")?.parse::<u64>().ok())
+        })
+        .sum()
+    };
+    let held = loop {
+        let held = c
+            .jobs()
+            .into_iter()
+            .find(|j| j["JobState"] == "SUSPENDED" && paged_out(&j["JobId"]) > 100 << 20);
+        if let Some(j) = held {
+            break j["JobId"].clone();
+        }
+        assert!(t.elapsed() < Duration::from_secs(90), "{:?}", c.jobs());
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    for k in ["1", "2"] {
+        let out = common::slurm::script(c.state, "restart-slurmd", &[k]);
+        assert!(out.status.success(), "restart-slurmd {k}: {}", text(&out));
+    }
+    eprintln!(
+        "slurmd restarted on n1 and n2 with job {held} suspended, {} MiB paged out",
+        paged_out(&held) >> 20
+    );
+    let out = wait(&mut ctl, Duration::from_secs(240));
+    assert!(out.status.success(), "controller: {}", text(&out));
+    let states = c.settled_states();
+    assert!(
+        states.iter().all(|(_, s)| s == "COMPLETED"),
+        "{states:?}\n{}",
+        text(&out)
+    );
+    let (a, b) = (c.checksum("a"), c.checksum("b"));
+    assert!(a.is_some() && a == b, "checksums {a:?} {b:?}");
+}
