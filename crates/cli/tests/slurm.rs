@@ -573,7 +573,16 @@ fn tasks_stay_in_slurms_cgroups_where_slurm_tracks_them() {
                 "rank {pid} of job {job}, {hierarchy}: {line}"
             );
         }
-        let stopped = memgang_linux::process::state(*pid) == Some('T');
+        // Slurm's suspend under proctrack/cgroup: SIGSTOP, or its
+        // freezer cgroup FROZEN.
+        let freezer = cg
+            .lines()
+            .find_map(|l| l.split(":freezer:").nth(1))
+            .unwrap();
+        let frozen =
+            std::fs::read_to_string(format!("/sys/fs/cgroup/freezer{freezer}/freezer.state"))
+                .is_ok_and(|s| s.trim() == "FROZEN");
+        let stopped = memgang_linux::process::state(*pid) == Some('T') || frozen;
         assert_eq!(
             stopped,
             job == &held,
