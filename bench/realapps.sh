@@ -18,11 +18,11 @@
 # ROUNDS=N repeats all of it N times (round-1/ ... round-N/, each with its
 # own table) and prints bench/realapps_rounds.py's table: every run's
 # overhead in each round against that round's batch, and the median; a
-# single run here moves by 5-10% (docs/realapps.md).
+# single run here moves by as much as the 5% target (docs/realapps.md).
 # SHARES adds so/ao/ai runs whose quantum grows after a dear switch until
 # switching is at most that share of the time (--max-switch-share). 2.5%:
 # at 5% a 0.5 s switch asks for 9.5 s, under the 10 s set, so nothing grew
-# (docs/realapps.md, "One mechanism tried").
+# (docs/realapps.md, "Mechanisms kept").
 #   sudo bench/realapps.sh [OUT_DIR]        APPS="cg stencil gather" (or hpcc, lammps) SWITCHES="lru so/ao/ai"
 #                                           SHARES="2.5%" ("" for none) ROUNDS=1
 #                                           APP_QUANTUM=10s; memgangd's default is 60s, where

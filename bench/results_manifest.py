@@ -41,7 +41,8 @@ MADE_BY = [
     ("baseline", "bench/baseline.sh"), ("calibrate", "memgang calibrate"),
     ("daemon-hostile", "bench/daemon_hostile.sh"),
     ("daemon", "bench/daemon.sh"), ("dyncosched", "bench/dyncosched.sh"),
-    ("fault-rate", "bench/fault_rate.sh"), ("hybrid", "bench/hybrid.sh"),
+    ("fault-rate", "bench/fault_rate.sh"), ("frozen-threads", "bench/frozen_threads.sh"),
+    ("hybrid", "bench/hybrid.sh"),
     ("memadapt_memgang", "bench/memadapt_memgang.sh"), ("memadapt", "bench/memadapt.sh"),
     ("own-share", "bench/own_share.sh"), ("paging-rate", "bench/paging_rate.sh"),
     ("paging-threads", "bench/switch_ab.sh"), ("paper004", "memgang figures"),
@@ -49,8 +50,9 @@ MADE_BY = [
     ("realapps", "bench/realapps.sh"), ("refill", "bench/refill.sh"),
     ("sim-validate", "bench/sim_validate.sh"), ("sim_archive", "bench/sim_archive.sh"),
     ("sim_profile", "bench/sim_profile.sh"), ("sim_speed_ab", "bench/sim_speed_ab.sh"),
-    ("sim_speed", "bench/sim_speed.sh"), ("slurm", "bench/slurm.sh"),
-    ("switch-ab", "bench/switch_ab.sh"), ("thrash", "bench/thrash.sh"),
+    ("sim_speed", "bench/sim_speed.sh"), ("slurm_poll", "bench/slurm_poll.sh"),
+    ("slurm", "bench/slurm.sh"), ("switch-ab", "bench/switch_ab.sh"),
+    ("switch-sampling", "bench/switch_sampling.sh"), ("thrash", "bench/thrash.sh"),
     ("workload", "bench/switch_ab.sh"), ("wss", "bench/wss.sh"),
 ]
 

@@ -147,7 +147,7 @@ def simulate(memgang, tmp, trace, dev, r, policy, touch, pattern):
     trace's order (the measured batch run's)."""
     out, csv = os.path.join(tmp, "out.json"), os.path.join(tmp, "jobs.csv")
     cmd = [memgang, "sim", "--swf", trace, "--device", dev, "--json", out, "--csv", csv, "--access", pattern,
-           "--nodes", "1", "--node-memory", str(r["pool_memory_bytes"]),
+           "--nodes", "1", "--node-memory", f"{r['pool_memory_bytes']}B",
            "--cpus-per-node", str(r["machine"]["cpus"]),
            "--policy", policy, "--quantum", f"{r['quantum_s']:g}s"]
     if policy == "gang":

@@ -280,3 +280,14 @@ vm_stop_qemu() {
   wait "$pid" 2>/dev/null || true
   vm_qemu_pid=
 }
+
+# lintian (Debian's package checker), for scripts/deb --lintian.
+ensure_lintian() {
+  command -v lintian >/dev/null 2>&1 && return
+  if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
+    step "installing lintian (Debian package) to check the packages"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq lintian >/dev/null ||
+      { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq lintian >/dev/null; }
+  fi
+  command -v lintian >/dev/null 2>&1 || { echo "lintian is not installed and cannot be (needs root and apt-get)" >&2; exit 1; }
+}

@@ -14,6 +14,7 @@
 //! Swap is created (`testbed up`) only if the node has none, and removed
 //! again (`testbed down`) on every way out: error, panic, Ctrl-C.
 
+use crate::out::{note, out, outln};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use memgang_core::units::{format_bytes, parse_bytes};
@@ -21,7 +22,6 @@ use memgang_experiment::{Baseline, Experiment, Overrides, RunOptions, RunResult}
 use memgang_linux::faults::{self, Order};
 use memgang_linux::swap;
 use serde_json::json;
-use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -37,7 +37,7 @@ pub struct CalibrateArgs {
     sample: u64,
     /// How long to read random 4 KiB pages of the sample, one at a time;
     /// then as long again with 8 in flight (the swap readahead window).
-    #[arg(long, default_value = "5s", value_parser = crate::humantime_arg)]
+    #[arg(long, default_value = "5s", value_parser = crate::args::duration)]
     random_for: Duration,
     /// Memory paged out and faulted back, once in a random order and once
     /// in order, to time demand faults and their readahead.
@@ -53,7 +53,7 @@ pub struct CalibrateArgs {
     #[arg(long, default_value = "256M", value_parser = parse_bytes)]
     pool_memory: u64,
     /// Quantum of the switch run.
-    #[arg(long, default_value = "2s", value_parser = crate::humantime_arg)]
+    #[arg(long, default_value = "2s", value_parser = crate::args::duration)]
     quantum: Duration,
     /// Sweeps over its memory each job of the switch run makes (its length).
     #[arg(long, default_value_t = 20)]
@@ -61,6 +61,7 @@ pub struct CalibrateArgs {
     /// Size of the swap file made if the node has no swap (removed after).
     #[arg(long, default_value = "2G", value_parser = parse_bytes)]
     swap: u64,
+    /// Where that swap file goes.
     #[arg(long, default_value = swap::DEFAULT_SWAP_PATH)]
     swap_path: PathBuf,
 }
@@ -108,11 +109,11 @@ pub fn run(a: CalibrateArgs) -> Result<()> {
     let (value, summary) = result?;
     let text = serde_json::to_string_pretty(&value)? + "\n";
     std::fs::write(&a.output, text).with_context(|| format!("writing {}", a.output.display()))?;
-    print!("{summary}");
-    println!(
+    out!("{summary}")?;
+    outln!(
         "device file: {} (memgang sim --device {0})",
         a.output.display()
-    );
+    )?;
     Ok(())
 }
 
@@ -131,8 +132,8 @@ struct MadeSwap(PathBuf);
 impl Drop for MadeSwap {
     fn drop(&mut self) {
         match swap::down(&self.0) {
-            Ok(()) => eprintln!("memgang: removed the swap file {}", self.0.display()),
-            Err(e) => eprintln!(
+            Ok(()) => note!("memgang: removed the swap file {}", self.0.display()),
+            Err(e) => note!(
                 "memgang: the swap file {0} was not removed: {e}; run `memgang testbed down --path {0}`",
                 self.0.display()
             ),
@@ -155,28 +156,33 @@ fn check(stop: &AtomicBool) -> Result<()> {
     Ok(())
 }
 
+/// What a calibration measured: the device (`dir`, with the swap file
+/// added for it if there was none), its faults and own evictions, and the
+/// switch run.
+struct Measured {
+    dir: PathBuf,
+    swap_file: Option<PathBuf>,
+    bw: swap::Bandwidth,
+    iops: f64,
+    queue_iops: f64,
+    ra: Readahead,
+    own: OwnEvictions,
+    run: SwitchRun,
+}
+
+/// The switch run: its result, the switches that paged, the size of its
+/// jobs and their sweeps.
+struct SwitchRun {
+    r: RunResult,
+    cost: SwitchCost,
+    job: u64,
+    iterations: u32,
+}
+
 fn calibrate(a: &CalibrateArgs, stop: &AtomicBool) -> Result<(serde_json::Value, String)> {
-    let (_made, dir, swap_file) = match swap_dir()? {
-        Some(dir) => (None, dir, None),
-        None if !swap::active()?.is_empty() => bail!(
-            "the active swap is a partition, not a file, so its device cannot be probed \
-             through a file; add a swap file with `memgang testbed up --swap 2G`"
-        ),
-        None => {
-            eprintln!(
-                "memgang: no swap: adding {} at {} for the calibration",
-                format_bytes(a.swap),
-                a.swap_path.display()
-            );
-            let sf = swap::up(&a.swap_path, a.swap)
-                .context("adding swap for the calibration (give --swap SIZE or --swap-path)")?;
-            let made = MadeSwap(sf.path.clone());
-            let dir = sf.path.parent().unwrap_or(Path::new("/")).to_path_buf();
-            (Some(made), dir, Some(sf.path))
-        }
-    };
+    let (_made, dir, swap_file) = swap_for(a)?;
     check(stop)?;
-    eprintln!(
+    note!(
         "memgang: sequential bandwidth ({}) and {:?} of random 4 KiB reads in {}",
         format_bytes(a.sample),
         a.random_for,
@@ -191,50 +197,93 @@ fn calibrate(a: &CalibrateArgs, stop: &AtomicBool) -> Result<(serde_json::Value,
         .queue_read_iops
         .context("the random-read pass at depth gave no rate")?;
     check(stop)?;
-    eprintln!(
+    note!(
         "memgang: demand faults over {} paged out, touched back at random and in order",
         format_bytes(a.fault_sample)
     );
     let ra = Readahead::measure(a.fault_sample)?;
     check(stop)?;
-    let (readahead_pages, readahead_reads) = (ra.pages(), ra.reads());
-    eprintln!(
+    note!(
         "memgang: two jobs of {} taking turns at random under two pools",
         format_bytes(a.own_sample)
     );
     let own = OwnEvictions::measure(a.own_sample)?;
     check(stop)?;
+    let run = switch_run(a, stop)?;
+    let m = Measured {
+        dir,
+        swap_file,
+        bw,
+        iops,
+        queue_iops,
+        ra,
+        own,
+        run,
+    };
+    Ok((device_file(a, &m), summary(&m)))
+}
 
+/// The directory of the swap file to probe, adding one (removed when the
+/// returned guard drops) if the node has no swap.
+fn swap_for(a: &CalibrateArgs) -> Result<(Option<MadeSwap>, PathBuf, Option<PathBuf>)> {
+    Ok(match swap_dir()? {
+        Some(dir) => (None, dir, None),
+        None if !swap::active()?.is_empty() => bail!(
+            "the active swap is a partition, not a file, so its device cannot be probed \
+             through a file; add a swap file with `memgang testbed up --swap 2G`"
+        ),
+        None => {
+            note!(
+                "memgang: no swap: adding {} at {} for the calibration",
+                format_bytes(a.swap),
+                a.swap_path.display()
+            );
+            let sf = swap::up(&a.swap_path, a.swap)
+                .context("adding swap for the calibration (give --swap SIZE or --swap-path)")?;
+            let made = MadeSwap(sf.path.clone());
+            let dir = sf.path.parent().unwrap_or(Path::new("/")).to_path_buf();
+            (Some(made), dir, Some(sf.path))
+        }
+    })
+}
+
+/// The switch run: two jobs of 70% of the pool under gang `so/ao/ai`.
+/// The jobs must outlast a quantum so that gang switches them; how long
+/// `--iterations` takes depends on the machine, so a run that ended
+/// without paging is repeated with jobs twice as long (at most five
+/// doublings, so that a pool the jobs fit in ends with an error).
+fn switch_run(a: &CalibrateArgs, stop: &AtomicBool) -> Result<SwitchRun> {
     let job = ((a.pool_memory >> 20) * 7 / 10) << 20;
     let logs =
         RemoveDir(std::env::temp_dir().join(format!("memgang-calibrate-{}", std::process::id())));
-    // The jobs must outlast a quantum so that gang switches them; how long
-    // `--iterations` takes depends on the machine, so a run that ended
-    // without paging is repeated with jobs twice as long (at most five
-    // doublings, so that a pool the jobs fit in ends with an error).
     let mut iterations = a.iterations;
-    let (r, s) = loop {
+    loop {
         let exp = Experiment::parse(
             &experiment(a, job, iterations),
             "calibrate",
             &Overrides::default(),
         )?;
-        eprintln!(
+        note!(
             "memgang: switch run: 2 jobs of {} ({iterations} sweeps) in a pool of {}, \
              gang so/ao/ai, quantum {:?}",
             format_bytes(job),
             format_bytes(a.pool_memory),
             a.quantum
         );
+        let line = crate::progress::StatusLine::on_terminal();
         let r = memgang_experiment::run(
             &exp,
             &RunOptions {
                 logs: Some(logs.0.clone()),
                 baseline: Baseline::None,
-                live: std::io::stderr().is_terminal(),
+                progress: crate::progress::callback(&line),
                 signals: false,
             },
-        )?;
+        );
+        if let Some(line) = &line {
+            line.clear();
+        }
+        let r = r?;
         check(stop)?;
         if r.interrupted {
             bail!("the switch run was interrupted; nothing written");
@@ -247,9 +296,14 @@ fn calibrate(a: &CalibrateArgs, stop: &AtomicBool) -> Result<(serde_json::Value,
                 j.stderr_tail.as_deref().unwrap_or("")
             );
         }
-        let s = SwitchCost::of(&r);
-        if s.out_bytes > 0 && s.in_bytes > 0 && s.took_s > 0.0 {
-            break (r, s);
+        let cost = SwitchCost::of(&r);
+        if cost.out_bytes > 0 && cost.in_bytes > 0 && cost.took_s > 0.0 {
+            return Ok(SwitchRun {
+                r,
+                cost,
+                job,
+                iterations,
+            });
         }
         if iterations >= a.iterations.saturating_mul(32) {
             bail!(
@@ -259,27 +313,43 @@ fn calibrate(a: &CalibrateArgs, stop: &AtomicBool) -> Result<(serde_json::Value,
                 r.switch_count
             );
         }
-        eprintln!(
+        note!(
             "memgang: the jobs ended without a paging switch ({} switches); again, twice as long",
             r.switch_count
         );
         iterations = iterations.saturating_mul(2);
-    };
-    // What the model would charge for these bytes over what they took.
-    let model_s =
-        s.out_bytes as f64 / bw.write_bytes_per_s + s.in_bytes as f64 / bw.read_bytes_per_s;
-    let efficiency = model_s / s.took_s;
-    let out_bps = s.out_bytes as f64 / s.out_s.max(1e-9);
-    let in_bps = s.in_bytes as f64 / s.in_s.max(1e-9);
+    }
+}
 
+impl SwitchRun {
+    /// What the model would charge for the bytes paged over what they took.
+    fn model_s(&self, bw: &swap::Bandwidth) -> f64 {
+        self.cost.out_bytes as f64 / bw.write_bytes_per_s
+            + self.cost.in_bytes as f64 / bw.read_bytes_per_s
+    }
+
+    fn out_bps(&self) -> f64 {
+        self.cost.out_bytes as f64 / self.cost.out_s.max(1e-9)
+    }
+
+    fn in_bps(&self) -> f64 {
+        self.cost.in_bytes as f64 / self.cost.in_s.max(1e-9)
+    }
+}
+
+/// The device file, with the calibration's provenance.
+fn device_file(a: &CalibrateArgs, m: &Measured) -> serde_json::Value {
+    let (bw, run, r, s) = (&m.bw, &m.run, &m.run.r, &m.run.cost);
+    let model_s = run.model_s(bw);
+    let (out_bps, in_bps) = (run.out_bps(), run.in_bps());
     let mut value = json!({
         "write_bps": bw.write_bytes_per_s,
         "read_bps": bw.read_bytes_per_s,
-        "random_read_iops": iops,
-        "queue_read_iops": queue_iops,
-        "readahead_pages": readahead_pages,
-        "readahead_reads": readahead_reads,
-        "switch_efficiency": efficiency,
+        "random_read_iops": m.iops,
+        "queue_read_iops": m.queue_iops,
+        "readahead_pages": m.ra.pages(),
+        "readahead_reads": m.ra.reads(),
+        "switch_efficiency": model_s / s.took_s,
         "calibration": {
             "memgang_version": env!("CARGO_PKG_VERSION"),
             "date": humantime::format_rfc3339_seconds(SystemTime::now()).to_string(),
@@ -287,20 +357,20 @@ fn calibrate(a: &CalibrateArgs, stop: &AtomicBool) -> Result<(serde_json::Value,
             "kernel": r.machine.kernel,
             "cpus": r.machine.cpus,
             "memory_bytes": r.machine.memory_bytes,
-            "device_dir": dir,
-            "swap_file_added": swap_file,
+            "device_dir": m.dir,
+            "swap_file_added": m.swap_file,
             "sample_bytes": bw.sample_bytes,
             "random_read_s": a.random_for.as_secs_f64(),
             "queue_depth": swap::QUEUE_DEPTH,
-            "faults": ra.passes_json(),
+            "faults": m.ra.passes_json(),
             "switch_run": {
                 "jobs": 2,
-                "job_bytes": job,
+                "job_bytes": run.job,
                 "pool_bytes": a.pool_memory,
                 "policy": "gang",
                 "switch": r.switch,
                 "quantum_s": r.quantum_s,
-                "iterations": iterations,
+                "iterations": run.iterations,
                 "makespan_s": r.makespan_s,
                 "switches": r.switch_count,
                 "switch_s": s.took_s,
@@ -317,12 +387,22 @@ fn calibrate(a: &CalibrateArgs, stop: &AtomicBool) -> Result<(serde_json::Value,
         },
     });
     // Apart from the json! above, which is at serde_json's recursion limit.
-    value["own_evict_share"] = own.share().clamp(0.0, 0.95).into();
-    value["own_evict_slope"] = own.slope().clamp(-1.0, 1.0).into();
-    value["own_evict_split"] = own.split().clamp(-0.5, 0.5).into();
-    value["calibration"]["own_evictions"] = own.json();
+    value["own_evict_share"] = m.own.share().clamp(0.0, 0.95).into();
+    value["own_evict_slope"] = m.own.slope().clamp(-1.0, 1.0).into();
+    value["own_evict_split"] = m.own.split().clamp(-0.5, 0.5).into();
+    value["calibration"]["own_evictions"] = m.own.json();
+    value
+}
+
+/// What `calibrate` prints of what it measured.
+fn summary(m: &Measured) -> String {
+    let (bw, run, s) = (&m.bw, &m.run, &m.run.cost);
+    let (iops, queue_iops) = (m.iops, m.queue_iops);
+    let model_s = run.model_s(bw);
+    let efficiency = model_s / s.took_s;
+    let (out_bps, in_bps) = (run.out_bps(), run.in_bps());
     let mbs = |b: f64| format!("{:.0} MB/s", b / 1e6);
-    let summary = format!(
+    format!(
         "swap device {}: sequential write {}, read {} ({}, O_DIRECT)\n\
          random 4 KiB reads: {iops:.0}/s ({}, queue depth 1); {queue_iops:.0}/s ({}, queue depth {})\n\
          {}\n\
@@ -330,16 +410,16 @@ fn calibrate(a: &CalibrateArgs, stop: &AtomicBool) -> Result<(serde_json::Value,
          switch run: {} switches took {:.2} s for {} out, {} in: page-out {} ({:.2} of sequential), \
          page-in {} ({:.2})\n\
          switch efficiency: {efficiency:.2} (the model's {model_s:.2} s over the measured {:.2} s)\n",
-        dir.display(),
+        m.dir.display(),
         mbs(bw.write_bytes_per_s),
         mbs(bw.read_bytes_per_s),
         format_bytes(bw.sample_bytes),
         mbs(iops * 4096.0),
         mbs(queue_iops * 4096.0),
         swap::QUEUE_DEPTH,
-        ra.sentence(Some(iops)),
-        own.sentence(),
-        r.switch_count,
+        m.ra.sentence(Some(iops)),
+        m.own.sentence(),
+        run.r.switch_count,
         s.took_s,
         format_bytes(s.out_bytes),
         format_bytes(s.in_bytes),
@@ -348,8 +428,7 @@ fn calibrate(a: &CalibrateArgs, stop: &AtomicBool) -> Result<(serde_json::Value,
         mbs(in_bps),
         in_bps / bw.read_bytes_per_s,
         s.took_s,
-    );
-    Ok((value, summary))
+    )
 }
 
 /// Two jobs of `job` bytes, sweeping their memory, in a pool that holds

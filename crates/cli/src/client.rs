@@ -1,6 +1,7 @@
 //! The verbs that talk to memgangd: submit, status (list), show, cancel,
 //! follow, wait. The socket is `$MEMGANG_SOCKET`, else memgangd's default.
 
+use crate::out::{emit, emit_to, note};
 use anyhow::{bail, Context, Result};
 use clap::Subcommand;
 use memgang_core::text::printable;
@@ -8,7 +9,6 @@ use memgang_core::units::{format_bytes, parse_bytes};
 use memgang_proto::JobState;
 use memgang_proto::{client::call, JobInfo, Request, Response, Stream};
 use memgang_results::JobAccount;
-use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -26,6 +26,9 @@ pub enum Verb {
         /// pool plus swap can hold it beside the jobs already running.
         #[arg(long, value_parser = parse_bytes)]
         memory: u64,
+        /// The processes it runs in parallel (its ranks): a job takes a
+        /// node's processors by them, as many nodes as its ranks over the
+        /// node's CPUs, rounded up.
         #[arg(long, default_value_t = 1)]
         ranks: u32,
         /// A name for status (default: the program's name).
@@ -58,17 +61,28 @@ pub enum Verb {
     },
     /// One job in full.
     Show {
+        /// The job's id (`submit` printed it; `status` lists them).
         id: u64,
+        /// Print the job as JSON (its fields as memgangd keeps them).
         #[arg(long)]
         json: bool,
     },
     /// Cancel a job: killed if it runs or is suspended, never started if
     /// it waits.
-    Cancel { id: u64 },
+    Cancel {
+        /// The job's id (`submit` printed it; `status` lists them).
+        id: u64,
+    },
     /// Print a job's output (stdout and stderr) as it comes, until it ends.
-    Follow { id: u64 },
+    Follow {
+        /// The job's id (`submit` printed it; `status` lists them).
+        id: u64,
+    },
     /// Wait until a job ends; exits with its exit code.
-    Wait { id: u64 },
+    Wait {
+        /// The job's id (`submit` printed it; `status` lists them).
+        id: u64,
+    },
 }
 
 fn socket() -> PathBuf {
@@ -92,52 +106,10 @@ fn job(id: u64) -> Result<JobInfo> {
     }
 }
 
-/// stdout was closed by its reader (`memgang status | grep -q x`,
-/// `memgang show 1 | head -c1`): an error of its own type, so that only a
-/// broken pipe on stdout ends a verb quietly, never one on the daemon's
-/// socket (a busy daemon answers and closes before it reads the request:
-/// that error must still be told).
-#[derive(Debug)]
-struct StdoutClosed;
-
-impl std::fmt::Display for StdoutClosed {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("stdout closed by its reader")
-    }
-}
-
-impl std::error::Error for StdoutClosed {}
-
-/// Writes `bytes` to stdout, now. Rust ignores SIGPIPE, so a reader that
-/// closed early shows as EPIPE here (print! would panic on it).
-fn emit(bytes: impl AsRef<[u8]>) -> Result<()> {
-    emit_to(&mut std::io::stdout().lock(), bytes)
-}
-
-/// [`emit`] to `out`: `follow` passes the job's stderr on to ours, which a
-/// reader may close as well (`2>&1 | head`).
-fn emit_to(out: &mut impl Write, bytes: impl AsRef<[u8]>) -> Result<()> {
-    match out.write_all(bytes.as_ref()).and_then(|()| out.flush()) {
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Err(StdoutClosed.into()),
-        r => Ok(r?),
-    }
-}
-
-/// Runs `verb`. A reader that closed stdout early ends it quietly with
-/// exit 0: what was asked of the daemon was done (a job submitted or
-/// cancelled, a table answered) and the reader took what it wanted, so a
-/// pipeline under `set -o pipefail` (`memgang status | grep -q x`) does
-/// not fail for it, and a script does not submit again a job whose id it
-/// cut off. (141, a SIGPIPE death, would tell a shell the command failed.)
-/// `wait`'s exit code stays the job's: it writes only to stderr.
+/// Runs `verb`. A reader that closes stdout early ends it quietly with
+/// exit 0 (crates/cli/src/out.rs says why); `wait`'s exit code stays the
+/// job's: it writes only to stderr.
 pub fn run(verb: Verb) -> Result<ExitCode> {
-    match run_verb(verb) {
-        Err(e) if e.is::<StdoutClosed>() => Ok(ExitCode::SUCCESS),
-        r => r,
-    }
-}
-
-fn run_verb(verb: Verb) -> Result<ExitCode> {
     match verb {
         Verb::Submit {
             memory,
@@ -237,8 +209,7 @@ fn run_verb(verb: Verb) -> Result<ExitCode> {
             if j.state.is_final() {
                 // The job's exit code is the answer: a closed stderr
                 // loses only this line.
-                let _ = writeln!(
-                    std::io::stderr(),
+                note!(
                     "job {id} {}{}",
                     j.state.name(),
                     j.reason

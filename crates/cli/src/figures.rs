@@ -1,6 +1,7 @@
 //! `memgang figures`: the papers' figures that the simulator's model can
 //! recompute, printed as tables (and `--json` for scripts).
 
+use crate::out::outln;
 use crate::report::{numbers_right, table};
 use anyhow::Result;
 use clap::Subcommand;
@@ -49,12 +50,12 @@ fn paper004(as_json: bool) -> Result<()> {
                 })
             })
             .collect();
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(
                 &json!({"nodes": NODES, "apps": rows, "paper_says": PAPER_SAYS})
             )?
-        );
+        )?;
         return Ok(());
     }
     let cs: Vec<String> = FRACTIONS.iter().map(|c| format!("c = {c}")).collect();
@@ -72,7 +73,7 @@ fn paper004(as_json: bool) -> Result<()> {
             t.add_row(row);
         }
         numbers_right(&mut t, 1);
-        println!("{title}\n\n{t}\n");
+        outln!("{title}\n\n{t}\n")
     };
     let mut t = table(vec![
         "app",
@@ -93,38 +94,38 @@ fn paper004(as_json: bool) -> Result<()> {
         ]);
     }
     numbers_right(&mut t, 1);
-    println!(
+    outln!(
         "Paper 004 by the simulator's paging model: {NODES} nodes, SPIN, one page per fault\n\n{t}\n"
-    );
+    )?;
     fig(
         "Fig. 3: slowdown, all nodes at memory fraction c, 16 ms per page",
         T_PF_DISK_S,
         NODES,
-    );
+    )?;
     for (name, paper) in [("Barnes", 52.0), ("Wave", 32.0)] {
         if let Some(a) = APPS.iter().find(|a| a.name == name) {
-            println!(
+            outln!(
                 "{name}: the paper's {paper}x at c = 0.75 needs touch / s {:.1} in the model \
                  (its working sets show {:.1})",
                 touch_to_match(a, 0.75, paper),
                 a.touch_per_s
-            );
+            )?;
         }
     }
-    println!();
+    outln!()?;
     fig(
         "Fig. 4: slowdown, one node at c (the other 31 unconstrained), 16 ms per page",
         T_PF_DISK_S,
         1,
-    );
+    )?;
     fig(
         "Fig. 8: slowdown, all nodes at c, 400 us per page",
         T_PF_FAST_S,
         NODES,
-    );
-    println!("What the paper states of its figures:");
+    )?;
+    outln!("What the paper states of its figures:")?;
     for s in PAPER_SAYS {
-        println!("- {s}");
+        outln!("- {s}")?;
     }
     Ok(())
 }

@@ -9,19 +9,26 @@ use clap::{Args, Parser, Subcommand};
 use memgang_core::units::{format_bytes, parse_bytes};
 use memgang_core::PolicyKind;
 use memgang_experiment::{Baseline, Experiment, Overrides, RunOptions, RunResult};
+use out::{note, out, outln};
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
+mod args;
 mod calibrate;
 mod cleanup;
 mod client;
 mod figures;
+mod man;
+mod out;
 mod plot;
+mod progress;
 mod report;
 mod sim;
 mod slurm;
+#[cfg(test)]
+mod tests;
 mod wss;
 
 #[derive(Parser)]
@@ -44,13 +51,15 @@ enum Command {
     /// Print results (JSON written by `run --json`) as tables; with several
     /// files, one comparison row per file.
     Report {
+        /// Results JSON written by `run --json`.
         #[arg(required = true)]
         files: Vec<PathBuf>,
         /// Print the comparison rows as JSON instead of a table.
         #[arg(long)]
         json: bool,
     },
-    /// Draw figures from results (JSON written by `run --json`) as SVG.
+    /// Draw figures from results (JSON written by `run --json`) as SVG or
+    /// PNG, by the output file's extension (.svg, .png).
     Plot {
         #[command(subcommand)]
         plot: plot::Plot,
@@ -88,16 +97,21 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Write man pages (memgang.1 and one per verb) into a directory.
+    /// Write man pages (memgang.1, one per verb, memgang-workload.1) into a
+    /// directory.
     #[command(hide = true)]
     Man {
+        /// The directory to write them into (made if missing).
         #[arg(short, long, default_value = ".")]
         out: PathBuf,
     },
     /// Print a completion script for a shell (bash, zsh, fish, elvish,
     /// powershell), e.g. `memgang completions bash > /etc/bash_completion.d/memgang`.
     #[command(hide = true)]
-    Completions { shell: clap_complete::Shell },
+    Completions {
+        /// The shell: bash, zsh, fish, elvish or powershell.
+        shell: clap_complete::Shell,
+    },
 }
 
 #[derive(Args)]
@@ -108,7 +122,7 @@ struct RunArgs {
     #[arg(long)]
     policy: Option<PolicyKind>,
     /// Time slice of gang scheduling, e.g. 10s (overrides the file).
-    #[arg(long, value_parser = humantime_arg)]
+    #[arg(long, value_parser = args::duration)]
     quantum: Option<Duration>,
     /// The most of the time switching may take, e.g. 5%: a quantum after
     /// a dearer switch grows until it does, up to 10 quanta (overrides the
@@ -116,8 +130,12 @@ struct RunArgs {
     #[arg(long, value_parser = memgang_core::Quantum::parse_share)]
     max_switch_share: Option<f64>,
     /// Switch mechanisms of gang (overrides the file): lru (the kernel
-    /// pages on demand), ao (page the outgoing job out in bulk), ai (record
-    /// its resident pages and bring them back in bulk), or ao/ai.
+    /// pages on demand), or mechanisms joined by '/': so (reclaim takes
+    /// the suspended jobs' pages first), ao (page out in bulk at the
+    /// switch), ai (record the outgoing job's resident pages and bring
+    /// them back in bulk), bg or bg=N (write the running job's pages in
+    /// the background in the last 10%, or N%, of its quantum); e.g.
+    /// so/ao/ai (docs/switching.md).
     #[arg(long)]
     switch: Option<memgang_core::Switching>,
     /// How hybrid and auto overlap a set switch's page-in (overrides the
@@ -159,6 +177,7 @@ enum TestbedAction {
         /// Size of the swap file, e.g. 8G.
         #[arg(long, value_parser = parse_bytes)]
         swap: u64,
+        /// Where the swap file goes (its disk is the one measured).
         #[arg(long, default_value = memgang_linux::swap::DEFAULT_SWAP_PATH)]
         path: PathBuf,
         /// Print JSON instead of sentences.
@@ -167,6 +186,7 @@ enum TestbedAction {
     },
     /// Disable and remove the swap file, and clean up leftovers.
     Down {
+        /// The swap file `testbed up` made.
         #[arg(long, default_value = memgang_linux::swap::DEFAULT_SWAP_PATH)]
         path: PathBuf,
     },
@@ -189,7 +209,7 @@ enum TestbedAction {
         /// Also read random 4 KiB pages for this long, one at a time and
         /// then 8 in flight (the rates demand faults and swap readahead
         /// get), e.g. 2s; default: not measured.
-        #[arg(long, value_parser = humantime_arg)]
+        #[arg(long, value_parser = args::duration)]
         random_for: Option<Duration>,
         /// Also time demand faults over this much memory paged out and
         /// touched back, at random and in order (root: a memory cgroup),
@@ -198,14 +218,6 @@ enum TestbedAction {
         #[arg(long, value_parser = parse_bytes)]
         faults: Option<u64>,
     },
-}
-
-fn humantime_arg(s: &str) -> Result<Duration, String> {
-    let d = humantime::parse_duration(s).map_err(|e| format!("{e}; write e.g. 10s or 500ms"))?;
-    if d.is_zero() {
-        return Err("must be greater than zero".into());
-    }
-    Ok(d)
 }
 
 /// Exit codes: scripts can tell a run with failed jobs from a broken run.
@@ -219,14 +231,15 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| "info".into()),
         )
         .with_target(false)
-        .with_ansi(std::io::stderr().is_terminal())
+        .with_ansi(out::color(std::io::stderr().is_terminal()))
         .without_time()
         .with_writer(std::io::stderr)
         .init();
     match dispatch(Cli::parse()) {
         Ok(code) => code,
+        Err(e) if out::closed(&e) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("memgang: error: {e:#}");
+            note!("memgang: error: {e:#}");
             ExitCode::FAILURE
         }
     }
@@ -243,9 +256,9 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
                 .collect::<Result<Vec<_>>>()?;
             if json {
                 let rows: Vec<_> = results.iter().map(report::summary).collect();
-                println!("{}", serde_json::to_string_pretty(&rows)?);
+                outln!("{}", serde_json::to_string_pretty(&rows)?)?;
             } else {
-                print!("{}", report::render(&results));
+                out!("{}", report::render(&results))?;
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -277,24 +290,25 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Cleanup { json } => {
             let removed = cleanup::run()?;
             if json {
-                println!("{}", serde_json::json!({ "removed": removed }));
+                outln!("{}", serde_json::json!({ "removed": removed }))?;
             } else {
                 for pool in &removed {
-                    println!("removed stale {pool}");
+                    outln!("removed stale {pool}")?;
                 }
             }
             Ok(ExitCode::SUCCESS)
         }
         Command::Man { out } => {
-            std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
-            clap_mangen::generate_to(<Cli as clap::CommandFactory>::command(), &out)
-                .with_context(|| format!("writing man pages to {}", out.display()))?;
-            println!("man pages written to {}", out.display());
+            man::write(&out)?;
+            outln!("man pages written to {}", out.display())?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Completions { shell } => {
+            // Into memory first: clap_complete panics on a write error.
             let mut cmd = <Cli as clap::CommandFactory>::command();
-            clap_complete::generate(shell, &mut cmd, "memgang", &mut std::io::stdout());
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut cmd, "memgang", &mut script);
+            out::emit(script)?;
             Ok(ExitCode::SUCCESS)
         }
     }
@@ -312,7 +326,7 @@ fn run(args: RunArgs) -> Result<ExitCode> {
     };
     let exp = Experiment::load(&args.experiment, &overrides)?;
     if args.check {
-        println!(
+        outln!(
             "{}: {} job(s), policy {}, quantum {:?}, {}, pool {}",
             exp.name,
             exp.jobs.len(),
@@ -324,9 +338,9 @@ fn run(args: RunArgs) -> Result<ExitCode> {
                 format!("switch {}", exp.switch)
             },
             format_bytes(exp.pool_memory)
-        );
+        )?;
         for j in &exp.jobs {
-            println!(
+            outln!(
                 "  {:<12} ranks {:<3} memory {:<6} arrival {:?}  {}",
                 j.spec.name,
                 j.spec.ranks,
@@ -336,35 +350,50 @@ fn run(args: RunArgs) -> Result<ExitCode> {
                     .unwrap_or_else(|| "-".into()),
                 j.spec.arrival,
                 j.command.join(" ")
-            );
+            )?;
         }
         return Ok(ExitCode::SUCCESS);
     }
+    let line = progress::StatusLine::on_terminal();
     let opts = RunOptions {
         logs: args.logs,
         baseline: args.baseline,
-        live: std::io::stderr().is_terminal(),
+        progress: progress::callback(&line),
         signals: args.signals,
     };
-    let result = memgang_experiment::run(&exp, &opts)?;
-    match &args.json {
-        Some(path) if path.as_os_str() == "-" => {
-            println!("{}", serde_json::to_string_pretty(&result)?);
-        }
-        Some(path) => {
-            write_json(path, &result)?;
-            print!("{}", report::single(&result));
-            println!("results: {}", path.display());
-        }
-        None => print!("{}", report::single(&result)),
+    let result = memgang_experiment::run(&exp, &opts);
+    if let Some(line) = &line {
+        line.clear();
     }
-    Ok(if result.interrupted {
+    let result = result?;
+    let code = if result.interrupted {
         ExitCode::from(EXIT_INTERRUPTED)
     } else if result.jobs.iter().all(|j| j.ok()) {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(EXIT_JOBS_FAILED)
-    })
+    };
+    // The run's code, not stdout's: a reader that left early does not
+    // change how the jobs ended.
+    match print_result(args.json.as_ref(), &result) {
+        Err(e) if out::closed(&e) => Ok(code),
+        r => r.map(|()| code),
+    }
+}
+
+/// The run's table, or its results as JSON (to stdout with `-`).
+fn print_result(json: Option<&PathBuf>, result: &RunResult) -> Result<()> {
+    match json {
+        Some(path) if path.as_os_str() == "-" => {
+            outln!("{}", serde_json::to_string_pretty(result)?)
+        }
+        Some(path) => {
+            write_json(path, result)?;
+            out!("{}", report::single(result))?;
+            outln!("results: {}", path.display())
+        }
+        None => out!("{}", report::single(result)),
+    }
 }
 
 fn write_json(path: &PathBuf, result: &RunResult) -> Result<()> {
@@ -409,22 +438,22 @@ fn print_bandwidth(
         value["faults"] = ra.passes_json();
     }
     if print && json {
-        println!("{value}");
+        outln!("{value}")?;
     } else if print {
-        println!(
+        outln!(
             "swap device bandwidth (sequential, O_DIRECT, {}): read {:.0} MB/s, write {:.0} MB/s",
             format_bytes(bw.sample_bytes),
             bw.read_bytes_per_s / 1e6,
             bw.write_bytes_per_s / 1e6
-        );
+        )?;
         if let Some((one, queue)) = random {
-            println!(
+            outln!(
                 "random 4 KiB reads: {one:.0}/s one at a time, {queue:.0}/s with {} in flight",
                 memgang_linux::swap::QUEUE_DEPTH
-            );
+            )?;
         }
         if let Some(ra) = &readahead {
-            println!("{}", ra.sentence(bw.random_read_iops));
+            outln!("{}", ra.sentence(bw.random_read_iops))?;
         }
     }
     Ok(value)
@@ -440,22 +469,22 @@ fn testbed(action: TestbedAction) -> Result<ExitCode> {
         } => {
             let sf = swap::up(&path, size)?;
             if !json {
-                println!(
+                outln!(
                     "swap: {} ({}) active",
                     sf.path.display(),
                     format_bytes(sf.size_bytes)
-                );
+                )?;
             }
             let dir = path.parent().unwrap_or(std::path::Path::new("/"));
             let bw = print_bandwidth(dir, false, !json, Duration::ZERO, None)?;
             if json {
-                println!(
+                outln!(
                     "{}",
                     serde_json::json!({
                         "swap": { "path": sf.path, "size_bytes": sf.size_bytes },
                         "bandwidth": bw,
                     })
-                );
+                )?;
             }
         }
         TestbedAction::Bandwidth {
@@ -479,9 +508,9 @@ fn testbed(action: TestbedAction) -> Result<ExitCode> {
         TestbedAction::Down { path } => {
             swap::down(&path)?;
             for pool in cleanup::run()? {
-                println!("removed stale {pool}");
+                outln!("removed stale {pool}")?;
             }
-            println!("swap {} removed", path.display());
+            outln!("swap {} removed", path.display())?;
         }
         TestbedAction::Status { json } => {
             let areas = swap::active()?;
@@ -505,35 +534,35 @@ fn testbed(action: TestbedAction) -> Result<ExitCode> {
                     .iter()
                     .map(|(g, alive)| serde_json::json!({ "cgroup": g, "in_use": alive }))
                     .collect();
-                println!(
+                outln!(
                     "{}",
                     serde_json::json!({ "swap": swaps, "cgroups": cgroups, "criu": criu })
-                );
+                )?;
                 return Ok(ExitCode::SUCCESS);
             }
             if areas.is_empty() {
-                println!("no active swap: run `memgang testbed up --swap 8G`");
+                outln!("no active swap: run `memgang testbed up --swap 8G`")?;
             }
             for a in areas {
-                println!(
+                outln!(
                     "swap {} size {} used {} priority {}",
                     a.path.display(),
                     format_bytes(a.size_bytes),
                     format_bytes(a.used_bytes),
                     a.priority
-                );
+                )?;
             }
             for (g, alive) in groups {
-                println!(
+                outln!(
                     "cgroup {g} ({})",
                     if alive {
                         "in use"
                     } else {
                         "stale: `memgang cleanup` removes it"
                     }
-                );
+                )?;
             }
-            println!("checkpoint switch (CRIU): {criu}");
+            outln!("checkpoint switch (CRIU): {criu}")?;
         }
     }
     Ok(ExitCode::SUCCESS)

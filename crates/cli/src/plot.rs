@@ -3,8 +3,10 @@
 //! against the number of jobs of paper 001 Fig. 7/9, and simulator results
 //! side by side.
 
+use crate::out::outln;
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, Subcommand};
+use memgang_linux::paging::page_size;
 use memgang_results::{RunResult, Switch};
 use plotters::coord::Shift;
 use plotters::prelude::*;
@@ -40,7 +42,7 @@ macro_rules! emit {
                     .map_err(|e| anyhow!("writing the plot to {}: {e}", out.display()))?;
             }
         }
-        println!("plot: {}", out.display());
+        outln!("plot: {}", out.display())?;
     }};
 }
 
@@ -252,16 +254,6 @@ fn load(path: &Path) -> Result<RunResult> {
         );
     }
     Ok(r)
-}
-
-fn page_size() -> u64 {
-    // SAFETY: sysconf has no preconditions.
-    let n = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    if n > 0 {
-        n as u64
-    } else {
-        4096
-    }
 }
 
 fn panel(r: &RunResult, page: f64, from: f64, to: f64) -> Panel {

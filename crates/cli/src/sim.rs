@@ -1,15 +1,15 @@
 //! `memgang sim`: the command line of the simulator (crates/sim).
 
+use crate::out::{out, outln};
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use indicatif::{ProgressBar, ProgressStyle};
 use memgang_core::units::{format_bytes, parse_bytes};
 use memgang_core::{Overlap, PolicyKind, Switching, Time};
 use memgang_sim::{
     Access, Arrivals, BadLines, Config, Device, DeviceFile, FaultPolicy, Generator, GeneratorSpec,
     JobRecord, PagingModel, Report, Simulator, Swf, SwfHeader, Workload,
 };
-use std::io::{BufReader, BufWriter, IsTerminal, Write};
+use std::io::{BufReader, BufWriter, Write};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -53,13 +53,15 @@ pub struct SimArgs {
     /// batch | cosched | gang | hybrid | auto.
     #[arg(long, default_value = "gang")]
     policy: PolicyKind,
-    #[arg(long, default_value = "60s", value_parser = crate::humantime_arg)]
+    /// Time slice of gang scheduling (and of hybrid's and auto's sets).
+    #[arg(long, default_value = "60s", value_parser = crate::args::duration)]
     quantum: Duration,
     /// The most of the time switching may take, e.g. 5%: a quantum after a
     /// dearer switch grows until it does, up to 10 quanta (as `memgang run`).
     #[arg(long, value_parser = memgang_core::Quantum::parse_share)]
     max_switch_share: Option<f64>,
-    /// Gang's switch mechanisms, as for `memgang run`: lru, ao, ai, ao/ai, ...
+    /// Gang's switch mechanisms, as for `memgang run`: lru, or so, ao, ai,
+    /// bg (bg=N) joined by '/', e.g. so/ao/ai.
     #[arg(long, default_value = "lru")]
     switch: Switching,
     /// Hybrid and auto: sequential | overlapped | prefetch.
@@ -110,13 +112,13 @@ pub struct SimArgs {
     #[arg(long, default_value_t = 1)]
     seed: u64,
     /// Generator: mean time between arrivals.
-    #[arg(long, default_value = "30s", value_parser = crate::humantime_arg)]
+    #[arg(long, default_value = "30s", value_parser = crate::args::duration)]
     arrival_gap: Duration,
     /// Generator: keep this many jobs in the system instead (closed loop).
     #[arg(long)]
     closed: Option<u32>,
     /// Generator: mean run time (Pareto, shape 1.5).
-    #[arg(long, default_value = "10m", value_parser = crate::humantime_arg)]
+    #[arg(long, default_value = "10m", value_parser = crate::args::duration)]
     mean_runtime: Duration,
     /// Generator: mean memory per rank (Pareto, shape 1.5, capped at the node's memory).
     #[arg(long, value_parser = parse_bytes)]
@@ -176,34 +178,100 @@ fn open_trace(
     ))
 }
 
+/// The trace read (if one was given): its reader, its hash as it is read,
+/// its header.
+#[derive(Default)]
+struct Trace {
+    swf: Option<Swf<BufReader<TraceReader>>>,
+    sha: Option<std::rc::Rc<std::cell::RefCell<sha2::Sha256>>>,
+    header: SwfHeader,
+}
+
 pub fn run(a: SimArgs) -> Result<()> {
-    let bad = if a.skip_bad_lines {
-        BadLines::Skip
-    } else {
-        BadLines::Refuse
+    let mut trace = open(&a)?;
+    let (nodes, cpus_per_node) = cluster(&a, &trace.header)?;
+    if a.default_memory_dist == MemoryDist::Pareto {
+        trace.swf = trace.swf.map(|s| {
+            s.with_memory_draw(
+                a.seed,
+                MEMORY_SHAPE,
+                a.node_memory / u64::from(cpus_per_node),
+            )
+        });
+    }
+    let paging = paging(&a)?;
+    let cfg = Config {
+        nodes,
+        cpus_per_node,
+        node_memory: a.node_memory,
+        policy: a.policy,
+        quantum: memgang_core::Quantum {
+            length: a.quantum,
+            max_switch_share: a.max_switch_share,
+        },
+        switching: a.switch,
+        overlap: a.overlap,
+        paging,
     };
-    let mut swf = None;
-    let mut trace_sha = None;
-    let mut header = SwfHeader::default();
+    let mut generator;
+    let (workload, total): (&mut dyn Workload, Option<u64>) = match (&mut trace.swf, a.generate) {
+        (Some(swf), _) => (swf, None),
+        (None, Some(jobs)) => {
+            generator = generate(&a, jobs, nodes, cpus_per_node);
+            (&mut generator, Some(jobs))
+        }
+        (None, None) => bail!("give a trace (--swf FILE) or --generate JOBS"),
+    };
+    let report = simulate(&a, cfg, workload, total)?;
+    if let Some(p) = &a.json {
+        let mut value = serde_json::to_value(&report)?;
+        value["provenance"] = provenance(&a, &trace, &paging, cpus_per_node);
+        let text = serde_json::to_string_pretty(&value)?;
+        if p.as_os_str() == "-" {
+            outln!("{text}")?;
+            return Ok(());
+        }
+        std::fs::write(p, text).with_context(|| format!("writing {}", p.display()))?;
+    }
+    out!("{}", table(&report))?;
+    Ok(())
+}
+
+/// The trace of `--swf`, its header read, after `--load-factor` is checked.
+fn open(a: &SimArgs) -> Result<Trace> {
     if !(a.load_factor.is_finite() && a.load_factor > 0.0 && a.load_factor <= 1e6) {
         bail!(
             "--load-factor is {}: give a positive factor (2 offers twice the trace's load), at most 1e6",
             a.load_factor
         );
     }
-    if let Some(path) = &a.swf {
-        let (reader, sha) = open_trace(path)?;
-        let mut s = Swf::new(
-            path.display().to_string(),
-            BufReader::with_capacity(1 << 16, reader),
-            bad,
-            a.default_memory,
-        )
-        .with_load_factor(a.load_factor);
-        header = s.read_header()?;
-        swf = Some(s);
-        trace_sha = Some(sha);
-    }
+    let Some(path) = &a.swf else {
+        return Ok(Trace::default());
+    };
+    let bad = if a.skip_bad_lines {
+        BadLines::Skip
+    } else {
+        BadLines::Refuse
+    };
+    let (reader, sha) = open_trace(path)?;
+    let mut s = Swf::new(
+        path.display().to_string(),
+        BufReader::with_capacity(1 << 16, reader),
+        bad,
+        a.default_memory,
+    )
+    .with_load_factor(a.load_factor);
+    let header = s.read_header()?;
+    Ok(Trace {
+        swf: Some(s),
+        sha: Some(sha),
+        header,
+    })
+}
+
+/// The cluster's nodes and processors per node: given, else the trace
+/// header's.
+fn cluster(a: &SimArgs, header: &SwfHeader) -> Result<(u32, u32)> {
     let nodes = match (a.nodes, header.max_nodes) {
         (Some(n), _) => n,
         (None, Some(n)) => u32::try_from(n).context("the trace's MaxNodes is too large")?,
@@ -225,15 +293,11 @@ pub fn run(a: SimArgs) -> Result<()> {
     if nodes == 0 || cpus_per_node == 0 || a.node_memory == 0 {
         bail!("--nodes, --cpus-per-node and --node-memory must be greater than zero");
     }
-    if a.default_memory_dist == MemoryDist::Pareto {
-        swf = swf.map(|s| {
-            s.with_memory_draw(
-                a.seed,
-                MEMORY_SHAPE,
-                a.node_memory / u64::from(cpus_per_node),
-            )
-        });
-    }
+    Ok((nodes, cpus_per_node))
+}
+
+/// The paging model of the flags and `--device`.
+fn paging(a: &SimArgs) -> Result<PagingModel> {
     if !(0.0..=1.0).contains(&a.f_pf) {
         bail!("--f-pf is {}: it is a share, between 0 and 1", a.f_pf);
     }
@@ -243,7 +307,7 @@ pub fn run(a: SimArgs) -> Result<()> {
             a.touch_per_s
         );
     }
-    let paging = read_paging(
+    read_paging(
         a.device.as_deref(),
         PagingModel {
             f_pf: a.f_pf,
@@ -252,50 +316,41 @@ pub fn run(a: SimArgs) -> Result<()> {
             access: a.access,
             ..PagingModel::default()
         },
-    )?;
-    let (device, model) = (paging.device, paging);
-    let cfg = Config {
-        nodes,
-        cpus_per_node,
-        node_memory: a.node_memory,
-        policy: a.policy,
-        quantum: memgang_core::Quantum {
-            length: a.quantum,
-            max_switch_share: a.max_switch_share,
-        },
-        switching: a.switch,
-        overlap: a.overlap,
-        paging,
-    };
-    let mut generator;
-    let (workload, total): (&mut dyn Workload, Option<u64>) = match (&mut swf, a.generate) {
-        (Some(swf), _) => (swf, None),
-        (None, Some(jobs)) => {
-            let arrivals = match a.closed {
-                Some(jobs) => Arrivals::Closed { jobs },
-                None => Arrivals::Poisson {
-                    mean_gap_s: a.arrival_gap.as_secs_f64(),
-                },
-            };
-            generator = Generator::new(GeneratorSpec {
-                jobs,
-                arrivals,
-                mean_runtime_s: a.mean_runtime.as_secs_f64(),
-                runtime_shape: 1.5,
-                mean_memory: a.mean_memory.unwrap_or(a.node_memory / 8),
-                memory_shape: MEMORY_SHAPE,
-                max_memory: a.node_memory / u64::from(cpus_per_node),
-                max_ranks: a
-                    .max_ranks
-                    .unwrap_or((nodes.saturating_mul(cpus_per_node) / 16).max(1)),
-                seed: a.seed,
-            });
-            (&mut generator, Some(jobs))
-        }
-        (None, None) => bail!("give a trace (--swf FILE) or --generate JOBS"),
-    };
+    )
+}
 
-    let bar = progress_bar(total);
+/// `--generate`'s jobs.
+fn generate(a: &SimArgs, jobs: u64, nodes: u32, cpus_per_node: u32) -> Generator {
+    let arrivals = match a.closed {
+        Some(jobs) => Arrivals::Closed { jobs },
+        None => Arrivals::Poisson {
+            mean_gap_s: a.arrival_gap.as_secs_f64(),
+        },
+    };
+    Generator::new(GeneratorSpec {
+        jobs,
+        arrivals,
+        mean_runtime_s: a.mean_runtime.as_secs_f64(),
+        runtime_shape: 1.5,
+        mean_memory: a.mean_memory.unwrap_or(a.node_memory / 8),
+        memory_shape: MEMORY_SHAPE,
+        max_memory: a.node_memory / u64::from(cpus_per_node),
+        max_ranks: a
+            .max_ranks
+            .unwrap_or((nodes.saturating_mul(cpus_per_node) / 16).max(1)),
+        seed: a.seed,
+    })
+}
+
+/// Runs the simulation with a bar of jobs done (of `total` if known),
+/// writing `--csv` as jobs finish.
+fn simulate(
+    a: &SimArgs,
+    cfg: Config,
+    workload: &mut dyn Workload,
+    total: Option<u64>,
+) -> Result<Report> {
+    let bar = crate::progress::jobs_bar(total);
     let mut progress = |now: Time, done: u64| {
         bar.set_position(done);
         bar.set_message(format!(
@@ -334,50 +389,51 @@ pub fn run(a: SimArgs) -> Result<()> {
         w.flush()
             .with_context(|| format!("writing {}", p.display()))?;
     }
-    if let Some(p) = &a.json {
-        let mut value = serde_json::to_value(&report)?;
-        value["provenance"] = serde_json::json!({
-            "memgang_version": env!("CARGO_PKG_VERSION"),
-            "command": std::env::args().collect::<Vec<_>>(),
-            "seed": (a.generate.is_some() || a.default_memory_dist == MemoryDist::Pareto).then_some(a.seed),
-            "device": {
-                "file": a.device,
-                "write_bps": device.write_bps,
-                "read_bps": device.read_bps,
-                "random_read_iops": device.random_read_iops,
-                "readahead_pages": model.readahead_pages,
-                "readahead_reads": model.readahead_reads,
-                "reclaim_cpu_s_per_page": model.reclaim_cpu_s,
-                "own_evict_share": model.own_evict_share,
-                "own_evict_slope": model.own_evict_slope,
-                "own_evict_split": model.own_evict_split,
-                "queue_read_iops": model.queue_read_iops,
-                "touch_per_s": model.touch_per_s,
-                "access": model.access,
-            },
-            "trace": a.swf.as_ref().map(|path| serde_json::json!({
-                "path": path,
-                "sha256": trace_sha.as_ref().map(|sha| {
-                    let digest = sha2::Digest::finalize(sha.borrow().clone());
-                    digest.iter().map(|b| format!("{b:02x}")).collect::<String>()
-                }),
-                "max_nodes": header.max_nodes,
-                "max_procs": header.max_procs,
-                "load_factor": a.load_factor,
-                "default_memory": a.default_memory,
-                "default_memory_dist": a.default_memory_dist,
-            })),
-            "cpus_per_node": cpus_per_node,
-        });
-        let text = serde_json::to_string_pretty(&value)?;
-        if p.as_os_str() == "-" {
-            println!("{text}");
-            return Ok(());
-        }
-        std::fs::write(p, text).with_context(|| format!("writing {}", p.display()))?;
-    }
-    print!("{}", table(&report));
-    Ok(())
+    Ok(report)
+}
+
+/// What the JSON records of how it was made: version, command, seed,
+/// device, trace (with its hash).
+fn provenance(
+    a: &SimArgs,
+    trace: &Trace,
+    model: &PagingModel,
+    cpus_per_node: u32,
+) -> serde_json::Value {
+    let device = &model.device;
+    serde_json::json!({
+        "memgang_version": env!("CARGO_PKG_VERSION"),
+        "command": std::env::args().collect::<Vec<_>>(),
+        "seed": (a.generate.is_some() || a.default_memory_dist == MemoryDist::Pareto).then_some(a.seed),
+        "device": {
+            "file": a.device,
+            "write_bps": device.write_bps,
+            "read_bps": device.read_bps,
+            "random_read_iops": device.random_read_iops,
+            "readahead_pages": model.readahead_pages,
+            "readahead_reads": model.readahead_reads,
+            "reclaim_cpu_s_per_page": model.reclaim_cpu_s,
+            "own_evict_share": model.own_evict_share,
+            "own_evict_slope": model.own_evict_slope,
+            "own_evict_split": model.own_evict_split,
+            "queue_read_iops": model.queue_read_iops,
+            "touch_per_s": model.touch_per_s,
+            "access": model.access,
+        },
+        "trace": a.swf.as_ref().map(|path| serde_json::json!({
+            "path": path,
+            "sha256": trace.sha.as_ref().map(|sha| {
+                let digest = sha2::Digest::finalize(sha.borrow().clone());
+                digest.iter().map(|b| format!("{b:02x}")).collect::<String>()
+            }),
+            "max_nodes": trace.header.max_nodes,
+            "max_procs": trace.header.max_procs,
+            "load_factor": a.load_factor,
+            "default_memory": a.default_memory,
+            "default_memory_dist": a.default_memory_dist,
+        })),
+        "cpus_per_node": cpus_per_node,
+    })
 }
 
 /// The swap device of `--device FILE` (as `memgang calibrate` writes it),
@@ -411,23 +467,6 @@ pub fn read_paging(path: Option<&std::path::Path>, base: PagingModel) -> Result<
 
 fn secs(t: Time) -> Duration {
     Duration::from_secs(t.as_secs())
-}
-
-/// A bar when stderr is a terminal (jobs done, of the total if known).
-fn progress_bar(total: Option<u64>) -> ProgressBar {
-    if !std::io::stderr().is_terminal() {
-        return ProgressBar::hidden();
-    }
-    match total {
-        Some(n) => ProgressBar::new(n).with_style(
-            ProgressStyle::with_template("{bar:40} {pos}/{len} jobs, {msg} ({elapsed})")
-                .expect("a valid template"),
-        ),
-        None => ProgressBar::new_spinner().with_style(
-            ProgressStyle::with_template("{spinner} {pos} jobs done, {msg} ({elapsed})")
-                .expect("a valid template"),
-        ),
-    }
 }
 
 fn table(r: &Report) -> String {

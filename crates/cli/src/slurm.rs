@@ -2,6 +2,7 @@
 //! docs/slurm.md): the node `agent`, the task prolog's `adopt`, and the
 //! controller `run`.
 
+use crate::out::note;
 use anyhow::{bail, Context, Result};
 use clap::Subcommand;
 use memgang_core::units::parse_bytes;
@@ -72,17 +73,23 @@ pub enum Slurm {
         /// munged's socket (default: MUNGE's own, /run/munge/munge.socket.2).
         #[arg(long)]
         munge_socket: Option<PathBuf>,
+        /// batch | cosched | gang | hybrid | auto.
         #[arg(long, default_value = "gang")]
         policy: PolicyKind,
-        #[arg(long, default_value = "10s", value_parser = crate::humantime_arg)]
+        /// Time slice of gang scheduling.
+        #[arg(long, default_value = "10s", value_parser = crate::args::duration)]
         quantum: Duration,
+        /// Switch mechanisms, as for `memgang run --switch`: lru, or so,
+        /// ao, ai, bg joined by '/', e.g. so/ao/ai/bg.
         #[arg(long, default_value = "so/ao/ai")]
         switch: Switching,
         /// One node's part of a switch may take this long; then its jobs
         /// stay stopped and the switch is reported failed.
-        #[arg(long, default_value = "120s", value_parser = crate::humantime_arg)]
+        #[arg(long, default_value = "120s", value_parser = crate::args::duration)]
         switch_timeout: Duration,
-        #[arg(long, default_value = "500ms", value_parser = crate::humantime_arg)]
+        /// How often the controller reads the partitions' jobs from Slurm and
+        /// squares them with the policy.
+        #[arg(long, default_value = "500ms", value_parser = crate::args::duration)]
         poll: Duration,
         /// Exit once every job seen has ended and none waits.
         #[arg(long)]
@@ -196,7 +203,7 @@ pub fn run(cmd: Slurm) -> Result<()> {
                 json,
             };
             let rec = controller::run(settings, stop)?;
-            eprintln!(
+            note!(
                 "{} jobs, {} switches, makespan {:.1} s",
                 rec.jobs.len(),
                 rec.switches.len(),

@@ -1,6 +1,7 @@
 //! `memgang wss`: working sets of running jobs or a command over windows τ
 //! (paper 004 Fig. 5-7), and the pool and quantum they call for.
 
+use crate::out::{out, outln};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use memgang_core::units::format_bytes;
@@ -19,11 +20,11 @@ pub struct WssArgs {
     pids: Vec<i32>,
     /// Windows τ (comma-separated), measured in turn: the kernel keeps one
     /// accessed bit per page, so windows cannot overlap.
-    #[arg(long, value_delimiter = ',', default_value = "32ms,128ms,512ms", value_parser = crate::humantime_arg)]
+    #[arg(long, value_delimiter = ',', default_value = "32ms,128ms,512ms", value_parser = crate::args::duration)]
     tau: Vec<Duration>,
     /// Stop after this long (a command still running is then killed);
     /// default: when every job has exited.
-    #[arg(long, value_parser = crate::humantime_arg)]
+    #[arg(long, value_parser = crate::args::duration)]
     duration: Option<Duration>,
     /// Earlier `memgang wss --json` files: their jobs join the suggestion.
     #[arg(long, value_name = "JSON")]
@@ -177,14 +178,14 @@ pub fn run(a: WssArgs) -> Result<()> {
     };
     match &a.json {
         Some(p) if p.as_os_str() == "-" => {
-            println!("{}", serde_json::to_string_pretty(&file)?);
+            outln!("{}", serde_json::to_string_pretty(&file)?)?;
             return Ok(());
         }
         Some(p) => std::fs::write(p, serde_json::to_string_pretty(&file)?)
             .with_context(|| format!("writing {}", p.display()))?,
         None => {}
     }
-    print!("{}", table(&file));
+    out!("{}", table(&file))?;
     Ok(())
 }
 

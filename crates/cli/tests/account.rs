@@ -63,10 +63,14 @@ fn check(v: &Value, what: &str) -> (f64, f64) {
         (parts - makespan).abs() < 1e-6 * makespan.max(1.0),
         "{what}: the run's parts {parts} vs makespan {makespan}: {run}"
     );
-    // The measured parts leave at most 1% of the makespan unexplained.
+    // The measured parts leave at most 1% of the makespan unexplained,
+    // beside 50 ms for each job's start and end: fork, exec and reaping
+    // lie in no thread's counters, and take tens of ms on a loaded
+    // machine (62 ms for the two batch jobs of a 4.7 s run in CI).
     let unaccounted = f(run, "unaccounted_s");
+    let jobs = v["jobs"].as_array().map_or(2, Vec::len) as f64;
     assert!(
-        unaccounted.abs() <= 0.01 * makespan,
+        unaccounted.abs() <= 0.01 * makespan + 0.05 * jobs,
         "{what}: {unaccounted:.3} s of {makespan:.3} s unaccounted: {run}"
     );
     // The account's samples at freezes and thaws are measured in every

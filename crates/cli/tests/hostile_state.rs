@@ -543,7 +543,7 @@ fn adopted_jobs_rejoin_the_rotation_under_the_pool_limit() {
 /// Before: `memgang show 1 | head -c1` and `memgang status | grep -q x`
 /// panicked ("failed printing to stdout: Broken pipe", exit 101) when the
 /// reader was gone before the client wrote. A reader that closes early
-/// ends the verb quietly with exit 0 (crates/cli/src/client.rs says why).
+/// ends the verb quietly with exit 0 (crates/cli/src/out.rs says why).
 #[test]
 #[ignore = "needs root: cgroups (scripts/test runs it as root)"]
 fn a_reader_that_closes_early_ends_the_client_quietly() {

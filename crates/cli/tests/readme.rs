@@ -400,6 +400,42 @@ impl Checker {
                 }
                 How::Run
             }
+            "target/release/memgangd" | "memgangd"
+                if w.get(1).is_some_and(|a| a == "--check-config") =>
+            {
+                // Needs no root: run as written.
+                let out = Command::new(memgangd_exe()).args(&w[1..]).output().unwrap();
+                let stdout = String::from_utf8_lossy(&out.stdout);
+                if !out.status.success() || !stdout.contains("pool_memory = ") {
+                    self.error(
+                        at,
+                        format!("memgangd --check-config failed: {}", text(&out)),
+                    );
+                }
+                How::Run
+            }
+            "install" => {
+                // The release build copied onto PATH: each a binary this
+                // workspace builds, into a directory on every user's PATH.
+                let bins: Vec<&String> = w
+                    .iter()
+                    .filter(|a| a.starts_with("target/release/"))
+                    .collect();
+                for b in &bins {
+                    let name = b.trim_start_matches("target/release/");
+                    if !bin_dir().join(name).exists() {
+                        self.error(at, format!("{b}: the workspace builds no binary {name}"));
+                    }
+                }
+                let dest = w.last().unwrap().trim_end_matches('/');
+                if bins.is_empty() || !["/usr/local/bin", "/usr/bin"].contains(&dest) {
+                    self.error(
+                        at,
+                        format!("install of the build into {dest}: not a directory on PATH"),
+                    );
+                }
+                How::Named("copies the release build into /usr/local/bin as root; the tests run the same binaries from target/")
+            }
             "target/release/memgangd" | "memgangd" => {
                 let out = Command::new(memgangd_exe())
                     .args(&w[1..])
@@ -460,6 +496,20 @@ impl Checker {
                     }
                 }
                 How::ArgChecked
+            }
+            "apt" | "apt-get"
+                if matches!(w.get(1).map(String::as_str), Some("remove" | "purge")) =>
+            {
+                let deb = std::fs::read_to_string(repo().join("scripts/deb")).unwrap_or_default();
+                for pkg in &w[2..] {
+                    let ours = pkg == "memgang" || deb.contains(&format!("lib_files {pkg}"));
+                    if !ours {
+                        self.error(at, format!("{pkg}: not a package scripts/deb builds"));
+                    }
+                }
+                How::Named(
+                    "removes the packages as root; scripts/vm removes and purges them in its VM",
+                )
             }
             "apt" | "apt-get" => {
                 let deb = std::fs::read_to_string(repo().join("scripts/deb")).unwrap_or_default();

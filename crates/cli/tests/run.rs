@@ -228,7 +228,10 @@ fn a_bad_experiment_file_is_refused_with_its_line() {
     let out = memgang().arg("run").arg(&exp).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("bad.toml:5: invalid size \"lots\""), "{err}");
+    assert!(
+        err.contains("bad.toml:5: job \"a\": memory \"lots\" is not a size"),
+        "{err}"
+    );
 
     std::fs::write(
         &exp,

@@ -26,7 +26,8 @@ pub struct Admission<K> {
 /// start, given the declared bytes of the jobs admitted and still alive
 /// (`held`): a job starts when it and every job admitted before it fit by
 /// the capacity model, a switch's exchange included
-/// ([`capacity::fits`]).
+/// ([`capacity::job_may_start`]). `cap` is what paging prevention may
+/// promise ([`Capacity::promised`]).
 pub fn admit<K: Copy>(queue: &[(K, u64)], held: &[u64], cap: &Capacity) -> Admission<K> {
     let mut out = Admission {
         admit: Vec::new(),
@@ -36,7 +37,7 @@ pub fn admit<K: Copy>(queue: &[(K, u64)], held: &[u64], cap: &Capacity) -> Admis
     let mut blocked = false;
     for (i, &(key, bytes)) in queue.iter().enumerate() {
         let with = set.with(bytes);
-        if !blocked && capacity::fits(with, cap) {
+        if !blocked && capacity::job_may_start(set, bytes, cap) {
             set = with;
             out.admit.push(key);
             continue;
@@ -63,11 +64,13 @@ pub fn admit<K: Copy>(queue: &[(K, u64)], held: &[u64], cap: &Capacity) -> Admis
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::capacity::{experiment_may_run, Holding};
+    use crate::PolicyKind;
 
     const G: u64 = 1 << 30;
 
     fn cap(pool: u64, swap: u64) -> Capacity {
-        Capacity::measured(pool, swap, 0, 0, 0, true)
+        Capacity::measured(pool, swap, 0, 0, 0)
     }
 
     #[test]
@@ -105,6 +108,100 @@ mod tests {
         assert_eq!(a.admit, vec![1]);
         let a = admit(&[(1, G)], &[G, G + 1], &cap(G, 3 * G));
         assert!(a.admit.is_empty());
+    }
+
+    const M: u64 = 1 << 20;
+
+    /// How memgangd judges a set of jobs submitted at once to an idle
+    /// node: refused at submit, some wait, or all start at once.
+    #[derive(Debug, PartialEq)]
+    enum Daemon {
+        Refused,
+        SomeWait,
+        AllStart,
+    }
+
+    /// As memgangd does: each job through [`refuse`] at submit, then the
+    /// queue through [`admit`], both against what it may promise.
+    fn memgangd(jobs: &[u64], room: Capacity, policy: PolicyKind) -> Daemon {
+        let cap = room.promised(Holding::of(policy));
+        if jobs.iter().any(|&b| refuse(b, &cap).is_some()) {
+            return Daemon::Refused;
+        }
+        let queue: Vec<(usize, u64)> = jobs.iter().copied().enumerate().collect();
+        if admit(&queue, &[], &cap).wait.is_empty() {
+            Daemon::AllStart
+        } else {
+            Daemon::SomeWait
+        }
+    }
+
+    /// As `memgang run` does (`check_pool`): true if the experiment runs.
+    fn memgang_run(jobs: &[u64], room: Capacity, policy: PolicyKind) -> bool {
+        experiment_may_run(jobs, &room, Holding::of(policy)).is_ok()
+    }
+
+    /// The same job sets through both entry points' rules: alike under
+    /// the switching policies, and different only where the module doc of
+    /// `capacity` says they mean to be (cosched: memgangd prevents paging;
+    /// batch: memgangd promises memory from admission).
+    #[test]
+    fn memgang_run_and_memgangd_judge_alike_but_where_they_mean_to_differ() {
+        use Daemon::*;
+        use PolicyKind::*;
+        // Pool 256M, swap 320M less the 64M reserve: 512M of room.
+        let room = Capacity::measured(256 * M, 320 * M, 0, 0, 64 * M);
+        let switching = [Gang, Hybrid, Auto];
+        #[rustfmt::skip]
+        let table: &[(&[u64], &[PolicyKind], bool, Daemon)] = &[
+            // jobs (MiB)     policies    memgang run  memgangd
+            (&[100, 100],      &[Batch, Cosched, Gang, Hybrid, Auto], true, AllStart),
+            (&[600],           &[Batch, Cosched, Gang, Hybrid, Auto], false, Refused),
+            // 420M and 210M read back at a switch: more than 512M.
+            (&[210, 210],      &switching, false, SomeWait),
+            (&[300],           &switching, true, AllStart),
+            (&[100, 100, 100], &switching, true, AllStart),
+            // Cosched: memgang run counts swap (it measures the paging),
+            // memgangd the pool alone (it prevents it).
+            (&[210, 210],      &[Cosched], true, SomeWait),
+            (&[300],           &[Cosched], true, Refused),
+            (&[100, 100, 100], &[Cosched], true, SomeWait),
+            // Batch: one at a time for memgang run; memgangd promises
+            // memory from admission, so the second waits in its queue.
+            (&[210, 210],      &[Batch], true, SomeWait),
+            (&[300],           &[Batch], true, AllStart),
+        ];
+        for (jobs, policies, run, daemon) in table {
+            let jobs: Vec<u64> = jobs.iter().map(|m| m * M).collect();
+            for &p in *policies {
+                let why = format!("{jobs:?} under {p}");
+                assert_eq!(memgang_run(&jobs, room, p), *run, "memgang run, {why}");
+                assert_eq!(memgangd(&jobs, room, p), *daemon, "memgangd, {why}");
+            }
+        }
+        // Over every small node and set: what memgangd starts at once,
+        // memgang run runs; under the switching policies the converse too.
+        for pool in 1..8u64 {
+            for swap in 0..8u64 {
+                let room = Capacity::measured(pool, swap, 0, 0, 1);
+                for a in 1..8u64 {
+                    for b in 0..8u64 {
+                        for c in 0..8u64 {
+                            let jobs: Vec<u64> = [a, b, c].into_iter().filter(|&j| j > 0).collect();
+                            for p in PolicyKind::ALL {
+                                let run = memgang_run(&jobs, room, p);
+                                let all = memgangd(&jobs, room, p) == AllStart;
+                                let why = format!("pool {pool} swap {swap} {jobs:?} {p}");
+                                assert!(run || !all, "{why}");
+                                if Holding::of(p) == Holding::Parked {
+                                    assert_eq!(run, all, "{why}");
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
     }
 
     #[test]

@@ -26,13 +26,42 @@
 //! `R_in` is at most the pool (a page-in fills no more), at most the
 //! usable swap (it was read from there) and at most the jobs but the
 //! smallest (some job goes out): [`exchange`]. A set of one job never
-//! switches and has none. This is what [`fits`] decides, for admission
-//! ([`crate::admission`]) and for `memgang run`'s check of an experiment.
+//! switches and has none. This is what [`set_may_run`] decides, for
+//! admission ([`crate::admission`]) and for `memgang run`'s check of an
+//! experiment.
 //! Where swap holds less, a switch can only leave the exchange to the
 //! kernel's reclaim, which pages both jobs through a full swap device
 //! (jobs in D state for minutes) or kills one (CI, 2026-11-27: pool 256M,
 //! swap 256M, two jobs of 210M under `ao/ai`).
+//!
+//! **The rules, by name.** Every question of fit is one function here;
+//! the executors ask, none decides by a rule of its own.
+//!
+//! | rule | the question | asked by |
+//! |---|---|---|
+//! | [`Holding::of`], [`Capacity::promised`] | what the rules count under a policy (the `parks` decision) | memgangd (`Service::capacity`), `memgang run` (`check_pool`) |
+//! | [`set_may_run`] ([`shortage`] says why not) | may these jobs be held at once, a switch's exchange included? | the two below |
+//! | [`job_may_start`] | may a queued job start beside the jobs already promised memory? | [`crate::admission::admit`] (memgangd's node loop) |
+//! | [`refuse`] | could a job ever run here, alone? | memgangd at submit |
+//! | [`experiment_may_run`] | may an experiment's jobs run under its policy, none waiting for memory? | `memgang run` (`experiment/src/run.rs`, `check_pool`) |
+//! | [`check_switch`] with [`swap_room`] | may a switch page out what its incoming jobs need, now? | the switch engine (`runtime/src/engine.rs`): the one-node executor, memgangd, the Slurm agent (`Request::Check`) |
+//! | [`set_fits`] with [`set_capacity`], [`set_estimate`] | may a job join a co-scheduled set on a node? | hybrid's packing ([`crate::packing`]): the policy in every executor and the simulator |
+//!
+//! `memgang run` and memgangd judge a set of jobs alike under the
+//! switching policies (gang, hybrid, auto), and differ on purpose under
+//! two (the table is the test
+//! `admission::tests::memgang_run_and_memgangd_judge_alike_but_where_they_mean_to_differ`):
+//! - **cosched**: memgangd prevents paging (paper 003 §3), so what it may
+//!   promise is the pool alone ([`Capacity::promised`]); `memgang run`
+//!   measures the policy, paging included (a cosched run out of core is an
+//!   experiment of its own, bench/hybrid.sh), and refuses only what the
+//!   node cannot hold, pool and swap.
+//! - **batch**: `memgang run` checks each job alone (one runs at a time);
+//!   memgangd promises a job its memory from admission, so a job admitted
+//!   behind another may wait in memgangd's queue instead of the policy's:
+//!   the same order, the same runs.
 
+use crate::policy::PolicyKind;
 use crate::units::format_bytes;
 
 /// Swap kept free of the jobs, by admission and by a switch alike: the
@@ -82,30 +111,68 @@ pub struct Capacity {
     pub swap_reserve_bytes: u64,
 }
 
+/// How a policy holds its jobs' memory: what the rules count.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Holding {
+    /// One job at a time, each to its end (batch).
+    OneAtATime,
+    /// Every job at once, none suspended (cosched).
+    AllAtOnce,
+    /// Jobs switched in and out, the suspended ones parked in swap (gang,
+    /// hybrid, and auto, which turns hybrid when its jobs do not fit).
+    Parked,
+}
+
+impl Holding {
+    pub fn of(policy: PolicyKind) -> Holding {
+        match policy {
+            PolicyKind::Batch => Holding::OneAtATime,
+            PolicyKind::Cosched => Holding::AllAtOnce,
+            PolicyKind::Gang | PolicyKind::Hybrid | PolicyKind::Auto => Holding::Parked,
+        }
+    }
+
+    /// Whether swap is room that paging prevention may promise: not where
+    /// every job runs at once, since what is in swap is then paged, not
+    /// parked (paper 003 §3). Batch keeps it: a job larger than the pool
+    /// pages even alone, and is refused only beyond pool and swap.
+    pub fn parks(self) -> bool {
+        self != Holding::AllAtOnce
+    }
+}
+
 impl Capacity {
     /// From what was measured: the pool, the swap device (`swap_total`,
     /// `swap_used`), the part of its use that is the jobs' own (`ours`)
-    /// and the reserve. `parks` is false where every job runs at once
-    /// (cosched): what is in swap is then paged, not parked, and the pool
-    /// alone counts (paper 003 §3).
+    /// and the reserve. The node's room, swap counted whatever the
+    /// policy; [`Capacity::promised`] is what paging prevention counts.
     pub fn measured(
         pool_bytes: u64,
         swap_total: u64,
         swap_used: u64,
         ours: u64,
         reserve: u64,
-        parks: bool,
     ) -> Capacity {
-        let (total, used) = if parks {
-            (swap_total, swap_used)
-        } else {
-            (0, 0)
-        };
         Capacity {
             pool_bytes,
-            swap_total_bytes: total,
-            swap_used_elsewhere_bytes: used.saturating_sub(ours),
+            swap_total_bytes: swap_total,
+            swap_used_elsewhere_bytes: swap_used.saturating_sub(ours),
             swap_reserve_bytes: reserve,
+        }
+    }
+
+    /// What paging prevention (memgangd's admission, and its refusal at
+    /// submit) may promise to jobs held so: this room where suspended jobs
+    /// are parked in swap, the pool alone where none is
+    /// ([`Holding::parks`]).
+    pub fn promised(self, holding: Holding) -> Capacity {
+        if holding.parks() {
+            return self;
+        }
+        Capacity {
+            swap_total_bytes: 0,
+            swap_used_elsewhere_bytes: 0,
+            ..self
         }
     }
 
@@ -178,14 +245,21 @@ pub fn need(set: Set, cap: &Capacity) -> u64 {
     set.sum.saturating_add(exchange(set, cap))
 }
 
-/// Whether `set` fits in the node, its switches' exchange included.
-pub fn fits(set: Set, cap: &Capacity) -> bool {
+/// A set may run: the node holds its jobs at once, its switches'
+/// exchange included.
+pub fn set_may_run(set: Set, cap: &Capacity) -> bool {
     need(set, cap) <= cap.total()
 }
 
-/// Why `set` does not fit, with the numbers; `None` when it does.
+/// A job may start: a job of `bytes` joins the jobs already promised
+/// memory (`held`) and the set may run.
+pub fn job_may_start(held: Set, bytes: u64, cap: &Capacity) -> bool {
+    set_may_run(held.with(bytes), cap)
+}
+
+/// Why `set` may not run, with the numbers; `None` when it may.
 pub fn shortage(set: Set, cap: &Capacity) -> Option<String> {
-    (!fits(set, cap)).then(|| {
+    (!set_may_run(set, cap)).then(|| {
         format!(
             "{} job(s) of {} in all need {} with a switch's exchange ({} of swap read back \
              while its slots stay), more than {}",
@@ -216,6 +290,45 @@ pub fn refuse(job_bytes: u64, cap: &Capacity) -> Option<String> {
             format_bytes(cap.swap_reserve_bytes),
         )
     })
+}
+
+/// Why an experiment may not run ([`experiment_may_run`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// Its job at `index`, of `bytes`, cannot be held even alone.
+    Alone { index: usize, bytes: u64 },
+    /// Its jobs cannot be held as the policy holds them: why, with the
+    /// numbers.
+    Together(String),
+}
+
+/// An experiment may run: its jobs (declared bytes) fit in `room` (the
+/// node now, swap counted: [`Capacity::measured`]) as `holding` holds
+/// them, none waiting for memory. Each job alone, and: one at a time,
+/// nothing more; all at once, their sum (paging as the kernel must, which
+/// is what such a run measures); switched, the set with its exchange
+/// ([`set_may_run`]). Refused, not serialized: a run that waited for
+/// memory would not measure the policy.
+pub fn experiment_may_run(jobs: &[u64], room: &Capacity, holding: Holding) -> Result<(), Refusal> {
+    // The last of the biggest, as `Iterator::max_by_key` finds it.
+    if let Some((index, &bytes)) = jobs.iter().enumerate().max_by_key(|(_, b)| **b) {
+        if bytes > room.total() {
+            return Err(Refusal::Alone { index, bytes });
+        }
+    }
+    let set = Set::of(jobs);
+    let why = match holding {
+        Holding::OneAtATime => None,
+        Holding::AllAtOnce => (set.sum > room.total()).then(|| {
+            format!(
+                "its jobs run at once and declare {} in all, more than {}",
+                format_bytes(set.sum),
+                room.describe()
+            )
+        }),
+        Holding::Parked => shortage(set, room),
+    };
+    why.map_or(Ok(()), |why| Err(Refusal::Together(why)))
 }
 
 /// Swap a switch's own page-outs may fill now: what the device has free
@@ -268,7 +381,7 @@ mod tests {
     const G: u64 = 1 << 30;
 
     fn cap(pool: u64, swap: u64) -> Capacity {
-        Capacity::measured(pool, swap, 0, 0, 0, true)
+        Capacity::measured(pool, swap, 0, 0, 0)
     }
 
     #[test]
@@ -276,9 +389,9 @@ mod tests {
         // Pool 256M, swap 256M, no reserve: one job fits, two need 420M
         // plus 210M read back while its slots stay: 630M > 512M.
         let c = cap(256 * M, 256 * M);
-        assert!(fits(Set::of(&[210 * M]), &c));
+        assert!(set_may_run(Set::of(&[210 * M]), &c));
         assert_eq!(exchange(Set::of(&[210 * M, 210 * M]), &c), 210 * M);
-        assert!(!fits(Set::of(&[210 * M, 210 * M]), &c));
+        assert!(!set_may_run(Set::of(&[210 * M, 210 * M]), &c));
         // The sum alone (the rule before) would have taken them.
         assert!(420 * M <= c.total());
         let why = shortage(Set::of(&[210 * M, 210 * M]), &c).unwrap();
@@ -289,11 +402,11 @@ mod tests {
     fn with_swap_for_both_sides_two_fit_and_three_do_not() {
         // Pool 256M, usable swap 512M: 420 + 210 <= 768, but three need
         // 630 + 256 (a page-in fills at most the pool) > 768.
-        let c = Capacity::measured(256 * M, 768 * M, 0, 0, 256 * M, true);
-        assert!(fits(Set::of(&[210 * M, 210 * M]), &c));
+        let c = Capacity::measured(256 * M, 768 * M, 0, 0, 256 * M);
+        assert!(set_may_run(Set::of(&[210 * M, 210 * M]), &c));
         let three = Set::of(&[210 * M; 3]);
         assert_eq!(exchange(three, &c), 256 * M);
-        assert!(!fits(three, &c));
+        assert!(!set_may_run(three, &c));
     }
 
     #[test]
@@ -308,10 +421,10 @@ mod tests {
         assert_eq!(exchange(Set::of(&[G, G]), &c), 100 * M);
         // One job never switches; cosched parks nothing.
         assert_eq!(exchange(Set::of(&[G]), &cap(G, G)), 0);
-        let c = Capacity::measured(G, 4 * G, 0, 0, 0, false);
+        let c = Capacity::measured(G, 4 * G, 0, 0, 0).promised(Holding::AllAtOnce);
         assert_eq!(exchange(Set::of(&[G / 2, G / 2]), &c), 0);
-        assert!(fits(Set::of(&[G / 2, G / 2]), &c));
-        assert!(!fits(Set::of(&[G / 2, G / 2 + 1]), &c));
+        assert!(set_may_run(Set::of(&[G / 2, G / 2]), &c));
+        assert!(!set_may_run(Set::of(&[G / 2, G / 2 + 1]), &c));
     }
 
     /// Whether a switch from `out` (in the pool) to `inc` (parked whole in
@@ -334,7 +447,7 @@ mod tests {
                     for b in 1..=swap {
                         let both =
                             switch_possible(a, b, pool, swap) && switch_possible(b, a, pool, swap);
-                        let fit = fits(Set::of(&[a, b]), &cap(pool, swap));
+                        let fit = set_may_run(Set::of(&[a, b]), &cap(pool, swap));
                         assert_eq!(fit, both, "pool {pool} swap {swap} jobs {a} {b}");
                     }
                 }
@@ -344,11 +457,11 @@ mod tests {
 
     #[test]
     fn reserve_and_foreign_swap_are_not_usable() {
-        let c = Capacity::measured(G, 4 * G, 2 * G, G, G, true);
+        let c = Capacity::measured(G, 4 * G, 2 * G, G, G);
         assert_eq!(c.swap_used_elsewhere_bytes, G);
         assert_eq!(c.total(), 3 * G);
         // More foreign swap than the device: nothing usable, no underflow.
-        let c = Capacity::measured(G, 4 * G, 9 * G, 0, G, true);
+        let c = Capacity::measured(G, 4 * G, 9 * G, 0, G);
         assert_eq!(c.total(), G);
     }
 

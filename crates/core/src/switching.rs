@@ -22,6 +22,10 @@ pub const DEFAULT_BG_PERCENT: u8 = 10;
 /// going to dirty again many times over.
 const MAX_BG_PERCENT: u8 = 50;
 
+/// The mechanisms a name joins with '/' (besides `lru` alone), as the
+/// parser takes them; `bg` also as `bg=N`. The cli's help lists them all.
+pub const MECHANISMS: [&str; 4] = ["so", "ao", "ai", "bg"];
+
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Switching {
     /// Selective page-out: memory for the running job comes from the
@@ -125,8 +129,9 @@ impl FromStr for Switching {
                 }
                 _ => {
                     return Err(format!(
-                        "unknown switch mechanism {name:?} in {s:?}: use lru, or so, ao, ai \
-                         and bg joined by '/' (e.g. so/ao/ai/bg)"
+                        "unknown switch mechanism {name:?} in {s:?}: use lru, or {} joined \
+                         by '/' (e.g. so/ao/ai/bg)",
+                        MECHANISMS.join(", ")
                     ))
                 }
             }

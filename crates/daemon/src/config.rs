@@ -1,14 +1,120 @@
 //! /etc/memgang/memgang.toml: every key optional, the defaults work on a
 //! machine with swap (dist/memgang.toml lists them).
 
-use anyhow::{bail, Context, Result};
-use memgang_core::units::parse_bytes;
+use anyhow::{Context, Result};
+use memgang_core::units::parse_size;
 use memgang_core::{Overlap, PolicyKind, Switching};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 pub const DEFAULT_CONFIG: &str = "/etc/memgang/memgang.toml";
+
+/// One key of the file as memgang.toml(5) documents it (`memgangd man`
+/// writes the page from this table; crates/cli/tests/man.rs checks that
+/// every field of [`File`] is here and the tests below that each default
+/// is the code's).
+pub struct Key {
+    pub name: &'static str,
+    /// What a value is written as.
+    pub unit: &'static str,
+    pub default: KeyDefault,
+    pub doc: &'static str,
+}
+
+/// A key's default: a TOML value that means the same as leaving the key
+/// out, or (derived from the machine, or unset) a phrase.
+pub enum KeyDefault {
+    Value(&'static str),
+    Phrase(&'static str),
+}
+
+pub const KEYS: &[Key] = &[
+    Key {
+        name: "pool_memory",
+        unit: "bytes (\"700M\", \"18G\", \"1.5GiB\"; K, M, G, T are powers of 1024)",
+        default: KeyDefault::Phrase("3/4 of the node's RAM (MemTotal)"),
+        doc: "Memory the jobs share: the limit of memgangd's pool cgroup. The rest of the node (the daemon, sshd, the page cache) keeps the remainder.",
+    },
+    Key {
+        name: "policy",
+        unit: "batch, cosched, gang, hybrid or auto",
+        default: KeyDefault::Value("\"auto\""),
+        doc: "Who runs when. auto: co-scheduled while the jobs fit in the pool, hybrid (sets that fit, taking turns) when they do not.",
+    },
+    Key {
+        name: "quantum",
+        unit: "duration (\"60s\", \"5min\")",
+        default: KeyDefault::Value("\"60s\""),
+        doc: "Time slice of gang and hybrid. A switch moves working sets through swap at seconds per GiB; a longer quantum amortizes it.",
+    },
+    Key {
+        name: "max_switch_share",
+        unit: "percentage (\"5%\") or fraction (0.05), above 0 and below 1",
+        default: KeyDefault::Phrase("unset (fixed quanta)"),
+        doc: "The most of the time switching may take: a quantum after a dearer switch grows until switching is this share of switch plus quantum, up to 10 quanta.",
+    },
+    Key {
+        name: "switch",
+        unit: "mechanisms joined by /: lru, so, ao, ai, bg[=N]",
+        default: KeyDefault::Value("\"so/ao/ai\""),
+        doc: "How a switch pages: lru leaves it to the kernel; so (selective page-out), ao (aggressive page-out) and ai (adaptive page-in) are memgang's.",
+    },
+    Key {
+        name: "swap_reserve",
+        unit: "bytes",
+        default: KeyDefault::Value("\"512M\""),
+        doc: "Swap kept back from jobs for the rest of the node: admission promises memory only while pool + swap - reserve holds every admitted job and a switch's exchange.",
+    },
+    Key {
+        name: "paging_prevention",
+        unit: "true or false",
+        default: KeyDefault::Value("true"),
+        doc: "Admit a job only while pool plus usable swap holds every admitted job (paper 003, section 3); otherwise it waits, first come first served. Turn off only to measure what it is worth.",
+    },
+    Key {
+        name: "dynamic_coscheduling",
+        unit: "true or false",
+        default: KeyDefault::Value("false"),
+        doc: "Run jobs that communicate (wake for messages every 100 ms, per rank) at up to nice -5 while they do (paper 003, section 4.1).",
+    },
+    Key {
+        name: "keep_finished_for",
+        unit: "duration (\"7days\", \"12h\")",
+        default: KeyDefault::Value("\"7days\""),
+        doc: "Ended jobs stay in status --all, wait and show (with their output) this long after they end.",
+    },
+    Key {
+        name: "keep_finished_jobs",
+        unit: "a count of jobs",
+        default: KeyDefault::Value("10000"),
+        doc: "And at most this many ended jobs, the newest: a bounded journal and disk.",
+    },
+    Key {
+        name: "state_dir",
+        unit: "absolute path",
+        default: KeyDefault::Value("\"/var/lib/memgang\""),
+        doc: "The journal, jobs' output, the pools this daemon made, the lock. One daemon per state directory.",
+    },
+    Key {
+        name: "socket",
+        unit: "absolute path",
+        default: KeyDefault::Value("\"/run/memgang/memgang.sock\""),
+        doc: "The socket clients connect to (mode 0666; the caller is learned from the kernel). Clients find another with MEMGANG_SOCKET.",
+    },
+    Key {
+        name: "metrics_file",
+        unit: "absolute path, or \"\" for none",
+        default: KeyDefault::Value("\"/run/memgang/memgang.prom\""),
+        doc: "Prometheus text file, rewritten every 5 s, mode 0644, removed when memgangd stops, for node_exporter's textfile collector. Its default is memgang.prom beside the socket.",
+    },
+    Key {
+        name: "metrics_listen",
+        unit: "address and port (\"127.0.0.1:9642\"), or \"\" for none",
+        default: KeyDefault::Value("\"\""),
+        doc: "The same metrics over HTTP (GET /metrics). It has no authentication: bind it to an address only the scraper reaches.",
+    },
+];
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -71,36 +177,54 @@ pub struct Config {
 
 impl Config {
     /// Read `path`; a missing file at the default path means defaults.
+    /// An error names the file, and the line and key at fault.
     pub fn load(path: &Path, explicit: bool) -> Result<Config> {
-        let file = match std::fs::read_to_string(path) {
-            Ok(text) => toml::from_str::<File>(&text).with_context(|| {
-                format!("{}: not a valid memgang configuration", path.display())
-            })?,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !explicit => File::default(),
+        let text = match std::fs::read_to_string(path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !explicit => String::new(),
             Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
         };
-        Config::from_file(file, memgang_linux::counters::memory_total()?)
-            .with_context(|| format!("in {}", path.display()))
+        // toml's message says the line and column, and shows it.
+        let file = toml::from_str::<File>(&text)
+            .with_context(|| format!("{}: not a valid memgang configuration", path.display()))?;
+        Config::from_file(file, memgang_linux::counters::memory_total()?).map_err(|e| {
+            match e
+                .downcast_ref::<BadKey>()
+                .and_then(|b| key_line(&text, b.key))
+            {
+                Some(line) => e.context(format!("{}:{line}", path.display())),
+                None => e.context(format!("in {}", path.display())),
+            }
+        })
+    }
+
+    /// The settings without a file, on this node.
+    pub fn defaults() -> Result<Config> {
+        Config::from_file(File::default(), memgang_linux::counters::memory_total()?)
     }
 
     fn from_file(f: File, ram: u64) -> Result<Config> {
-        let bytes = |key: &str, v: &Option<String>, default: u64| -> Result<u64> {
+        let bytes = |key: &'static str, v: &Option<String>, default: u64| -> Result<u64> {
             v.as_deref().map_or(Ok(default), |s| {
-                parse_bytes(s).map_err(|e| anyhow::anyhow!("{key} = {s:?}: {e}"))
+                parse_size(key, s).map_err(|e| bad(key, e))
             })
         };
         let quantum = match &f.quantum {
             None => Duration::from_secs(60),
             Some(s) => humantime::parse_duration(s)
-                .map_err(|e| anyhow::anyhow!("quantum = {s:?}: {e}; write e.g. 60s"))?,
+                .map_err(|e| bad("quantum", format!("quantum = {s:?}: {e}; write e.g. 60s")))?,
         };
         if quantum.is_zero() {
-            bail!("quantum must be greater than zero");
+            return Err(bad("quantum", "quantum must be greater than zero".into()));
         }
         let keep_finished_for = match &f.keep_finished_for {
             None => Duration::from_secs(7 * 24 * 3600),
-            Some(s) => humantime::parse_duration(s)
-                .map_err(|e| anyhow::anyhow!("keep_finished_for = {s:?}: {e}; write e.g. 7days"))?,
+            Some(s) => humantime::parse_duration(s).map_err(|e| {
+                bad(
+                    "keep_finished_for",
+                    format!("keep_finished_for = {s:?}: {e}; write e.g. 7days"),
+                )
+            })?,
         };
         let pool_memory = bytes("pool_memory", &f.pool_memory, ram / 4 * 3)?;
         let socket = f
@@ -108,7 +232,10 @@ impl Config {
             .clone()
             .unwrap_or_else(|| PathBuf::from(memgang_proto::DEFAULT_SOCKET));
         if pool_memory == 0 {
-            bail!("pool_memory must be greater than zero");
+            return Err(bad(
+                "pool_memory",
+                "pool_memory must be greater than zero".into(),
+            ));
         }
         Ok(Config {
             pool_memory,
@@ -116,7 +243,7 @@ impl Config {
                 None => PolicyKind::Auto,
                 Some(s) => s
                     .parse()
-                    .map_err(|e| anyhow::anyhow!("policy = {s:?}: {e}"))?,
+                    .map_err(|e| bad("policy", format!("policy = {s:?}: {e}")))?,
             },
             quantum,
             max_switch_share: f
@@ -124,14 +251,14 @@ impl Config {
                 .as_deref()
                 .map(memgang_core::Quantum::parse_share)
                 .transpose()
-                .map_err(|e| anyhow::anyhow!("max_switch_share: {e}"))?,
+                .map_err(|e| bad("max_switch_share", format!("max_switch_share: {e}")))?,
             // so/ao/ai: the best switch measured on this machine
             // (docs/switching.md).
             switch: match &f.switch {
                 None => "so/ao/ai".parse().map_err(|e| anyhow::anyhow!("{e}"))?,
                 Some(s) => s
                     .parse()
-                    .map_err(|e| anyhow::anyhow!("switch = {s:?}: {e}"))?,
+                    .map_err(|e| bad("switch", format!("switch = {s:?}: {e}")))?,
             },
             swap_reserve: bytes("swap_reserve", &f.swap_reserve, 512 << 20)?,
             paging_prevention: f.paging_prevention.unwrap_or(true),
@@ -144,7 +271,10 @@ impl Config {
             metrics_file: match f.metrics_file {
                 Some(p) if p.as_os_str().is_empty() => None,
                 Some(p) if p.is_relative() => {
-                    bail!("metrics_file = {p:?}: write an absolute path (or \"\" for none)")
+                    return Err(bad(
+                        "metrics_file",
+                        format!("metrics_file = {p:?}: write an absolute path (or \"\" for none)"),
+                    ))
                 }
                 Some(p) => Some(p),
                 None => Some(metrics_path(&socket)),
@@ -152,13 +282,67 @@ impl Config {
             metrics_listen: match f.metrics_listen.as_deref() {
                 None | Some("") => None,
                 Some(a) => Some(a.parse().map_err(|e| {
-                    anyhow::anyhow!(
-                        "metrics_listen = {a:?}: {e}; write an address and port, e.g. \"127.0.0.1:9642\" (or \"\" for none)"
+                    bad(
+                        "metrics_listen",
+                        format!("metrics_listen = {a:?}: {e}; write an address and port, e.g. \"127.0.0.1:9642\" (or \"\" for none)"),
                     )
                 })?),
             },
             socket,
         })
+    }
+
+    /// Every key's effective value as it would be written in the file
+    /// (None: unset), in KEYS' order: what `--check-config` prints.
+    pub fn effective(&self) -> Vec<(&'static str, Option<String>)> {
+        use memgang_core::units::{format_bytes, parse_bytes};
+        let q = |s: &str| Some(format!("{s:?}"));
+        // Rounded only where the rounding reads back the same.
+        let bytes = |b: u64| match format_bytes(b) {
+            f if parse_bytes(&f) == Ok(b) => q(&f),
+            // A bare number reads as no size (it has no unit): bytes say so.
+            _ => q(&format!("{b}B")),
+        };
+        let time = |d: Duration| q(&humantime::format_duration(d).to_string());
+        let path = |p: &Path| q(&p.display().to_string());
+        vec![
+            ("pool_memory", bytes(self.pool_memory)),
+            ("policy", q(&self.policy.to_string())),
+            ("quantum", time(self.quantum)),
+            (
+                "max_switch_share",
+                self.max_switch_share
+                    .and_then(|s| q(&format!("{}%", s * 100.0))),
+            ),
+            ("switch", q(&self.switch.to_string())),
+            ("swap_reserve", bytes(self.swap_reserve)),
+            (
+                "paging_prevention",
+                Some(self.paging_prevention.to_string()),
+            ),
+            (
+                "dynamic_coscheduling",
+                Some(self.dynamic_coscheduling.to_string()),
+            ),
+            ("keep_finished_for", time(self.keep_finished_for)),
+            (
+                "keep_finished_jobs",
+                Some(self.keep_finished_jobs.to_string()),
+            ),
+            ("state_dir", path(&self.state_dir)),
+            ("socket", path(&self.socket)),
+            (
+                "metrics_file",
+                self.metrics_file.as_deref().map_or(q(""), path),
+            ),
+            (
+                "metrics_listen",
+                q(&self
+                    .metrics_listen
+                    .map(|a| a.to_string())
+                    .unwrap_or_default()),
+            ),
+        ]
     }
 
     pub fn overlap(&self) -> Overlap {
@@ -173,6 +357,37 @@ impl Config {
             max_switch_share: self.max_switch_share,
         }
     }
+}
+
+/// A value refused, with its key (so that [`Config::load`] can say the
+/// key's line).
+#[derive(Debug)]
+pub struct BadKey {
+    pub key: &'static str,
+    message: String,
+}
+
+impl std::fmt::Display for BadKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for BadKey {}
+
+fn bad(key: &'static str, message: String) -> anyhow::Error {
+    BadKey { key, message }.into()
+}
+
+/// The line (from 1) where `key` is given in `text`.
+fn key_line(text: &str, key: &str) -> Option<usize> {
+    text.lines()
+        .position(|l| {
+            l.trim_start()
+                .strip_prefix(key)
+                .is_some_and(|rest| rest.trim_start().starts_with('='))
+        })
+        .map(|i| i + 1)
 }
 
 /// Beside the socket, where node_exporter's textfile collector can be
@@ -247,10 +462,64 @@ mod tests {
         assert_eq!(format!("{shipped:?}"), format!("{default:?}"));
     }
 
+    /// Every field of the file is in KEYS (serde lists the fields it
+    /// expects when it meets an unknown one), and every key's documented
+    /// default means the same as leaving the key out.
+    #[test]
+    fn keys_document_every_field_with_the_codes_default() {
+        let e = toml::from_str::<File>("no_such_key = 1")
+            .unwrap_err()
+            .to_string();
+        let expected = e.split("expected one of").nth(1).expect(&e);
+        let mut fields: Vec<&str> = expected.split('`').skip(1).step_by(2).collect();
+        let keys: Vec<&str> = KEYS.iter().map(|k| k.name).collect();
+        let mut sorted = keys.clone();
+        fields.sort();
+        sorted.sort();
+        assert_eq!(fields, sorted, "KEYS must document every field of File");
+        let default = format!("{:?}", parse("").unwrap());
+        let shown: Vec<&str> = parse("").unwrap().effective().iter().map(|e| e.0).collect();
+        assert_eq!(shown, keys, "effective() shows every key, in KEYS' order");
+        for k in KEYS {
+            if let KeyDefault::Value(v) = k.default {
+                let c = parse(&format!("{} = {v}", k.name))
+                    .unwrap_or_else(|e| panic!("{} = {v}: {e:#}", k.name));
+                assert_eq!(format!("{c:?}"), default, "{} = {v}", k.name);
+            }
+        }
+    }
+
+    #[test]
+    fn a_refused_value_names_its_line_and_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.toml");
+        std::fs::write(
+            &path,
+            "# a comment\npolicy = \"gang\"\n  quantum  = \"0s\"\n",
+        )
+        .unwrap();
+        let e = format!("{:#}", Config::load(&path, true).unwrap_err());
+        assert!(
+            e.starts_with(&format!("{}:3: quantum", path.display())),
+            "{e}"
+        );
+        std::fs::write(&path, "policy = \"gang\"\npool_memroy = \"1G\"\n").unwrap();
+        let e = format!("{:#}", Config::load(&path, true).unwrap_err());
+        assert!(e.contains("line 2") && e.contains("pool_memroy"), "{e}");
+    }
+
     #[test]
     fn bad_values_name_the_key() {
         let e = parse("pool_memory = \"lots\"").unwrap_err().to_string();
         assert!(e.contains("pool_memory"), "{e}");
+        // A size without its unit is refused, not read as bytes; zero
+        // needs none.
+        let e = parse("swap_reserve = \"512\"").unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "swap_reserve \"512\" has no unit: write 512M, 512MiB or 512G (512B if bytes are meant)"
+        );
+        assert_eq!(parse("swap_reserve = \"0\"").unwrap().swap_reserve, 0);
         let e = parse("quantum = \"0s\"").unwrap_err().to_string();
         assert!(e.contains("quantum"), "{e}");
         let e = parse("max_switch_share = \"half\"")

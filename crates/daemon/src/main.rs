@@ -11,9 +11,11 @@ use std::process::ExitCode;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
+mod check;
 mod config;
 mod http;
 mod journal;
+mod man;
 mod server;
 mod service;
 
@@ -24,16 +26,22 @@ mod service;
     about = "memgang's node service: runs users' jobs, durably, without paging them to death"
 )]
 struct Cli {
-    /// Configuration file (TOML); see dist/memgang.toml. A missing file at
-    /// the default path means the documented defaults.
-    #[arg(long, default_value = config::DEFAULT_CONFIG)]
+    /// Configuration file (TOML; memgang.toml(5)). A missing file at the
+    /// default path means the documented defaults.
+    #[arg(long, value_name = "FILE", default_value = config::DEFAULT_CONFIG)]
     config: PathBuf,
+    /// Check a configuration file (default: --config's) and print the
+    /// effective settings and what memgangd would use of this node (pool,
+    /// swap, cgroup hierarchy), then exit: 0 when memgangd would accept
+    /// it, 1 with the line and key at fault. Needs no root.
+    #[arg(long, value_name = "FILE", num_args = 0..=1)]
+    check_config: Option<Option<PathBuf>>,
     /// cgroup v2: make the pools in this group (a path below the cgroup2
     /// root, e.g. system.slice/memgang-jobs.service) instead of beside the
-    /// daemon in its own group. dist/memgangd.service points it at the
-    /// delegated group of dist/memgang-jobs.service, whose only process
+    /// daemon in its own group. memgangd.service points it at the
+    /// delegated group of memgang-jobs.service, whose only process
     /// (`memgangd hold`) sits in a leaf, so that systemd can restart
-    /// memgangd while jobs run (docs/install.md says why).
+    /// memgangd while jobs run (/usr/share/doc/memgang/install.md says why).
     #[arg(long, value_name = "GROUP")]
     jobs_cgroup: Option<String>,
     #[command(subcommand)]
@@ -82,8 +90,12 @@ fn main() -> ExitCode {
         }
         None => {}
     }
-    init_logging();
     let explicit = cli.config != Path::new(config::DEFAULT_CONFIG);
+    if let Some(file) = cli.check_config {
+        let explicit = explicit || file.is_some();
+        return check::check(&file.unwrap_or(cli.config), explicit);
+    }
+    init_logging();
     match daemon(&cli.config, explicit, cli.jobs_cgroup.as_deref()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -95,6 +107,7 @@ fn main() -> ExitCode {
 
 /// Colour and timestamps only on a terminal: under systemd (or into a
 /// file) stderr gets plain lines, and journald adds the time itself.
+/// NO_COLOR (set, not empty) turns colour off there too (no-color.org).
 fn init_logging() {
     use std::io::IsTerminal;
     let tty = std::io::stderr().is_terminal();
@@ -104,7 +117,7 @@ fn init_logging() {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
         )
         .with_writer(std::io::stderr)
-        .with_ansi(tty);
+        .with_ansi(tty && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()));
     if tty {
         builder.init();
     } else {
@@ -127,6 +140,7 @@ fn notify(state: &[sd_notify::NotifyState]) {
 fn hold() -> Result<()> {
     let backend = memgang_linux::cgroup::detect()
         .context("finding a cgroup hierarchy with a memory controller")?;
+    protect_from_oom();
     let v2 = backend.version() == memgang_linux::cgroup::CgroupVersion::V2;
     if v2 {
         let own = std::fs::read_to_string("/proc/self/cgroup")
@@ -146,19 +160,33 @@ fn hold() -> Result<()> {
 }
 
 fn man(out: &Path) -> ExitCode {
-    let cmd = <Cli as clap::CommandFactory>::command();
-    let path = out.join("memgangd.8");
-    let write = || -> std::io::Result<()> {
-        std::fs::create_dir_all(out)?;
-        let mut f = std::fs::File::create(&path)?;
-        clap_mangen::Man::new(cmd).section("8").render(&mut f)
-    };
-    match write() {
+    match man::write(<Cli as clap::CommandFactory>::command(), out) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("memgangd: writing {}: {e}", path.display());
+            eprintln!("memgangd: writing man pages into {}: {e}", out.display());
             ExitCode::FAILURE
         }
+    }
+}
+
+/// The kernel's OOM killer must pick a job, not the service that holds
+/// every job's state (nor the process that holds their cgroup): memgangd
+/// and `memgangd hold` run with a negative oom_score_adj. The units set
+/// it (OOMScoreAdjust=); this asserts it when they did not (started by
+/// hand, an old unit). Jobs go back to 0 when spawned
+/// (memgang_linux::cgroup::spawn_into_as).
+const OOM_SCORE_ADJ: i32 = -900;
+
+fn protect_from_oom() {
+    use memgang_linux::process::{oom_score_adj, set_oom_score_adj};
+    match oom_score_adj() {
+        Ok(v) if v < 0 => tracing::info!("oom_score_adj {v}: the OOM killer picks jobs first"),
+        _ => match set_oom_score_adj(OOM_SCORE_ADJ) {
+            Ok(()) => tracing::info!(
+                "oom_score_adj set to {OOM_SCORE_ADJ}: the OOM killer picks jobs first"
+            ),
+            Err(e) => tracing::warn!("cannot protect memgangd from the OOM killer: {e}"),
+        },
     }
 }
 
@@ -250,8 +278,9 @@ fn die_of(sig: i32) -> ExitCode {
 fn daemon(config_path: &Path, explicit: bool, jobs_cgroup: Option<&str>) -> Result<()> {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
-        bail!("memgangd runs as root (it creates cgroups and runs jobs as their users); start it with sudo or systemd (dist/memgangd.service)");
+        bail!("memgangd runs as root (it creates cgroups and runs jobs as their users); start it with sudo or systemd (memgangd.service); `memgangd --check-config` checks a configuration as any user");
     }
+    protect_from_oom();
     // Job output and the journal are for the daemon only.
     // SAFETY: umask has no preconditions.
     unsafe { libc::umask(0o077) };
@@ -298,7 +327,7 @@ fn daemon(config_path: &Path, explicit: bool, jobs_cgroup: Option<&str>) -> Resu
         backend,
         logs: jobs_dir,
         stop: stop.clone(),
-        progress: indicatif::ProgressBar::hidden(),
+        progress: None,
     };
     let placeholder = memgang_core::admission::Capacity {
         pool_bytes: cfg.pool_memory,

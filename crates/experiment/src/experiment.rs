@@ -2,7 +2,7 @@
 //! the file, the line and what to write instead.
 
 use memgang_core::packing;
-use memgang_core::units::{format_bytes, parse_bytes};
+use memgang_core::units::{format_bytes, parse_size};
 use memgang_core::{JobSpec, Overlap, PolicyKind, Quantum, Switching};
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -115,173 +115,35 @@ impl Experiment {
 
     /// Parse an experiment; `file` is only used in messages.
     pub fn parse(text: &str, file: &str, overrides: &Overrides) -> Result<Self, ExperimentError> {
-        let err = |span: Option<std::ops::Range<usize>>, message: String| ExperimentError {
-            file: file.to_string(),
-            line: span.map(|s| line_of(text, s.start)),
-            message,
-        };
+        let cx = Cx { text, file };
         let doc: FileDoc =
-            toml::from_str(text).map_err(|e| err(e.span(), e.message().to_string()))?;
-
+            toml::from_str(text).map_err(|e| cx.err(e.span(), e.message().to_string()))?;
         let policy = match (overrides.policy, &doc.policy) {
             (Some(p), _) => p,
-            (None, Some(p)) => p.get_ref().parse().map_err(|m| err(Some(p.span()), m))?,
+            (None, Some(p)) => p.get_ref().parse().map_err(|m| cx.err(Some(p.span()), m))?,
             (None, None) => PolicyKind::Auto,
-        };
-        let duration = |v: &Spanned<String>, what: &str| -> Result<Duration, ExperimentError> {
-            let d = humantime::parse_duration(v.get_ref()).map_err(|e| {
-                err(
-                    Some(v.span()),
-                    format!(
-                        "invalid {what} {:?}: {e}; write e.g. \"10s\" or \"500ms\"",
-                        v.get_ref()
-                    ),
-                )
-            })?;
-            if d.is_zero() {
-                return Err(err(
-                    Some(v.span()),
-                    format!("{what} must be greater than zero"),
-                ));
-            }
-            Ok(d)
         };
         let quantum = match (overrides.quantum, &doc.quantum) {
             (Some(q), _) => q,
-            (None, Some(q)) => duration(q, "quantum")?,
+            (None, Some(q)) => cx.duration(q, "quantum")?,
             (None, None) => DEFAULT_QUANTUM,
         };
-        let max_switch_share = match (overrides.max_switch_share, &doc.max_switch_share) {
-            (Some(m), _) => Some(m),
-            (None, Some(v)) => {
-                let text = match v.get_ref() {
-                    toml::Value::String(t) => t.clone(),
-                    toml::Value::Float(f) => f.to_string(),
-                    other => other.to_string(),
-                };
-                Some(Quantum::parse_share(&text).map_err(|m| err(Some(v.span()), m))?)
-            }
-            (None, None) => None,
-        };
-        if max_switch_share.is_some() && matches!(policy, PolicyKind::Batch | PolicyKind::Cosched) {
-            return Err(err(
-                doc.max_switch_share.as_ref().map(|v| v.span()),
-                format!("max_switch_share grows the quantum after a switch, which policy {policy} does not make: use gang, hybrid or auto, or remove it"),
-            ));
-        }
+        let max_switch_share = cx.max_switch_share(&doc, overrides, policy)?;
         let switch = match (overrides.switch, &doc.switch) {
             (Some(s), _) => s,
-            (None, Some(s)) => s.get_ref().parse().map_err(|m| err(Some(s.span()), m))?,
+            (None, Some(s)) => s.get_ref().parse().map_err(|m| cx.err(Some(s.span()), m))?,
             (None, None) => Switching::LRU,
         };
-        let overlap = match (overrides.overlap, &doc.overlap) {
-            (Some(o), _) => Some((o, None)),
-            (None, Some(o)) => Some((
-                o.get_ref().parse().map_err(|m| err(Some(o.span()), m))?,
-                Some(o.span()),
-            )),
-            (None, None) => None,
-        };
-        if let Some((o, span)) = &overlap {
-            if !policy.uses_overlap() {
-                return Err(err(
-                    span.clone(),
-                    format!(
-                        "overlap = {:?} applies to set switches, which policy {policy} does not make: use policy hybrid or auto, or remove the overlap",
-                        o.name()
-                    ),
-                ));
-            }
-        }
-        let overlap = overlap.map(|(o, _)| o).unwrap_or_default();
+        let overlap = cx.overlap(&doc, overrides, policy)?;
         let sample_interval = match &doc.sample_interval {
-            Some(v) => duration(v, "sample_interval")?,
+            Some(v) => cx.duration(v, "sample_interval")?,
             None => DEFAULT_SAMPLE_INTERVAL,
         };
-        let size =
-            |v: &Spanned<String>| parse_bytes(v.get_ref()).map_err(|m| err(Some(v.span()), m));
-        let pool_memory = match (overrides.pool_memory, &doc.pool_memory) {
-            (Some(m), _) => m,
-            (None, Some(m)) => size(m)?,
-            (None, None) => {
-                return Err(err(None, "no pool_memory: say how much memory the jobs share, e.g. pool_memory = \"1G\" (or --pool-memory)".into()))
-            }
-        };
-        if pool_memory < 16 << 20 {
-            return Err(err(
-                doc.pool_memory.as_ref().map(|p| p.span()),
-                "pool_memory must be at least 16M".into(),
-            ));
-        }
-
-        if doc.jobs.is_empty() {
-            return Err(err(
-                None,
-                "no jobs: add at least one [[job]] with a name and a command".into(),
-            ));
-        }
-        let mut jobs: Vec<JobDef> = Vec::new();
-        for job in &doc.jobs {
-            let j = job.get_ref();
-            let name = j.name.get_ref();
-            if name.is_empty()
-                || !name
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
-                || name.starts_with('.')
-            {
-                return Err(err(Some(j.name.span()), format!("invalid job name {name:?}: use letters, digits, '-', '_' and '.' (it names the job's cgroup)")));
-            }
-            if jobs.iter().any(|o| &o.spec.name == name) {
-                return Err(err(
-                    Some(j.name.span()),
-                    format!("duplicate job name {name:?}: job names must be unique"),
-                ));
-            }
-            if j.command.get_ref().is_empty() || j.command.get_ref()[0].is_empty() {
-                return Err(err(Some(j.command.span()), format!("job {name:?}: command is empty: give the program and its arguments, e.g. [\"memgang-workload\", \"--mib\", \"100\"]")));
-            }
-            let ranks = match &j.ranks {
-                None => 1,
-                Some(r) if (1..=4096).contains(r.get_ref()) => *r.get_ref() as u32,
-                Some(r) => {
-                    return Err(err(
-                        Some(r.span()),
-                        format!(
-                            "job {name:?}: ranks must be between 1 and 4096, not {}",
-                            r.get_ref()
-                        ),
-                    ))
-                }
-            };
-            let memory_bytes = j.memory.as_ref().map(size).transpose()?;
-            let arrival = match &j.arrival {
-                None => Duration::ZERO,
-                Some(a) => humantime::parse_duration(a.get_ref()).map_err(|e| {
-                    err(
-                        Some(a.span()),
-                        format!(
-                            "job {name:?}: invalid arrival {:?}: {e}; write e.g. \"0s\" or \"30s\"",
-                            a.get_ref()
-                        ),
-                    )
-                })?,
-            };
-            jobs.push(JobDef {
-                spec: JobSpec {
-                    name: name.clone(),
-                    ranks,
-                    memory_bytes,
-                    arrival,
-                    placed: None,
-                },
-                command: j.command.get_ref().clone(),
-                env: j.env.clone(),
-            });
-        }
+        let pool_memory = cx.pool_memory(&doc, overrides)?;
+        let jobs = cx.jobs(&doc.jobs)?;
         if policy == PolicyKind::Hybrid {
             check_packable(&jobs, pool_memory)
-                .map_err(|m| err(doc.pool_memory.as_ref().map(|p| p.span()), m))?;
+                .map_err(|m| cx.err(doc.pool_memory.as_ref().map(|p| p.span()), m))?;
         }
         let name = doc.name.unwrap_or_else(|| {
             Path::new(file)
@@ -317,6 +179,205 @@ impl Experiment {
             policy,
             ..self.clone()
         }
+    }
+}
+
+/// The file being parsed, for errors that name it and the line.
+struct Cx<'a> {
+    text: &'a str,
+    file: &'a str,
+}
+
+impl Cx<'_> {
+    fn err(&self, span: Option<std::ops::Range<usize>>, message: String) -> ExperimentError {
+        ExperimentError {
+            file: self.file.to_string(),
+            line: span.map(|s| line_of(self.text, s.start)),
+            message,
+        }
+    }
+
+    /// A duration setting (`what` names it), more than zero.
+    fn duration(&self, v: &Spanned<String>, what: &str) -> Result<Duration, ExperimentError> {
+        let d = humantime::parse_duration(v.get_ref()).map_err(|e| {
+            self.err(
+                Some(v.span()),
+                format!(
+                    "invalid {what} {:?}: {e}; write e.g. \"10s\" or \"500ms\"",
+                    v.get_ref()
+                ),
+            )
+        })?;
+        if d.is_zero() {
+            return Err(self.err(Some(v.span()), format!("{what} must be greater than zero")));
+        }
+        Ok(d)
+    }
+
+    /// A size setting (`what` names it), with its unit.
+    fn size(&self, v: &Spanned<String>, what: &str) -> Result<u64, ExperimentError> {
+        parse_size(what, v.get_ref()).map_err(|m| self.err(Some(v.span()), m))
+    }
+
+    /// `max_switch_share`, a percentage or a fraction, for the policies
+    /// whose quantum a switch may grow.
+    fn max_switch_share(
+        &self,
+        doc: &FileDoc,
+        overrides: &Overrides,
+        policy: PolicyKind,
+    ) -> Result<Option<f64>, ExperimentError> {
+        let max_switch_share = match (overrides.max_switch_share, &doc.max_switch_share) {
+            (Some(m), _) => Some(m),
+            (None, Some(v)) => {
+                let text = match v.get_ref() {
+                    toml::Value::String(t) => t.clone(),
+                    toml::Value::Float(f) => f.to_string(),
+                    other => other.to_string(),
+                };
+                Some(Quantum::parse_share(&text).map_err(|m| self.err(Some(v.span()), m))?)
+            }
+            (None, None) => None,
+        };
+        if max_switch_share.is_some() && matches!(policy, PolicyKind::Batch | PolicyKind::Cosched) {
+            return Err(self.err(
+                doc.max_switch_share.as_ref().map(|v| v.span()),
+                format!("max_switch_share grows the quantum after a switch, which policy {policy} does not make: use gang, hybrid or auto, or remove it"),
+            ));
+        }
+        Ok(max_switch_share)
+    }
+
+    /// `overlap`, which only the policies that make set switches take.
+    fn overlap(
+        &self,
+        doc: &FileDoc,
+        overrides: &Overrides,
+        policy: PolicyKind,
+    ) -> Result<Overlap, ExperimentError> {
+        let overlap = match (overrides.overlap, &doc.overlap) {
+            (Some(o), _) => Some((o, None)),
+            (None, Some(o)) => Some((
+                o.get_ref()
+                    .parse()
+                    .map_err(|m| self.err(Some(o.span()), m))?,
+                Some(o.span()),
+            )),
+            (None, None) => None,
+        };
+        if let Some((o, span)) = &overlap {
+            if !policy.uses_overlap() {
+                return Err(self.err(
+                    span.clone(),
+                    format!(
+                        "overlap = {:?} applies to set switches, which policy {policy} does not make: use policy hybrid or auto, or remove the overlap",
+                        o.name()
+                    ),
+                ));
+            }
+        }
+        Ok(overlap.map(|(o, _)| o).unwrap_or_default())
+    }
+
+    fn pool_memory(&self, doc: &FileDoc, overrides: &Overrides) -> Result<u64, ExperimentError> {
+        let pool_memory = match (overrides.pool_memory, &doc.pool_memory) {
+            (Some(m), _) => m,
+            (None, Some(m)) => self.size(m, "pool_memory")?,
+            (None, None) => {
+                return Err(self.err(None, "no pool_memory: say how much memory the jobs share, e.g. pool_memory = \"1G\" (or --pool-memory)".into()))
+            }
+        };
+        if pool_memory < 16 << 20 {
+            return Err(self.err(
+                doc.pool_memory.as_ref().map(|p| p.span()),
+                "pool_memory must be at least 16M".into(),
+            ));
+        }
+        Ok(pool_memory)
+    }
+
+    /// The `[[job]]`s, at least one, with unique names.
+    fn jobs(&self, file_jobs: &[Spanned<FileJob>]) -> Result<Vec<JobDef>, ExperimentError> {
+        if file_jobs.is_empty() {
+            return Err(self.err(
+                None,
+                "no jobs: add at least one [[job]] with a name and a command".into(),
+            ));
+        }
+        let mut jobs: Vec<JobDef> = Vec::new();
+        for job in file_jobs {
+            let j = job.get_ref();
+            let name = self.job_name(j)?;
+            if jobs.iter().any(|o| &o.spec.name == name) {
+                return Err(self.err(
+                    Some(j.name.span()),
+                    format!("duplicate job name {name:?}: job names must be unique"),
+                ));
+            }
+            jobs.push(self.job(j)?);
+        }
+        Ok(jobs)
+    }
+
+    /// A job's name, which names its cgroup.
+    fn job_name<'j>(&self, j: &'j FileJob) -> Result<&'j String, ExperimentError> {
+        let name = j.name.get_ref();
+        if name.is_empty()
+            || !name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+            || name.starts_with('.')
+        {
+            return Err(self.err(Some(j.name.span()), format!("invalid job name {name:?}: use letters, digits, '-', '_' and '.' (it names the job's cgroup)")));
+        }
+        Ok(name)
+    }
+
+    /// A job whose name [`Cx::job_name`] took.
+    fn job(&self, j: &FileJob) -> Result<JobDef, ExperimentError> {
+        let name = j.name.get_ref();
+        if j.command.get_ref().is_empty() || j.command.get_ref()[0].is_empty() {
+            return Err(self.err(Some(j.command.span()), format!("job {name:?}: command is empty: give the program and its arguments, e.g. [\"memgang-workload\", \"--mib\", \"100\"]")));
+        }
+        let ranks = match &j.ranks {
+            None => 1,
+            Some(r) if (1..=4096).contains(r.get_ref()) => *r.get_ref() as u32,
+            Some(r) => {
+                return Err(self.err(
+                    Some(r.span()),
+                    format!(
+                        "job {name:?}: ranks must be between 1 and 4096, not {}",
+                        r.get_ref()
+                    ),
+                ))
+            }
+        };
+        let memory_bytes = (j.memory.as_ref())
+            .map(|m| self.size(m, &format!("job {name:?}: memory")))
+            .transpose()?;
+        let arrival = match &j.arrival {
+            None => Duration::ZERO,
+            Some(a) => humantime::parse_duration(a.get_ref()).map_err(|e| {
+                self.err(
+                    Some(a.span()),
+                    format!(
+                        "job {name:?}: invalid arrival {:?}: {e}; write e.g. \"0s\" or \"30s\"",
+                        a.get_ref()
+                    ),
+                )
+            })?,
+        };
+        Ok(JobDef {
+            spec: JobSpec {
+                name: name.clone(),
+                ranks,
+                memory_bytes,
+                arrival,
+                placed: None,
+            },
+            command: j.command.get_ref().clone(),
+            env: j.env.clone(),
+        })
     }
 }
 
@@ -452,7 +513,20 @@ command = ["true"]
         assert_eq!(e.line, Some(9), "{e}");
         assert!(
             e.to_string()
-                .starts_with("exp.toml:9: invalid size \"70QM\""),
+                .starts_with("exp.toml:9: job \"a\": memory \"70QM\" is not a size"),
+            "{e}"
+        );
+        // A number without a unit is refused, not read as bytes.
+        let e = error_of(&GOOD.replace("memory = \"700M\"", "memory = \"700\""));
+        assert_eq!(
+            e.to_string(),
+            "exp.toml:9: job \"a\": memory \"700\" has no unit: write 700M, 700MiB or 700G \
+             (700B if bytes are meant)"
+        );
+        let e = error_of(&GOOD.replace("pool_memory = \"1G\"", "pool_memory = \"1\""));
+        assert!(
+            e.to_string()
+                .starts_with("exp.toml:4: pool_memory \"1\" has no unit: write 1M"),
             "{e}"
         );
 

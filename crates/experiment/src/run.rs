@@ -5,24 +5,25 @@
 use crate::baseline::{self, Baseline};
 use crate::experiment::Experiment;
 use anyhow::{bail, Context, Result};
-use memgang_core::capacity::{self, Set};
+use memgang_core::capacity::{self, Holding, Refusal};
 use memgang_core::PolicyKind;
 use memgang_linux::cgroup;
 use memgang_linux::counters::NodeCounters;
 use memgang_results::{JobResult, Machine, RunResult, SCHEMA_VERSION};
 use memgang_runtime::account;
-use memgang_runtime::executor::{self, Env, Launch, Node, NodeReport, NodeSettings};
+use memgang_runtime::executor::{self, Env, Launch, Node, NodeReport, NodeSettings, Progress};
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Default)]
 pub struct RunOptions {
     /// Where each job's stdout and stderr go (a directory per job).
     pub logs: Option<PathBuf>,
     pub baseline: Baseline,
-    /// Show a live status line (when stderr is a terminal).
-    pub live: bool,
+    /// Who is shown the run as it goes (`memgang run`'s status line on a
+    /// terminal); None: notes go to the log.
+    pub progress: Option<Arc<dyn Progress>>,
     /// Stop jobs with SIGSTOP/SIGCONT even where a cgroup freezer exists.
     pub signals: bool,
 }
@@ -45,13 +46,6 @@ pub fn run(exp: &Experiment, opts: &RunOptions) -> Result<RunResult> {
     let logs = opts.logs.clone().unwrap_or_else(|| {
         std::env::temp_dir().join(format!("memgang-logs-{}", std::process::id()))
     });
-    let progress = if opts.live {
-        let pb = indicatif::ProgressBar::new_spinner();
-        pb.enable_steady_tick(std::time::Duration::from_millis(250));
-        pb
-    } else {
-        indicatif::ProgressBar::hidden()
-    };
     let env = Env {
         freezer: memgang_linux::freeze::choose(backend.clone(), opts.signals),
         paging: Arc::new(memgang_linux::paging::Madvise),
@@ -60,10 +54,9 @@ pub fn run(exp: &Experiment, opts: &RunOptions) -> Result<RunResult> {
         backend,
         logs,
         stop: stop.clone(),
-        progress,
+        progress: opts.progress.clone(),
     };
     let result = run_with_baseline(exp, opts, &env);
-    env.progress.finish_and_clear();
     for id in registered {
         signal_hook::low_level::unregister(id);
     }
@@ -102,7 +95,9 @@ fn run_with_baseline(exp: &Experiment, opts: &RunOptions, env: &Env) -> Result<R
             match hit {
                 Some((path, b)) => Some((b, format!("cache {}", path.display()))),
                 None => {
-                    env.progress.println("running the batch reference first (cached for the next runs of these jobs)");
+                    if let Some(p) = &env.progress {
+                        p.note("running the batch reference first (cached for the next runs of these jobs)");
+                    }
                     tracing::info!("running the batch reference of {}", exp.name);
                     let b = execute(&exp.with_policy(PolicyKind::Batch), env)?;
                     if b.interrupted {
@@ -143,38 +138,41 @@ fn require_root() -> Result<()> {
     Ok(())
 }
 
-/// Refuse an experiment whose declared jobs the node cannot hold, by the
-/// capacity model (`memgang_core::capacity`): each job alone in the pool
-/// and the usable swap, and, where the policy parks suspended jobs in swap,
-/// all of them with a switch's exchange; under `cosched` all of them at
-/// once, without one. Refused, not serialized: the policy, not `memgang
-/// run`, decides when jobs run, and a run that waited for memory would not
-/// measure the policy. Jobs that declare no memory are not counted.
+/// Refuse an experiment whose declared jobs the node cannot hold under its
+/// policy, by the capacity model's rule for an experiment
+/// ([`capacity::experiment_may_run`]: each job alone in the pool and the
+/// usable swap, and all of them as the policy holds them). Refused, not
+/// serialized: the policy, not `memgang run`, decides when jobs run. Jobs
+/// that declare no memory are not counted.
 fn check_pool(exp: &Experiment, counters: &dyn NodeCounters) -> Result<()> {
     let declared: Vec<(&str, u64)> = exp
         .jobs
         .iter()
         .filter_map(|j| Some((j.spec.name.as_str(), j.spec.memory_bytes?)))
         .collect();
-    let cap = memgang_runtime::memory::capacity(
-        counters,
-        exp.pool_memory,
-        0,
-        capacity::SWAP_RESERVE,
-        true,
-    );
+    let room =
+        memgang_runtime::memory::capacity(counters, exp.pool_memory, 0, capacity::SWAP_RESERVE);
     let fmt = memgang_core::units::format_bytes;
     let fix =
         "Raise pool_memory, add swap with `memgang testbed up --swap SIZE`, or declare less memory";
+    let bytes: Vec<u64> = declared.iter().map(|d| d.1).collect();
+    match capacity::experiment_may_run(&bytes, &room, Holding::of(exp.policy)) {
+        Ok(()) => {}
+        Err(Refusal::Alone { index, bytes }) => bail!(
+            "experiment {:?}: job {:?} declares {} but the node holds at most {}, so it cannot run. {fix}.",
+            exp.name,
+            declared[index].0,
+            fmt(bytes),
+            room.describe()
+        ),
+        Err(Refusal::Together(why)) => bail!(
+            "experiment {:?} cannot run as it is under {}: {why}. {fix}, run fewer jobs at once \
+             (or under policy batch).",
+            exp.name,
+            exp.policy
+        ),
+    }
     if let Some(&(name, big)) = declared.iter().max_by_key(|d| d.1) {
-        if big > cap.total() {
-            bail!(
-                "experiment {:?}: job {name:?} declares {} but the node holds at most {}, so it cannot run. {fix}.",
-                exp.name,
-                fmt(big),
-                cap.describe()
-            );
-        }
         if big > exp.pool_memory {
             tracing::warn!(
                 "job {name:?} declares {}, more than the pool's {}: it will page even when alone",
@@ -182,26 +180,6 @@ fn check_pool(exp: &Experiment, counters: &dyn NodeCounters) -> Result<()> {
                 fmt(exp.pool_memory)
             );
         }
-    }
-    let set = Set::of(&declared.iter().map(|d| d.1).collect::<Vec<_>>());
-    let why = match exp.policy {
-        PolicyKind::Batch => None,
-        PolicyKind::Cosched => (set.sum > cap.total()).then(|| {
-            format!(
-                "its jobs run at once and declare {} in all, more than {}",
-                fmt(set.sum),
-                cap.describe()
-            )
-        }),
-        _ => capacity::shortage(set, &cap),
-    };
-    if let Some(why) = why {
-        bail!(
-            "experiment {:?} cannot run as it is under {}: {why}. {fix}, run fewer jobs at once \
-             (or under policy batch).",
-            exp.name,
-            exp.policy
-        );
     }
     Ok(())
 }
@@ -351,6 +329,33 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("cannot run"), "{err}");
+    }
+
+    /// The check adds only its messages to the capacity model's rule for
+    /// an experiment (whose table against memgangd's admission is core's
+    /// `memgang_run_and_memgangd_judge_alike_but_where_they_mean_to_differ`).
+    #[test]
+    fn the_check_is_the_capacity_models_rule_for_an_experiment() {
+        let swap = FakeCounters::with_swap(320 << 20);
+        let room = memgang_runtime::memory::capacity(&swap, 256 << 20, 0, capacity::SWAP_RESERVE);
+        for policy in PolicyKind::ALL {
+            for jobs in 1..4 {
+                let rule = capacity::experiment_may_run(
+                    &vec![210 << 20; jobs],
+                    &room,
+                    Holding::of(policy),
+                );
+                let check = check_pool(&exp(policy.name(), jobs), &swap);
+                assert_eq!(check.is_ok(), rule.is_ok(), "{policy}, {jobs} job(s)");
+            }
+        }
+        let err = check_pool(&exp("cosched", 3), &swap)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("run at once") && err.contains("cosched"),
+            "{err}"
+        );
     }
 
     #[test]

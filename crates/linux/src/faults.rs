@@ -273,7 +273,12 @@ pub fn own_share(
                 })
             }
             Err((e, true)) if attempt < ATTEMPTS => {
-                eprintln!("memgang: {e}: the pool's OOM killer took a job; measuring again");
+                // Not eprintln!: a closed stderr (`2>&1 | head`) must not
+                // panic a measurement that holds cgroups.
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "memgang: {e}: the pool's OOM killer took a job; measuring again"
+                );
             }
             Err((e, killed)) => {
                 return Err(if killed {
@@ -391,7 +396,8 @@ impl Drop for RemoveGroup<'_> {
         // The child is reaped first (Child's Drop runs before this one, as
         // it was made later), so the group is empty here.
         if let Err(e) = self.0.remove(self.1) {
-            eprintln!(
+            let _ = writeln!(
+                std::io::stderr(),
                 "memgang: cgroup {} was not removed: {e}; run `memgang cleanup`",
                 self.1
             );

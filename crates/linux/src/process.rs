@@ -101,6 +101,30 @@ pub fn threads(pid: i32) -> Result<Vec<i32>> {
         .collect())
 }
 
+/// Where the kernel's OOM killer weighs this process (-1000 to 1000,
+/// added to its share of memory; -1000: never). Inherited across fork and
+/// exec.
+pub const OOM_SCORE_ADJ: &str = "/proc/self/oom_score_adj";
+
+/// This process's `oom_score_adj`.
+pub fn oom_score_adj() -> Result<i32> {
+    let text = std::fs::read_to_string(OOM_SCORE_ADJ)
+        .map_err(|e| Error::io("reading", PathBuf::from(OOM_SCORE_ADJ), e))?;
+    text.trim().parse().map_err(|_| {
+        Error::io(
+            "parsing",
+            PathBuf::from(OOM_SCORE_ADJ),
+            std::io::Error::new(std::io::ErrorKind::InvalidData, text.trim().to_string()),
+        )
+    })
+}
+
+/// Set this process's `oom_score_adj` (lowering it needs CAP_SYS_RESOURCE).
+pub fn set_oom_score_adj(v: i32) -> Result<()> {
+    std::fs::write(OOM_SCORE_ADJ, v.to_string())
+        .map_err(|e| Error::io("writing", PathBuf::from(OOM_SCORE_ADJ), e))
+}
+
 /// What dynamic coscheduling reads of a process: how often its threads
 /// went to sleep and woke (voluntary context switches, all threads) and
 /// how many of those sleeps were major page faults.

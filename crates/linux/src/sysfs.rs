@@ -161,13 +161,14 @@ pub(crate) fn wait_until(
 pub fn page_size() -> u64 {
     static PAGE: OnceLock<u64> = OnceLock::new();
     *PAGE.get_or_init(|| {
-        // SAFETY: sysconf has no preconditions.
-        let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-        if p > 0 {
-            p as u64
-        } else {
-            4096
-        }
+        // POSIX requires the page size; 4096 is only a fallback for a libc
+        // that does not answer.
+        nix::unistd::sysconf(nix::unistd::SysconfVar::PAGE_SIZE)
+            .ok()
+            .flatten()
+            .and_then(|p| u64::try_from(p).ok())
+            .filter(|&p| p > 0)
+            .unwrap_or(4096)
     })
 }
 

@@ -151,9 +151,20 @@ fn v1_limit_is_enforced() {
     // SAFETY: blocking wait on our own child, which the OOM killer ends.
     let r = unsafe { libc::waitpid(pid, &mut status, 0) };
     assert_eq!(r, pid);
+    let read = |f: &str| std::fs::read_to_string(memory_file(&pool, f)).unwrap_or_default();
     assert!(
         libc::WIFSIGNALED(status) && libc::WTERMSIG(status) == libc::SIGKILL,
-        "status {status:#x}"
+        "the allocator was not OOM-killed: {} (exit 1: could not join the group, 2: mmap \
+         failed); the group's failcnt {}, max usage {}, oom_control {:?}; swap {:?}",
+        if libc::WIFSIGNALED(status) {
+            format!("killed by signal {}", libc::WTERMSIG(status))
+        } else {
+            format!("exited {}", libc::WEXITSTATUS(status))
+        },
+        read("memory.failcnt").trim(),
+        read("memory.max_usage_in_bytes").trim(),
+        read("memory.oom_control"),
+        memgang_linux::counters::SwapStatus::read().ok(),
     );
     guard.children.clear();
 }

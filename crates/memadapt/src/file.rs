@@ -65,7 +65,11 @@ pub const FLAG_BIG_ENDIAN: u32 = 1 << 1;
 /// newer format and is refused.
 const KNOWN_FLAGS: u32 = FLAG_COMPLETE | FLAG_BIG_ENDIAN;
 
-/// This machine's page size in bytes (`sysconf(_SC_PAGESIZE)`).
+/// This machine's page size in bytes (`sysconf(_SC_PAGESIZE)`). Its own
+/// copy of `memgang_linux::paging::page_size`: memadapt is a standalone
+/// library (libmemadapt.so for C programs) that depends on no memgang
+/// crate, and pulling memgang-linux (nix, serde...) into it for one call
+/// would make every application that links it carry them.
 pub fn page_size() -> u64 {
     // SAFETY: sysconf has no memory-safety preconditions.
     let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };

@@ -304,19 +304,14 @@ impl GroupMemory {
 
 /// The node's capacity now ([`Capacity`]): the pool, the swap device as
 /// `counters` read it, less what the jobs themselves hold in swap
-/// (`ours`: theirs to count on) and `reserve`. `parks`: see
-/// [`Capacity::measured`]. Unreadable swap counts as none.
-pub fn capacity(
-    counters: &dyn NodeCounters,
-    pool_bytes: u64,
-    ours: u64,
-    reserve: u64,
-    parks: bool,
-) -> Capacity {
+/// (`ours`: theirs to count on) and `reserve`, swap counted whatever the
+/// policy ([`Capacity::promised`] is paging prevention's part). Unreadable
+/// swap counts as none.
+pub fn capacity(counters: &dyn NodeCounters, pool_bytes: u64, ours: u64, reserve: u64) -> Capacity {
     let (total, used) = counters
         .swap()
         .map_or((0, 0), |s| (s.total_bytes, s.used_bytes));
-    Capacity::measured(pool_bytes, total, used, ours, reserve, parks)
+    Capacity::measured(pool_bytes, total, used, ours, reserve)
 }
 
 /// A mechanism failed on one process of job `name`: the kernel pages it on

@@ -326,6 +326,9 @@ mod tests {
         stopper: Stopper,
         thread: Option<std::thread::JoinHandle<Result<()>>>,
         handled: mpsc::Receiver<Request>,
+        /// Ends a `Check` in its handler: the test holds it there, not a
+        /// sleep a loaded machine could outlast.
+        release: mpsc::Sender<()>,
     }
 
     impl Drop for Running {
@@ -344,6 +347,8 @@ mod tests {
         let stopper = server.stopper();
         let (tx, handled) = mpsc::channel();
         let tx = std::sync::Mutex::new(tx);
+        let (release, held) = mpsc::channel::<()>();
+        let held = std::sync::Mutex::new(held);
         let thread = std::thread::spawn(move || {
             server.run(move |req| {
                 tx.lock().unwrap().send(req.clone()).unwrap();
@@ -352,9 +357,9 @@ mod tests {
                         node: "n1".into(),
                         pool_bytes: 1 << 30,
                     },
-                    // Slow: for the connection bound.
+                    // Slow until released: for the connection bound.
                     Request::Check { .. } => {
-                        std::thread::sleep(Duration::from_millis(500));
+                        let _ = held.lock().unwrap().recv_timeout(Duration::from_secs(60));
                         Response::Ok
                     }
                     _ => Response::Ok,
@@ -366,6 +371,7 @@ mod tests {
             stopper,
             thread: Some(thread),
             handled,
+            release,
         }
     }
 
@@ -481,6 +487,7 @@ mod tests {
             .call("n1", &s.addr, &Request::Hello, T)
             .unwrap_err();
         assert!(e.to_string().contains("busy"), "{e}");
+        s.release.send(()).unwrap();
         assert_eq!(slow.join().unwrap().unwrap(), Response::Ok);
         client(fake)
             .call("n1", &s.addr, &Request::Hello, T)

@@ -20,6 +20,9 @@
 //! has a closed form, so verification needs neither a second copy of the data
 //! nor a replay of the iterations.
 
+pub mod args;
+pub use args::Args;
+
 use std::hint::black_box;
 use std::io;
 use std::ptr::NonNull;

@@ -57,16 +57,29 @@ pub fn spawn_into_as(
     let files = open_procs(backend, group)?;
     let fds: Vec<i32> = files.iter().map(|f| f.as_raw_fd()).collect();
     let user = user.cloned();
-    // SAFETY: the closure only calls write(2), setgroups(2), setgid(2),
-    // setuid(2) and chdir(2), async-signal-safe, on descriptors that stay
-    // open until spawn() returns (`files`) and memory allocated before the
-    // fork.
+    // A service protected from the OOM killer (memgangd: negative
+    // oom_score_adj) must not hand that to its jobs, which inherit it
+    // across fork and exec: the child goes back to the default, 0, before
+    // it drops to its user (as root, the kernel then also forbids the user
+    // to lower it again).
+    let reset_oom = crate::process::oom_score_adj().is_ok_and(|v| v < 0);
+    // SAFETY: the closure only calls open(2), write(2), close(2),
+    // setgroups(2), setgid(2), setuid(2) and chdir(2), async-signal-safe,
+    // on descriptors that stay open until spawn() returns (`files`) and
+    // memory allocated before the fork.
     unsafe {
         cmd.pre_exec(move || {
             for fd in &fds {
                 if libc::write(*fd, b"0".as_ptr().cast(), 1) != 1 {
                     return Err(std::io::Error::last_os_error());
                 }
+            }
+            if reset_oom {
+                let fd = libc::open(c"/proc/self/oom_score_adj".as_ptr(), libc::O_WRONLY);
+                if fd < 0 || libc::write(fd, b"0".as_ptr().cast(), 1) != 1 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                libc::close(fd);
             }
             if let Some(c) = &user {
                 if libc::setgroups(c.groups.len(), c.groups.as_ptr()) != 0

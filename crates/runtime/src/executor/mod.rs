@@ -14,8 +14,8 @@
 //! * `jobs`: `Jobs`: starting, reaping, finishing and cancelling jobs, and
 //!   tearing every cgroup down on any exit path;
 //! * `sampling`: `Sampling` and `Traffic`: the counters read between
-//!   switches, the paging trace, memory pressure, the progress line,
-//!   dynamic coscheduling's counts;
+//!   switches, the paging trace, memory pressure, the [`Status`] given to
+//!   [`Progress`], dynamic coscheduling's counts;
 //! * `switch`: `SwitchState`: carrying out a batch of actions, a switch's
 //!   page-out, page-in and make-room, timed as one;
 //! * `node`: the node and its loop (set-up, one iteration, the end), which
@@ -43,6 +43,7 @@ use memgang_linux::paging::Paging;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 /// The mechanisms and surroundings a [`Node`] runs with.
 #[derive(Clone)]
@@ -56,18 +57,46 @@ pub struct Env {
     pub logs: PathBuf,
     /// Set (by a signal handler) to end [`run_to_end`] early.
     pub stop: Arc<AtomicBool>,
-    pub progress: indicatif::ProgressBar,
+    /// Who is shown the run as it goes (`memgang run` draws a status line
+    /// on a terminal); None: what happens goes to the log.
+    pub progress: Option<Arc<dyn Progress>>,
+}
+
+/// What a front end is told while a node runs: the runtime draws nothing
+/// itself (the cli draws a status line with indicatif).
+pub trait Progress: Send + Sync {
+    /// The node at a sample (every sample interval).
+    fn status(&self, status: &Status<'_>);
+    /// Something that happened: a job started or ended, a warning.
+    fn note(&self, line: &str);
+}
+
+/// The node at a sample, for [`Progress::status`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct Status<'a> {
+    /// Since the node started.
+    pub at: Duration,
+    /// The policy's name (with its switch or overlap).
+    pub policy: &'a str,
+    pub running: Vec<&'a str>,
+    pub suspended: Vec<&'a str>,
+    pub finished: usize,
+    pub jobs: usize,
+    /// The pool's memory in use at the last sample.
+    pub pool_bytes: u64,
+    /// Pages swapped in and out per second over the last sample interval.
+    pub swap_in_per_s: f64,
+    pub swap_out_per_s: f64,
 }
 
 impl Env {
-    /// Say `msg` on the progress line, or in a service's log.
+    /// Tell `msg` to [`Env::progress`], or else to the log.
     pub(crate) fn say(&self, msg: String) {
-        if self.progress.is_hidden() {
+        match &self.progress {
+            Some(p) => p.note(&msg),
             // A service's log: a job's error may quote what a user wrote
             // (its working directory), which must not forge a line.
-            tracing::info!("{}", memgang_core::text::printable(&msg));
-        } else {
-            self.progress.println(msg);
+            None => tracing::info!("{}", memgang_core::text::printable(&msg)),
         }
     }
 }

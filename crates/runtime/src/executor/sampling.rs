@@ -1,9 +1,9 @@
 //! What a node measures between switches: the jobs' memory counters and
 //! swap traffic (the paging trace, paper 000 Fig. 6), memory pressure, and
-//! the progress line.
+//! the status given to the front end.
 
 use super::jobs::{write_allowance, JobRun};
-use super::Env;
+use super::{Env, Status};
 use crate::account::Tracker;
 use crate::mechanisms::SwitchPoint;
 use crate::results::{JobSample, Sample};
@@ -267,31 +267,25 @@ impl Sampling {
         self.vm_last = p.vm;
     }
 
-    /// The progress line, at `now`.
+    /// The node at `now` to [`Env::progress`], if there is one.
     pub(super) fn show_progress(&self, env: &Env, st: &State, now: Duration) {
-        if env.progress.is_hidden() {
+        let Some(progress) = &env.progress else {
             return;
-        }
-        let names = |s: JobStatus| {
-            st.with_status(s)
-                .map(|j| j.spec.name.as_str())
-                .collect::<Vec<_>>()
-                .join(",")
         };
-        let done = st.with_status(JobStatus::Finished).count();
+        let names = |s: JobStatus| st.with_status(s).map(|j| j.spec.name.as_str()).collect();
         let last = self.samples.last();
         let per_s = 1.0 / self.interval.as_secs_f64();
-        env.progress.set_message(format!(
-            "{:.1}s {} | running {} | suspended {} | done {done}/{} | pool {} | swap in {:.0}/s out {:.0}/s pages",
-            now.as_secs_f64(),
-            self.label,
-            none_if_empty(names(JobStatus::Running)),
-            none_if_empty(names(JobStatus::Suspended)),
-            st.jobs().len(),
-            memgang_core::units::format_bytes(last.map_or(0, |s| s.pool_usage_bytes)),
-            last.map_or(0.0, |s| s.swap_in as f64 * per_s),
-            last.map_or(0.0, |s| s.swap_out as f64 * per_s),
-        ));
+        progress.status(&Status {
+            at: now,
+            policy: &self.label,
+            running: names(JobStatus::Running),
+            suspended: names(JobStatus::Suspended),
+            finished: st.with_status(JobStatus::Finished).count(),
+            jobs: st.jobs().len(),
+            pool_bytes: last.map_or(0, |s| s.pool_usage_bytes),
+            swap_in_per_s: last.map_or(0.0, |s| s.swap_in as f64 * per_s),
+            swap_out_per_s: last.map_or(0.0, |s| s.swap_out as f64 * per_s),
+        });
     }
 }
 
@@ -332,13 +326,5 @@ fn update_allowances(jobs: &mut [JobRun], state: &State, pool_memory: u64) {
             Ok(()) => *last = bytes,
             Err(e) => tracing::warn!("writing {}: {e}", path.display()),
         }
-    }
-}
-
-fn none_if_empty(s: String) -> String {
-    if s.is_empty() {
-        "-".into()
-    } else {
-        s
     }
 }

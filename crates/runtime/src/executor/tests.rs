@@ -200,7 +200,7 @@ fn fakes() -> Fakes {
         },
         logs: logs.path().to_path_buf(),
         stop: Arc::new(AtomicBool::new(false)),
-        progress: indicatif::ProgressBar::hidden(),
+        progress: None,
     };
     Fakes {
         log,
@@ -284,6 +284,59 @@ fn batch_runs_jobs_one_after_the_other_and_reports_their_exits() {
     // Swap traffic is what the node's counters said (10 and 20 per read).
     assert!(r.swap_in_pages > 0 && r.swap_out_pages == 2 * r.swap_in_pages);
     assert!(f.cgroups.live().is_empty(), "{:?}", f.cgroups.live());
+}
+
+/// What a front end is told, as the runtime tells it.
+#[derive(Default)]
+struct Told {
+    /// (running, finished, jobs) at each status.
+    statuses: Mutex<Vec<(Vec<String>, usize, usize)>>,
+    notes: Mutex<Vec<String>>,
+}
+
+impl Progress for Told {
+    fn status(&self, s: &Status<'_>) {
+        let running = s.running.iter().map(|s| s.to_string()).collect();
+        (self.statuses.lock().unwrap()).push((running, s.finished, s.jobs));
+        assert_eq!(s.policy, "gang");
+    }
+
+    fn note(&self, line: &str) {
+        self.notes.lock().unwrap().push(line.trim().to_string());
+    }
+}
+
+#[test]
+fn a_front_end_is_told_the_status_at_samples_and_what_happened() {
+    let mut f = fakes();
+    let told = Arc::new(Told::default());
+    f.env.progress = Some(told.clone());
+    let pool = pool_name("progress");
+    let mut exp = experiment(&pool, "gang", "lru", &[("a", "sleep 0.3"), ("b", "exit 4")]);
+    exp.settings.label = "gang".into();
+    let r = run(&f, exp);
+    assert_eq!(r.jobs[1].exit_code, Some(4));
+    let notes = told.notes.lock().unwrap().clone();
+    for want in [
+        "a started",
+        "b started",
+        "a finished: ok",
+        "b finished: FAILED",
+    ] {
+        assert!(
+            notes.iter().any(|n| n.contains(want)),
+            "{want:?} not in {notes:?}"
+        );
+    }
+    let statuses = told.statuses.lock().unwrap().clone();
+    // A sample every 50 ms over at least 300 ms; every one counts both
+    // jobs, and at some point a runs while b is done.
+    assert!(statuses.len() >= 3, "{statuses:?}");
+    assert!(statuses.iter().all(|s| s.2 == 2), "{statuses:?}");
+    assert!(
+        statuses.iter().any(|s| s.0 == ["a"] && s.1 == 1),
+        "{statuses:?}"
+    );
 }
 
 /// Two jobs that each need several quanta of 100 ms, under gang with
