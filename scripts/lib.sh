@@ -196,16 +196,26 @@ vm_skip() {
   exit 77
 }
 
-# vm_bootstrap SUITE INCLUDE CACHE NICENESS: a minbase root of Debian
-# SUITE with the packages INCLUDE (comma-separated), as a tar cached in
-# CACHE keyed by what goes in (mmdebstrap is the slow part); prints its path.
+# vm_bootstrap_tar SUITE INCLUDE CACHE [MMDEBSTRAP_ARG...]: the path of
+# the bootstrap tar of these, cached or not (keyed by what goes in).
+vm_bootstrap_tar() {
+  local suite=$1 include=$2 cache=$3 key
+  shift 3
+  key=$(printf '%s' "$suite minbase $include${*:+ $*}" | sha256sum | cut -c1-12)
+  echo "$cache/$suite-$key.tar"
+}
+
+# vm_bootstrap SUITE INCLUDE CACHE NICENESS [MMDEBSTRAP_ARG...]: a minbase
+# root of Debian SUITE with the packages INCLUDE (comma-separated), built
+# on the host by mmdebstrap (apt and dpkg run natively, not in the
+# guest), as a tar cached in CACHE; prints its path.
 vm_bootstrap() {
-  local suite=$1 include=$2 cache=$3 niceness=$4 key tar
-  key=$(printf '%s' "$suite minbase $include" | sha256sum | cut -c1-12)
-  tar=$cache/$suite-$key.tar
+  local suite=$1 include=$2 cache=$3 niceness=$4 tar
+  shift 4
+  tar=$(vm_bootstrap_tar "$suite" "$include" "$cache" "$@")
   if [ ! -s "$tar" ]; then
     step "mmdebstrap $suite (cached in $tar)"
-    nice -n "$niceness" mmdebstrap --quiet --format=tar --variant=minbase --include="$include" "$suite" "$tar.tmp" >&2
+    nice -n "$niceness" mmdebstrap --quiet --format=tar --variant=minbase --include="$include" "$@" "$suite" "$tar.tmp" >&2
     mv "$tar.tmp" "$tar"
   fi
   echo "$tar"
