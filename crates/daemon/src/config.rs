@@ -205,9 +205,8 @@ impl Config {
 
     fn from_file(f: File, ram: u64) -> Result<Config> {
         let bytes = |key: &'static str, v: &Option<String>, default: u64| -> Result<u64> {
-            v.as_deref().map_or(Ok(default), |s| {
-                parse_size(key, s).map_err(|e| bad(key, e))
-            })
+            v.as_deref()
+                .map_or(Ok(default), |s| parse_size(key, s).map_err(|e| bad(key, e)))
         };
         let quantum = match &f.quantum {
             None => Duration::from_secs(60),

@@ -14,10 +14,16 @@
 //! switch ([`NodeSwitch::check`], the capacity model's
 //! [`capacity::check_switch`]). The kernel calls are [`GroupMemory`]'s;
 //! the arithmetic is `memgang_core::room` and `memgang_core::capacity`.
+//!
+//! One loop carries a switch's steps out ([`NodeSwitch::carry_out`]): each
+//! a core [`NodeStep`], in order. What differs between executors is their
+//! [`SwitchHost`]: how a job stops before its page-out and runs again
+//! after its page-in, and what they do with what is no memory step.
 
 use crate::mechanisms::{self, BgReport, BgWriter, HugeRestore, PageInDone};
 use crate::memory::{self, GroupMemory};
-use memgang_core::{capacity, room, PageInPlan, PageOutPlan};
+use anyhow::Result;
+use memgang_core::{capacity, room, NodeStep, PageInPlan, PageOutPlan};
 use memgang_linux::cgroup::GroupPath;
 use memgang_linux::paging::PageRecord;
 use memgang_linux::runs;
@@ -137,6 +143,55 @@ pub struct Opening<K> {
     /// The incoming jobs brought back from their records: the make-room
     /// for each streams its page-in (`make_room`'s `stream`).
     pub paged_in: Vec<K>,
+}
+
+/// What a switch's loop ([`NodeSwitch::carry_out`]) asks of the executor
+/// that runs it: its jobs' memory by key, how a job stops before its
+/// page-out and runs again after its page-in, and the items of its own that
+/// move no memory. The one-node executor freezes and thaws; the Slurm
+/// agent's jobs were stopped by Slurm before its switch and are resumed by
+/// the controller after it.
+pub trait SwitchHost<K>: Memories<K> {
+    /// What the executor's switch lists: the one-node executor's actions,
+    /// the agent's steps.
+    type Item;
+    /// The page-in `item` asks for, seen before the switch opens
+    /// ([`NodeSwitch::open_switch`]).
+    fn page_in(item: &Self::Item) -> Option<(K, PageInPlan)>;
+    /// `item` as a step on memory, made when the loop reaches it; None
+    /// once the executor carried it out itself (a start, a renice).
+    fn step(&mut self, item: Self::Item) -> Result<Option<NodeStep<K>>>;
+    /// A job the node holds nothing of yet, for a make-room before its
+    /// processes came (the Slurm agent's start); None: the step is skipped.
+    fn fresh(&self, _job: &K) -> Option<JobMemory> {
+        None
+    }
+    /// Before its page-out: the job stops; its processes, which a stopped
+    /// job keeps as listed.
+    fn stop(&mut self, job: &K, steps: &mut SwitchSteps) -> Result<Vec<i32>>;
+    /// After its page-out.
+    fn stopped(&mut self, _job: &K, _out: &Suspended) {}
+    /// After its page-in: it may run again.
+    fn resume(&mut self, _job: &K, _steps: &mut SwitchSteps) -> Result<()> {
+        Ok(())
+    }
+    /// Selective page-out on or off; a warning for the switch's record.
+    fn protect(&mut self, job: &K, on: bool) -> Option<String>;
+}
+
+/// What a switch's steps moved on one node, and where their time went:
+/// what the executor's switch record and the agent's report are made of.
+#[derive(Debug, Default)]
+pub struct Moved {
+    pub paged_out: u64,
+    pub paged_in: u64,
+    pub page_out: Duration,
+    pub page_in: Duration,
+    /// Bytes background writing had advised out before the page-outs.
+    pub background: u64,
+    pub warnings: Vec<String>,
+    /// Not closed: the executor closes it with the switch's length.
+    pub steps: SwitchSteps,
 }
 
 /// One node's pool and the mechanisms its switches move memory with.
@@ -396,6 +451,134 @@ impl NodeSwitch {
             job.huge = HugeRestore::start(self.memory.paging.clone(), huge);
         }
         all
+    }
+}
+
+/// The switch's loop, written once for every executor.
+impl NodeSwitch {
+    /// Carry a switch's `items` out in order on `host`'s jobs: opened by
+    /// [`open_switch`](Self::open_switch) with the page-ins they ask for,
+    /// each item made a step as it is reached (or carried out by the host
+    /// itself) and the step carried out by the engine, the host stopping a
+    /// job before its page-out and letting it go after its page-in. A host's
+    /// error (a job that cannot be frozen or thawed) ends the switch.
+    pub fn carry_out<K: Copy + PartialEq, H: SwitchHost<K>>(
+        &self,
+        items: Vec<H::Item>,
+        host: &mut H,
+    ) -> Result<Moved> {
+        let incoming: Vec<(K, PageInPlan)> = items.iter().filter_map(H::page_in).collect();
+        let mut opening = self.open_switch(&incoming, host);
+        let mut moved = Moved::default();
+        for item in items {
+            let Some(step) = host.step(item)? else {
+                continue;
+            };
+            match step {
+                NodeStep::PageOut { job, plan } => {
+                    self.page_out_step(job, plan, host, &mut moved)?
+                }
+                NodeStep::Protect { job, on } => moved.warnings.extend(host.protect(&job, on)),
+                NodeStep::MakeRoom {
+                    job,
+                    declared,
+                    from,
+                } => {
+                    let stream = opening.paged_in.contains(&job);
+                    self.make_room_step(job, declared, &from, stream, host, &mut moved);
+                }
+                NodeStep::PageIn { job, plan } => self.page_in_step(job, plan, host, &mut moved)?,
+                // One budget for all the jobs of the set being prefetched
+                // (see `page_in_early`).
+                NodeStep::Prefetch { job } => {
+                    if let Some(j) = host.memory(&job) {
+                        self.page_in_early(j, &mut opening.budget);
+                    }
+                }
+                NodeStep::WriteBack { job, window } => {
+                    if let Some(j) = host.memory(&job) {
+                        self.write_back(j, window);
+                    }
+                }
+            }
+        }
+        Ok(moved)
+    }
+
+    /// `PageOut`: the host stops the job, the engine pages it out.
+    fn page_out_step<K, H: SwitchHost<K>>(
+        &self,
+        job: K,
+        plan: PageOutPlan,
+        host: &mut H,
+        moved: &mut Moved,
+    ) -> Result<()> {
+        if host.memory(&job).is_none() {
+            return Ok(());
+        }
+        let pids = host.stop(&job, &mut moved.steps)?;
+        let j = host.memory(&job).expect("held a moment ago");
+        let out = self.suspend(j, &pids, plan, &mut moved.steps);
+        host.stopped(&job, &out);
+        moved.background += out.background;
+        moved.paged_out += out.paged_out;
+        moved.page_out += out.took;
+        moved.warnings.extend(out.warnings);
+        Ok(())
+    }
+
+    /// `MakeRoom`: free what `job` is short of from the stopped jobs
+    /// `from` the host holds, in order; `stream`: its page-in streams
+    /// beside.
+    fn make_room_step<K, H: SwitchHost<K>>(
+        &self,
+        job: K,
+        declared: Option<u64>,
+        from: &[K],
+        stream: bool,
+        host: &mut H,
+        moved: &mut Moved,
+    ) {
+        let victims: Vec<(GroupPath, String)> = from
+            .iter()
+            .filter_map(|v| host.memory(v).map(|j| (j.group.clone(), j.name.clone())))
+            .collect();
+        let mut fresh = match host.memory(&job) {
+            Some(_) => None,
+            None => host.fresh(&job),
+        };
+        let j = match fresh.as_mut() {
+            Some(j) => j,
+            None => match host.memory(&job) {
+                Some(j) => j,
+                None => return,
+            },
+        };
+        if declared.is_some() {
+            j.declared = declared;
+        }
+        let (freed, took) =
+            self.make_room(j, &victims, stream, &mut moved.warnings, &mut moved.steps);
+        moved.paged_out += freed;
+        moved.page_out += took;
+    }
+
+    /// `PageIn`: the engine brings the job's memory back while it is still
+    /// stopped, so that it runs without faulting; then the host lets it go.
+    fn page_in_step<K, H: SwitchHost<K>>(
+        &self,
+        job: K,
+        plan: PageInPlan,
+        host: &mut H,
+        moved: &mut Moved,
+    ) -> Result<()> {
+        let Some(j) = host.memory(&job) else {
+            return Ok(());
+        };
+        let done = self.resume(j, plan.uses_records(), &mut moved.steps);
+        moved.paged_in += done.bytes;
+        moved.page_in += done.took;
+        host.resume(&job, &mut moved.steps)
     }
 }
 

@@ -21,6 +21,7 @@ mod procs;
 pub use executor::Node;
 pub use mechanisms::{page_in, HugeRestore, PageInDone};
 pub use memgang_results::SwitchSteps;
+pub use procs::kill_group;
 // The executor's record types; `account` names them as `crate::results`.
 use memgang_results as results;
 

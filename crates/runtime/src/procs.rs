@@ -172,35 +172,43 @@ fn search_path() -> std::ffi::OsString {
     std::env::join_paths(dirs).unwrap_or_default()
 }
 
-/// Kill a job without waiting: thaw its group (a frozen task cannot act
-/// on SIGKILL under cgroup v1), SIGKILL (and SIGCONT, for the signal
-/// freezer) every process in it, and its first process through its pidfd,
-/// in case it is in no group the backend lists. Reap it afterwards.
-pub fn kill(backend: &dyn CgroupBackend, group: &GroupPath, first: &PidFd) -> Result<()> {
+/// Kill every process of `group` without waiting: thaw it (a frozen task
+/// cannot act on SIGKILL under cgroup v1), then SIGKILL and SIGCONT (for
+/// the signal freezer) each process in it. Both signals are sent even if
+/// the first fails; the first failure is returned. Every kill of a job's
+/// processes (cancelling, teardown, memgangd's) goes through here.
+pub fn kill_group(backend: &dyn CgroupBackend, group: &GroupPath) -> Result<()> {
     if backend.can_freeze() {
         let _ = backend.set_frozen(group, false);
     }
+    let mut first = Ok(());
     for sig in [libc::SIGKILL, libc::SIGCONT] {
-        signal_group(backend, group, sig)
-            .with_context(|| format!("signalling cgroup {}", group.as_str()))?;
+        if let Err(e) = signal_group(backend, group, sig) {
+            first = first.and(Err(e));
+        }
     }
+    first.with_context(|| format!("signalling cgroup {}", group.as_str()))
+}
+
+/// Kill a job without waiting: every process in its group
+/// ([`kill_group`]), and its first process through its pidfd, in case it
+/// is in no group the backend lists. Reap it afterwards.
+pub fn kill(backend: &dyn CgroupBackend, group: &GroupPath, first: &PidFd) -> Result<()> {
+    kill_group(backend, group)?;
     first
         .send_signal(libc::SIGKILL)
         .context("killing the job's first process")?;
     Ok(())
 }
 
-/// Kill every process of `group` (thawing it first: a frozen task cannot
-/// act on SIGKILL under cgroup v1), reap `child` if given, and remove the
-/// group. Safe to call on a group that is already gone.
+/// Kill every process of `group` ([`kill_group`], until none is left),
+/// reap `child` if given, and remove the group. Safe to call on a group
+/// that is already gone.
 pub fn kill_and_remove(
     backend: &dyn CgroupBackend,
     group: &GroupPath,
     child: Option<i32>,
 ) -> Result<()> {
-    if backend.can_freeze() {
-        let _ = backend.set_frozen(group, false);
-    }
     let deadline = Instant::now() + KILL_DEADLINE;
     loop {
         if let Some(pid) = child {
@@ -216,11 +224,8 @@ pub fn kill_and_remove(
                 group.as_str()
             );
         }
-        // SIGCONT too, for processes stopped by the signal freezer.
-        for sig in [libc::SIGKILL, libc::SIGCONT] {
-            if let Err(e) = signal_group(backend, group, sig) {
-                tracing::warn!("signalling cgroup {}: {e}", group.as_str());
-            }
+        if let Err(e) = kill_group(backend, group) {
+            tracing::warn!("{e:#}");
         }
         std::thread::sleep(KILL_POLL);
     }

@@ -25,8 +25,9 @@ use memgang_linux::cgroup::{CgroupBackend, GroupPath};
 use memgang_linux::counters::NodeCounters;
 use memgang_linux::paging::Paging;
 use memgang_proto::lines;
-use memgang_runtime::engine::{JobMemory, NodeSwitch};
+use memgang_runtime::engine::{JobMemory, Memories, NodeSwitch, Suspended, SwitchHost};
 use memgang_runtime::memory::GroupMemory;
+use memgang_runtime::SwitchSteps;
 use std::collections::BTreeMap;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -135,7 +136,7 @@ impl Agent {
             }
             Request::Switch { steps } => {
                 self.discover();
-                Ok(Response::Switched(self.switch(steps)))
+                Ok(Response::Switched(self.switch(steps)?))
             }
             Request::State => {
                 self.discover();
@@ -219,98 +220,25 @@ impl Agent {
         Ok(Response::Ok)
     }
 
-    fn switch(&self, steps: Vec<Step>) -> SwitchReport {
+    /// A switch's steps on this node, through the switch engine's loop:
+    /// its jobs were stopped by Slurm before and are resumed by the
+    /// controller after ([`Host`]).
+    fn switch(&self, steps: Vec<Step>) -> Result<SwitchReport> {
         let mut jobs = self.jobs.lock().unwrap();
         let began = Instant::now();
-        let mut report = SwitchReport::default();
-        // Opened as the executor opens its switches: an overlapped page-in
-        // starts at once, beside the page-outs; prefetches share its budget.
-        let incoming: Vec<(SlurmJob, PageInPlan)> = steps
-            .iter()
-            .filter_map(|s| match s {
-                Step::PageIn { job, plan } => Some((*job, *plan)),
-                _ => None,
-            })
-            .collect();
-        let mut opening = self.engine.open_switch(&incoming, &mut *jobs);
-        for step in steps {
-            match step {
-                Step::PageOut { job, plan } => {
-                    let Some(j) = jobs.get_mut(&job) else {
-                        continue;
-                    };
-                    let pids = self.backend().procs_recursive(&j.group).unwrap_or_default();
-                    let out = self.engine.suspend(j, &pids, plan, &mut report.steps);
-                    if out.huge_restored > 0 {
-                        tracing::debug!(
-                            "job {job}: {} bytes back on huge pages",
-                            out.huge_restored
-                        );
-                    }
-                    report.page_out_s += out.took.as_secs_f64();
-                    report.paged_out_bytes += out.paged_out;
-                    report.warnings.extend(out.warnings);
-                }
-                Step::Protect { job, on } => {
-                    let group = jobs
-                        .get(&job)
-                        .map_or_else(|| self.job_group(job), |j| j.group.clone());
-                    if self.backend().exists(&group) {
-                        if let Err(e) = self.backend().protect(&group, on) {
-                            report.warnings.push(format!("protecting job {job}: {e}"));
-                        }
-                    }
-                }
-                Step::MakeRoom {
-                    job,
-                    declared,
-                    from,
-                } => {
-                    let victims: Vec<_> = from
-                        .iter()
-                        .filter_map(|v| jobs.get(v).map(|j| (j.group.clone(), v.to_string())))
-                        .collect();
-                    let mut fresh = None;
-                    let j = match jobs.get_mut(&job) {
-                        Some(j) => j,
-                        None => fresh.insert(self.memory_of(job)),
-                    };
-                    j.declared = Some(declared);
-                    let stream = opening.paged_in.contains(&job);
-                    let (freed, took) = self.engine.make_room(
-                        j,
-                        &victims,
-                        stream,
-                        &mut report.warnings,
-                        &mut report.steps,
-                    );
-                    report.paged_out_bytes += freed;
-                    report.page_out_s += took.as_secs_f64();
-                }
-                Step::PageIn { job, plan } => {
-                    let Some(j) = jobs.get_mut(&job) else {
-                        continue;
-                    };
-                    let done = self
-                        .engine
-                        .resume(j, plan.uses_records(), &mut report.steps);
-                    report.paged_in_bytes += done.bytes;
-                    report.page_in_s += done.took.as_secs_f64();
-                }
-                Step::Prefetch { job } => {
-                    if let Some(j) = jobs.get_mut(&job) {
-                        self.engine.page_in_early(j, &mut opening.budget);
-                    }
-                }
-                Step::WriteBack { job, window_ms } => {
-                    if let Some(j) = jobs.get_mut(&job) {
-                        self.engine.write_back(j, Duration::from_millis(window_ms));
-                    }
-                }
-            }
-        }
-        report.steps = report.steps.close(began.elapsed().as_secs_f64());
-        report
+        let mut host = Host {
+            agent: self,
+            jobs: &mut jobs,
+        };
+        let moved = self.engine.carry_out(steps, &mut host)?;
+        Ok(SwitchReport {
+            paged_out_bytes: moved.paged_out,
+            paged_in_bytes: moved.paged_in,
+            page_out_s: moved.page_out.as_secs_f64(),
+            page_in_s: moved.page_in.as_secs_f64(),
+            warnings: moved.warnings,
+            steps: moved.steps.close(began.elapsed().as_secs_f64()),
+        })
     }
 
     /// Remove the groups of jobs whose processes have all ended on this
@@ -340,6 +268,67 @@ impl Agent {
     /// memgang's own removed), no job left protected.
     pub fn release(&self) -> Result<()> {
         self.site.release()
+    }
+}
+
+/// What the agent lends the switch engine's loop: its jobs' memory, a
+/// fresh one for a job not adopted here yet, their processes (Slurm
+/// stopped them before the switch: nothing to freeze), protection.
+struct Host<'a> {
+    agent: &'a Agent,
+    jobs: &'a mut BTreeMap<SlurmJob, JobMemory>,
+}
+
+impl Memories<SlurmJob> for Host<'_> {
+    fn memory(&mut self, job: &SlurmJob) -> Option<&mut JobMemory> {
+        self.jobs.get_mut(job)
+    }
+}
+
+impl SwitchHost<SlurmJob> for Host<'_> {
+    type Item = Step;
+
+    fn page_in(step: &Step) -> Option<(SlurmJob, PageInPlan)> {
+        match step {
+            Step::PageIn { job, plan } => Some((*job, *plan)),
+            _ => None,
+        }
+    }
+
+    fn step(&mut self, step: Step) -> Result<Option<Step>> {
+        Ok(Some(step))
+    }
+
+    fn fresh(&self, job: &SlurmJob) -> Option<JobMemory> {
+        Some(self.agent.memory_of(*job))
+    }
+
+    fn stop(&mut self, job: &SlurmJob, _: &mut SwitchSteps) -> Result<Vec<i32>> {
+        let group = &self.jobs[job].group;
+        Ok(self
+            .agent
+            .backend()
+            .procs_recursive(group)
+            .unwrap_or_default())
+    }
+
+    fn stopped(&mut self, job: &SlurmJob, out: &Suspended) {
+        if out.huge_restored > 0 {
+            tracing::debug!("job {job}: {} bytes back on huge pages", out.huge_restored);
+        }
+    }
+
+    fn protect(&mut self, job: &SlurmJob, on: bool) -> Option<String> {
+        let group = self
+            .jobs
+            .get(job)
+            .map_or_else(|| self.agent.job_group(*job), |j| j.group.clone());
+        let backend = self.agent.backend();
+        if !backend.exists(&group) {
+            return None;
+        }
+        let e = backend.protect(&group, on).err()?;
+        Some(format!("protecting job {job}: {e}"))
     }
 }
 
@@ -602,6 +591,36 @@ mod tests {
         child.wait().unwrap();
         // Only root may see it.
         assert!(a.handle(Request::State, 1000).is_err());
+    }
+
+    #[test]
+    fn steps_on_jobs_the_node_does_not_hold_are_skipped() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = agent(dir.path(), 0, 1 << 30);
+        let steps = vec![
+            Step::PageOut {
+                job: 9,
+                plan: memgang_core::PageOutPlan::Aggressive { record: true },
+            },
+            Step::Protect { job: 9, on: true },
+            Step::Prefetch { job: 9 },
+            Step::WriteBack {
+                job: 9,
+                window: Duration::from_secs(1),
+            },
+            Step::PageIn {
+                job: 9,
+                plan: PageInPlan::Recorded,
+            },
+        ];
+        let report = match a.handle(Request::Switch { steps }, 0).unwrap() {
+            Response::Switched(r) => r,
+            r => panic!("{r:?}"),
+        };
+        assert_eq!(report.paged_out_bytes + report.paged_in_bytes, 0);
+        assert!(report.warnings.is_empty(), "{:?}", report.warnings);
+        assert!(!dir.path().join("memgang-slurm-n1/job-9").exists());
+        assert!(a.jobs.lock().unwrap().is_empty());
     }
 
     #[test]

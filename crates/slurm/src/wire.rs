@@ -5,7 +5,7 @@
 //! the node's local socket ([`agent::serve`](crate::agent::serve)).
 
 use anyhow::{bail, Context, Result};
-use memgang_core::{PageInPlan, PageOutPlan};
+use memgang_core::NodeStep;
 use memgang_proto::lines;
 use memgang_runtime::SwitchSteps;
 use serde::{Deserialize, Serialize};
@@ -38,41 +38,9 @@ pub enum Request {
     State,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "step", rename_all = "snake_case")]
-pub enum Step {
-    PageOut {
-        job: SlurmJob,
-        plan: PageOutPlan,
-    },
-    Protect {
-        job: SlurmJob,
-        on: bool,
-    },
-    /// Free what `job` (declared `declared` bytes on this node) still needs,
-    /// from the stopped jobs `from`, in order.
-    MakeRoom {
-        job: SlurmJob,
-        declared: u64,
-        from: Vec<SlurmJob>,
-    },
-    PageIn {
-        job: SlurmJob,
-        plan: PageInPlan,
-    },
-    /// Start bringing a stopped job's recorded pages back now, for as much
-    /// as the pool has free (the core's `PageIn`, paper 001's prefetch);
-    /// it stays stopped.
-    Prefetch {
-        job: SlurmJob,
-    },
-    /// Page the running job's pages out in the background over the next
-    /// `window_ms` (the core's `WriteBack`, paper 000 §3.4).
-    WriteBack {
-        job: SlurmJob,
-        window_ms: u64,
-    },
-}
+/// One step of a switch on a node: the core's step, keyed by Slurm job
+/// (`{"step":"page_out","job":7,"plan":...}`; docs/slurm.md).
+pub type Step = NodeStep<SlurmJob>;
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct SwitchReport {
@@ -163,12 +131,48 @@ mod tests {
         let r = Request::Switch {
             steps: vec![Step::PageOut {
                 job: 7,
-                plan: PageOutPlan::Aggressive { record: true },
+                plan: memgang_core::PageOutPlan::Aggressive { record: true },
             }],
         };
         let s = serde_json::to_string(&r).unwrap();
         assert!(!s.contains('\n'));
         assert!(s.starts_with("{\"op\":\"switch\""), "{s}");
         assert_eq!(serde_json::from_str::<Request>(&s).unwrap(), r);
+    }
+
+    #[test]
+    fn steps_read_as_the_agents_always_did() {
+        // As agents sent and read them before the step was the core's
+        // `NodeStep` (docs/slurm.md).
+        let lines = [
+            r#"{"step":"page_out","job":7,"plan":{"Aggressive":{"record":true}}}"#,
+            r#"{"step":"protect","job":7,"on":false}"#,
+            r#"{"step":"make_room","job":8,"declared":1048576,"from":[7]}"#,
+            r#"{"step":"page_in","job":8,"plan":"Recorded"}"#,
+            r#"{"step":"prefetch","job":8}"#,
+            r#"{"step":"write_back","job":8,"window_ms":1500}"#,
+        ];
+        for line in lines {
+            let step: Step = serde_json::from_str(line).unwrap();
+            assert_eq!(serde_json::to_string(&step).unwrap(), line);
+        }
+        let wb: Step = serde_json::from_str(lines[5]).unwrap();
+        assert_eq!(
+            wb,
+            Step::WriteBack {
+                job: 8,
+                window: Duration::from_millis(1500)
+            }
+        );
+        // Without `declared`: the node's own estimate.
+        let room: Step = serde_json::from_str(r#"{"step":"make_room","job":8,"from":[]}"#).unwrap();
+        assert_eq!(
+            room,
+            Step::MakeRoom {
+                job: 8,
+                declared: None,
+                from: Vec::new()
+            }
+        );
     }
 }

@@ -11,7 +11,7 @@ use anyhow::Result;
 use memgang_core::admission::Capacity;
 use memgang_core::text::printable;
 use memgang_core::{JobId, JobSpec, JobStatus};
-use memgang_linux::cgroup::{CgroupBackend, GroupPath};
+use memgang_linux::cgroup::GroupPath;
 use memgang_linux::counters::VmStat;
 use memgang_proto::JobState;
 use memgang_runtime::executor::Node;
@@ -175,7 +175,8 @@ impl Service {
             }
         } else if let Some(a) = t.adopted.iter_mut().find(|a| a.id == id) {
             a.cancelled = true;
-            kill_group(self.env.backend.as_ref(), &a.group);
+            // Best effort: the group is removed, or reported, after.
+            let _ = memgang_runtime::kill_group(self.env.backend.as_ref(), &a.group);
         } else {
             self.shared.update(id, |r| {
                 if !r.admitted {
@@ -293,16 +294,5 @@ impl Service {
         for id in requeued.into_iter().chain(done) {
             map.remove(&id);
         }
-    }
-}
-
-/// Kill an adopted job's processes: thawed so that they can die, then
-/// SIGKILL and SIGCONT to the group.
-fn kill_group(backend: &dyn CgroupBackend, group: &GroupPath) {
-    if backend.can_freeze() {
-        let _ = backend.set_frozen(group, false);
-    }
-    for sig in [libc::SIGKILL, libc::SIGCONT] {
-        let _ = memgang_linux::freeze::signal_group(backend, group, sig);
     }
 }

@@ -1,17 +1,18 @@
 //! Carrying out a policy's actions, and the switch they form: page-out,
 //! make-room and page-in (paper 000 §3, paper 001's overlapped restart),
-//! each carried out by the switch engine ([`NodeSwitch`]), timed as one and
-//! recorded as a [`Switch`]. What is the executor's own: freezing and
-//! thawing, starting jobs, renicing, the switch's samples and record.
+//! carried out in order by the switch engine's loop
+//! ([`NodeSwitch::carry_out`]), timed as one and recorded as a [`Switch`].
+//! What is the executor's own ([`Host`]): freezing and thawing, starting
+//! jobs, renicing, the switch's check, samples and record.
 
 use super::jobs::Jobs;
 use super::sampling::{allowance_for, Sampling};
 use super::Env;
-use crate::engine::NodeSwitch;
+use crate::engine::{JobMemory, Memories, Moved, NodeSwitch, Suspended, SwitchHost};
 use crate::mechanisms::SwitchSampler;
 use crate::results::{Switch, SwitchSteps};
 use anyhow::{Context, Result};
-use memgang_core::{Action, JobId, State};
+use memgang_core::{Action, JobId, NodeStep, PageInPlan, State};
 use memgang_linux::counters::VmStat;
 use std::time::{Duration, Instant};
 
@@ -45,8 +46,9 @@ pub(super) struct Carried {
 }
 
 impl SwitchState {
-    /// Carry out one batch of actions in order. Actions that stop or
-    /// restart jobs form a switch, timed as one and recorded.
+    /// Carry out one batch of actions in order, through the switch
+    /// engine's loop. Actions that stop or restart jobs form a switch,
+    /// timed as one and recorded.
     pub(super) fn carry_out(&mut self, batch: Vec<Action>, node: NodeParts) -> Result<Carried> {
         let NodeParts {
             env,
@@ -58,17 +60,12 @@ impl SwitchState {
         let began = Instant::now();
         let at = t0.elapsed();
         let is_switch = batch.iter().any(Action::is_switch);
-        let (mut suspended, mut resumed, mut failed) = (Vec::new(), Vec::new(), Vec::new());
-        let (mut paged_out, mut paged_in) = (0u64, 0u64);
-        let (mut out_time, mut in_time) = (Duration::ZERO, Duration::ZERO);
-        // The time account's samples at freezes and thaws, inside the
-        // switch: measured, so that every run shows what they cost.
         let mut warnings = Vec::new();
-        let mut bg_bytes = 0;
-        let mut steps = SwitchSteps::default();
         if is_switch {
             warnings.extend(self.check_swap(jobs, &batch));
         }
+        // The time account's samples at freezes and thaws, inside the
+        // switch: measured, so that every run shows what they cost.
         let sampler = is_switch.then(|| {
             SwitchSampler::start(
                 env.backend.clone(),
@@ -79,167 +76,75 @@ impl SwitchState {
             )
         });
         let vm_before = env.counters.vmstat().ok();
-        let incoming: Vec<_> = batch
-            .iter()
-            .filter_map(|a| match a {
-                Action::Resume { job, page_in } => Some((*job, *page_in)),
-                _ => None,
-            })
-            .collect();
-        let mut opening = self.engine.open_switch(&incoming, jobs);
-        for action in batch {
-            let job = action.job();
-            let i = job.index();
-            match action {
-                Action::Start { .. } => {
-                    let allowance = allowance_for(&jobs.runs, state, self.engine.pool_memory, job);
-                    match jobs.start(env, job, allowance, t0) {
-                        Ok(()) => resumed.push(jobs.name(job).to_string()),
-                        Err(e) => {
-                            env.say(format!(
-                                "{:>7.1}s  {} could not start: {e:#}",
-                                at.as_secs_f64(),
-                                jobs.name(job)
-                            ));
-                            jobs.runs[i].result.error = Some(format!("{e:#}"));
-                            failed.push(job);
-                        }
-                    }
-                }
-                Action::Suspend { page_out, .. } => {
-                    SwitchSteps::time(&mut steps.freeze_s, || {
-                        env.freezer.freeze(&jobs.runs[i].group)
-                    })
-                    .with_context(|| format!("suspending job {}", jobs.name(job)))?;
-                    jobs.stop_interval(job, t0.elapsed());
-                    // Listed once: the freeze keeps the list as it is
-                    // until the thaw, for the account and the page-out.
-                    let pids = SwitchSteps::time(&mut steps.sampling_s, || {
-                        let group = &jobs.runs[i].group;
-                        let pids = (env.backend).procs_recursive(group).unwrap_or_default();
-                        let huge = (env.backend)
-                            .memory_stat(group)
-                            .ok()
-                            .and_then(|m| m.anon_huge_bytes);
-                        jobs.account.frozen(i, &pids, huge);
-                        pids
-                    });
-                    let j = &mut jobs.runs[i];
-                    let out = self.engine.suspend(&mut j.mem, &pids, page_out, &mut steps);
-                    j.result.huge_restored_bytes += out.huge_restored;
-                    bg_bytes += out.background;
-                    paged_out += out.paged_out;
-                    out_time += out.took;
-                    warnings.extend(out.warnings);
-                    suspended.push(jobs.name(job).to_string());
-                }
-                Action::Protect { on, .. } => self.protect(env, jobs, job, on),
-                Action::MakeRoom { from, .. } => {
-                    // The stopped jobs it takes memory from, in the
-                    // policy's order.
-                    let victims: Vec<_> = from
-                        .iter()
-                        .map(|v| {
-                            (
-                                jobs.runs[v.index()].group.clone(),
-                                jobs.name(*v).to_string(),
-                            )
-                        })
-                        .collect();
-                    let stream = opening.paged_in.contains(&job);
-                    let (freed, took) = self.engine.make_room(
-                        &mut jobs.runs[i].mem,
-                        &victims,
-                        stream,
-                        &mut warnings,
-                        &mut steps,
-                    );
-                    paged_out += freed;
-                    out_time += took;
-                }
-                Action::Resume { page_in, .. } => {
-                    // Bring its memory back while it is still frozen, so
-                    // that it resumes without faulting.
-                    let done = self.engine.resume(
-                        &mut jobs.runs[i].mem,
-                        page_in.uses_records(),
-                        &mut steps,
-                    );
-                    paged_in += done.bytes;
-                    in_time += done.took;
-                    SwitchSteps::time(&mut steps.thaw_s, || env.freezer.thaw(&jobs.runs[i].group))
-                        .with_context(|| format!("resuming job {}", jobs.name(job)))?;
-                    jobs.runs[i].running_since = Some(t0.elapsed());
-                    SwitchSteps::time(&mut steps.sampling_s, || jobs.account.thawed(i));
-                    resumed.push(jobs.name(job).to_string());
-                }
-                Action::WriteBack { until, .. } => {
-                    let window = until.saturating_sub(t0.elapsed());
-                    self.engine.write_back(&mut jobs.runs[i].mem, window);
-                }
-                // One budget for all the jobs of the set being
-                // prefetched (see `NodeSwitch::page_in_early`).
-                Action::PageIn { .. } => {
-                    self.engine
-                        .page_in_early(&mut jobs.runs[i].mem, &mut opening.budget);
-                }
-                Action::Boost { nice, .. } => renice(env, jobs, job, nice, t0),
-                Action::Defer { reason, .. } => {
-                    env.say(format!("{} waits: {reason}", jobs.name(job)))
-                }
-            }
-        }
+        let mut host = Host {
+            env,
+            jobs,
+            state,
+            t0,
+            at,
+            pool_memory: self.engine.pool_memory,
+            protect_failed: &mut self.protect_failed,
+            suspended: Vec::new(),
+            resumed: Vec::new(),
+            failed: Vec::new(),
+        };
+        let mut moved = self.engine.carry_out(batch, &mut host)?;
+        let Host {
+            suspended,
+            resumed,
+            failed,
+            ..
+        } = host;
         let switch = is_switch.then(|| {
             let took = began.elapsed();
-            let vm_after = env.counters.vmstat().ok();
-            let swapped = |f: fn(&VmStat) -> u64| match (&vm_before, &vm_after) {
-                (Some(a), Some(b)) => f(b).saturating_sub(f(a)),
-                _ => 0,
-            };
-            for w in &warnings {
+            let vm = (vm_before, env.counters.vmstat().ok());
+            warnings.append(&mut moved.warnings);
+            moved.warnings = warnings;
+            for w in &moved.warnings {
                 env.say(format!("{:>7.1}s  warning: {w}", at.as_secs_f64()));
             }
             for point in sampler.map(SwitchSampler::stop).unwrap_or_default() {
                 sampling.switch_sample(point);
             }
-            self.done.push(Switch {
-                at_s: at.as_secs_f64(),
-                took_s: took.as_secs_f64(),
-                suspended,
-                resumed,
-                paged_out_bytes: paged_out,
-                paged_in_bytes: paged_in,
-                page_out_s: out_time.as_secs_f64(),
-                page_in_s: in_time.as_secs_f64(),
-                swap_in_pages: swapped(|v| v.pswpin),
-                swap_out_pages: swapped(|v| v.pswpout),
-                background_bytes: bg_bytes,
-                warnings,
-                // Counted from the samples once the run is over.
-                faults_after: None,
-                faults_after_before_exit: None,
-                steps: Some(steps.close(took.as_secs_f64())),
-            });
+            self.record(at, took, vm, moved, suspended, resumed);
             took
         });
         Ok(Carried { switch, failed })
     }
 
-    /// Selective page-out: protect a job the policy runs, expose one it
-    /// suspends. Without the kernel's support the kernel's LRU decides
-    /// alone, as under `lru`; said once.
-    fn protect(&mut self, env: &Env, jobs: &Jobs, job: JobId, on: bool) {
-        if self.protect_failed {
-            return;
-        }
-        let group = &jobs.runs[job.index()].group;
-        if let Err(e) = env.backend.protect(group, on) {
-            self.protect_failed = true;
-            env.say(format!(
-                "warning: selective page-out (so) is not available, the kernel's LRU chooses \
-                 what to page out instead: {e}"
-            ));
-        }
+    /// A switch's record, made of what its steps moved and of the node's
+    /// swap counters before and after it.
+    fn record(
+        &mut self,
+        at: Duration,
+        took: Duration,
+        (vm_before, vm_after): (Option<VmStat>, Option<VmStat>),
+        moved: Moved,
+        suspended: Vec<String>,
+        resumed: Vec<String>,
+    ) {
+        let swapped = |f: fn(&VmStat) -> u64| match (&vm_before, &vm_after) {
+            (Some(a), Some(b)) => f(b).saturating_sub(f(a)),
+            _ => 0,
+        };
+        self.done.push(Switch {
+            at_s: at.as_secs_f64(),
+            took_s: took.as_secs_f64(),
+            suspended,
+            resumed,
+            paged_out_bytes: moved.paged_out,
+            paged_in_bytes: moved.paged_in,
+            page_out_s: moved.page_out.as_secs_f64(),
+            page_in_s: moved.page_in.as_secs_f64(),
+            swap_in_pages: swapped(|v| v.pswpin),
+            swap_out_pages: swapped(|v| v.pswpout),
+            background_bytes: moved.background,
+            warnings: moved.warnings,
+            // Counted from the samples once the run is over.
+            faults_after: None,
+            faults_after_before_exit: None,
+            steps: Some(moved.steps.close(took.as_secs_f64())),
+        });
     }
 
     /// Before a switch: will the swap device hold what must leave memory
@@ -256,6 +161,132 @@ impl SwitchState {
                  --swap SIZE) or give the pool more memory"
             )
         })
+    }
+}
+
+/// What the executor lends the switch engine's loop for one batch: its
+/// jobs (their memory, freezing and thawing them, starting and renicing
+/// them) and the names of the jobs the switch stopped and let run, for its
+/// record.
+struct Host<'a> {
+    env: &'a Env,
+    jobs: &'a mut Jobs,
+    state: &'a State,
+    t0: Instant,
+    /// When the batch began, on the node's clock.
+    at: Duration,
+    pool_memory: u64,
+    protect_failed: &'a mut bool,
+    suspended: Vec<String>,
+    resumed: Vec<String>,
+    failed: Vec<JobId>,
+}
+
+impl Memories<JobId> for Host<'_> {
+    fn memory(&mut self, job: &JobId) -> Option<&mut JobMemory> {
+        self.jobs.memory(job)
+    }
+}
+
+impl SwitchHost<JobId> for Host<'_> {
+    type Item = Action;
+
+    fn page_in(action: &Action) -> Option<(JobId, PageInPlan)> {
+        match action {
+            Action::Resume { job, page_in } => Some((*job, *page_in)),
+            _ => None,
+        }
+    }
+
+    fn step(&mut self, action: Action) -> Result<Option<NodeStep<JobId>>> {
+        let (env, t0) = (self.env, self.t0);
+        match action {
+            Action::Start { job, .. } => self.start(job),
+            Action::Boost { job, nice } => renice(env, self.jobs, job, nice, t0),
+            Action::Defer { job, reason, .. } => {
+                env.say(format!("{} waits: {reason}", self.jobs.name(job)))
+            }
+            memory => return Ok(memory.node_step(t0.elapsed())),
+        }
+        Ok(None)
+    }
+
+    /// Freeze it; its pids listed once: the freeze keeps the list as it
+    /// is until the thaw, for the account and the page-out.
+    fn stop(&mut self, job: &JobId, steps: &mut SwitchSteps) -> Result<Vec<i32>> {
+        let (env, i) = (self.env, job.index());
+        SwitchSteps::time(&mut steps.freeze_s, || {
+            env.freezer.freeze(&self.jobs.runs[i].group)
+        })
+        .with_context(|| format!("suspending job {}", self.jobs.name(*job)))?;
+        self.jobs.stop_interval(*job, self.t0.elapsed());
+        let jobs = &mut *self.jobs;
+        Ok(SwitchSteps::time(&mut steps.sampling_s, || {
+            let group = &jobs.runs[i].group;
+            let pids = (env.backend).procs_recursive(group).unwrap_or_default();
+            let huge = (env.backend)
+                .memory_stat(group)
+                .ok()
+                .and_then(|m| m.anon_huge_bytes);
+            jobs.account.frozen(i, &pids, huge);
+            pids
+        }))
+    }
+
+    fn stopped(&mut self, job: &JobId, out: &Suspended) {
+        self.jobs.runs[job.index()].result.huge_restored_bytes += out.huge_restored;
+        self.suspended.push(self.jobs.name(*job).to_string());
+    }
+
+    /// Thaw it, its memory back.
+    fn resume(&mut self, job: &JobId, steps: &mut SwitchSteps) -> Result<()> {
+        let (env, i) = (self.env, job.index());
+        SwitchSteps::time(&mut steps.thaw_s, || {
+            env.freezer.thaw(&self.jobs.runs[i].group)
+        })
+        .with_context(|| format!("resuming job {}", self.jobs.name(*job)))?;
+        self.jobs.runs[i].running_since = Some(self.t0.elapsed());
+        SwitchSteps::time(&mut steps.sampling_s, || self.jobs.account.thawed(i));
+        self.resumed.push(self.jobs.name(*job).to_string());
+        Ok(())
+    }
+
+    /// Selective page-out: protect a job the policy runs, expose one it
+    /// suspends. Without the kernel's support the kernel's LRU decides
+    /// alone, as under `lru`; said once (not a switch's warning).
+    fn protect(&mut self, job: &JobId, on: bool) -> Option<String> {
+        if *self.protect_failed {
+            return None;
+        }
+        let group = &self.jobs.runs[job.index()].group;
+        if let Err(e) = self.env.backend.protect(group, on) {
+            *self.protect_failed = true;
+            self.env.say(format!(
+                "warning: selective page-out (so) is not available, the kernel's LRU chooses \
+                 what to page out instead: {e}"
+            ));
+        }
+        None
+    }
+}
+
+impl Host<'_> {
+    /// Start a job; one that cannot start is said and finishes unstarted.
+    fn start(&mut self, job: JobId) {
+        let (env, jobs) = (self.env, &mut *self.jobs);
+        let allowance = allowance_for(&jobs.runs, self.state, self.pool_memory, job);
+        match jobs.start(env, job, allowance, self.t0) {
+            Ok(()) => self.resumed.push(jobs.name(job).to_string()),
+            Err(e) => {
+                env.say(format!(
+                    "{:>7.1}s  {} could not start: {e:#}",
+                    self.at.as_secs_f64(),
+                    jobs.name(job)
+                ));
+                jobs.runs[job.index()].result.error = Some(format!("{e:#}"));
+                self.failed.push(job);
+            }
+        }
     }
 }
 
