@@ -1135,7 +1135,6 @@ fn too_long() -> Vec<String> {
 }
 
 #[test]
-#[ignore = "enabled once issue 48's splits land"]
 fn no_source_file_or_function_is_too_long() {
     let found = too_long();
     assert!(
