@@ -20,9 +20,9 @@ use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-use users::{wait_state, Users};
+use users::{wait_state, Reap, Users};
 
 /// A's home: 0700, with a world-readable directory and file inside (as
 /// with a umask of 022), and a file that is not executable.
@@ -351,18 +351,6 @@ fn a_flood_of_connections_leaves_root_served_and_the_daemon_idle() {
     let mut s = UnixStream::connect(d.socket()).unwrap();
     let _ = s.write_all(&vec![b'x'; 2 << 20]);
     assert!(d.alive(), "{}", d.log());
-}
-
-/// Child processes killed when the test ends, passed or not.
-struct Reap(Vec<Child>);
-
-impl Drop for Reap {
-    fn drop(&mut self) {
-        for c in &mut self.0 {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
 }
 
 #[test]

@@ -29,9 +29,9 @@ use serde_json::{json, Value};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
-use users::Users;
+use users::{Reap, Users};
 
 /// A submission as `user` would send it: `env` whole, `name` optional.
 fn request(command: &[&str], memory: u64, cwd: &Path, env: Value, name: Option<&str>) -> Value {
@@ -119,18 +119,6 @@ fn users_dir(d: &Daemon, user: (u32, u32), name: &str) -> PathBuf {
     std::os::unix::fs::chown(&p, Some(user.0), Some(user.1)).unwrap();
     std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
     p
-}
-
-/// Child processes killed when the test ends, passed or not.
-struct Reap(Vec<Child>);
-
-impl Drop for Reap {
-    fn drop(&mut self) {
-        for c in &mut self.0 {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
 }
 
 /// Break 1: node_exporter's textfile directory is its user's; a link

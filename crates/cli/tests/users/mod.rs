@@ -13,7 +13,7 @@ use crate::common::text;
 use serde_json::{json, Value};
 use std::os::unix::process::CommandExt;
 use std::path::Path;
-use std::process::Command;
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 pub const USER_A: &str = "memgang-t-a";
@@ -128,4 +128,16 @@ pub fn request_file(req: &Value) -> tempfile::NamedTempFile {
     f.write_all(req.to_string().as_bytes()).unwrap();
     std::fs::set_permissions(f.path(), std::fs::Permissions::from_mode(0o644)).unwrap();
     f
+}
+
+/// Child processes killed when the test ends, passed or not.
+pub struct Reap(pub Vec<Child>);
+
+impl Drop for Reap {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
 }
