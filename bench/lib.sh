@@ -6,7 +6,9 @@ source scripts/lib.sh
 _on_exit=()
 on_exit() {
   _on_exit=("$1" "${_on_exit[@]}")
-  trap 'for _c in "${_on_exit[@]}"; do eval "$_c"; done' EXIT
+  # Every command runs, whatever the one before returned (under set -e a
+  # failing one would end the trap and skip the rest).
+  trap 'for _c in "${_on_exit[@]}"; do eval "$_c" || true; done' EXIT
 }
 
 # Build, check root, make sure there is swap (8G, removed at exit if this
@@ -33,6 +35,25 @@ bench_setup() {
   # simulated lru runs follow it. A build without the options writes none.
   "$bin" testbed bandwidth --json --random-for 2s --faults 128M >"$out/random-reads.json" 2>/dev/null ||
     rm -f "$out/random-reads.json"
+}
+
+# no_swap_yet NAME: bench/NAME.sh sizes a swap file of its own, and stops
+# here if swap is on that it did not make (another's, or a leftover).
+no_swap_yet() {
+  [ -z "$(swapon --noheadings --show=NAME)" ] && return
+  echo "bench/$1.sh makes a swap file of its own size, and swap is on already:" >&2
+  swapon --show >&2
+  echo "turn it off first (memgang testbed down), or wait for whoever made it" >&2
+  exit 1
+}
+
+# own_swap NAME MIB: a swap file of MIB MiB on /var/tmp's disk for
+# bench/NAME.sh ($bin's testbed), removed on every way out; prints the
+# testbed's line. Not in a pipeline: its exit command is the shell's.
+own_swap() {
+  swapfile=/var/tmp/memgang-$1-$$.swap
+  on_exit '"$bin" testbed down --path "$swapfile" >/dev/null 2>&1 || swapoff "$swapfile" 2>/dev/null; rm -f "$swapfile"'
+  "$bin" testbed up --swap "$2M" --path "$swapfile"
 }
 
 # write_jobs FILE NAME POOL QUANTUM N MIB RANKS ARGS...: an experiment of N

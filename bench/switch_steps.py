@@ -18,7 +18,7 @@ import re
 import statistics
 import sys
 
-STEPS = ["freeze", "sampling", "huge_wait", "scan", "reclaim", "advise", "drain",
+STEPS = ["freeze", "sampling", "huge_wait", "scan", "wss", "reclaim", "advise", "drain",
          "stream_wait", "page_in", "thaw", "other"]
 MIB = 1 << 20
 
@@ -97,7 +97,7 @@ def per_switch(run, kernel, mode="in_turn"):
         side = sum(st.get(k, 0.0) for k in ("scan_s", "reclaim_s", "advise_s", "drain_s"))
         cells = [f"{s['at_s']:.1f}", f"{s['took_s']:.3f}"] + [f"{st.get(k + '_s', 0.0):.3f}" for k in STEPS]
         # memgang's own work: what is neither paging nor waiting for it.
-        own = sum(st.get(k, 0.0) for k in ("freeze_s", "sampling_s", "scan_s", "thaw_s", "other_s"))
+        own = sum(st.get(k, 0.0) for k in ("freeze_s", "sampling_s", "scan_s", "wss_s", "thaw_s", "other_s"))
         rate = s["paged_out_bytes"] / st["reclaim_s"] / 1e6 if st.get("reclaim_s") else None
         cells += [f"{s['paged_out_bytes'] / MIB:.0f}", f"{s['paged_in_bytes'] / MIB:.0f}", f"{side:.3f}",
                   "-" if rate is None else f"{rate:.0f}", f"{own:.3f}", f"{own / s['took_s'] * 100:.0f}%"]
@@ -113,7 +113,7 @@ def per_switch(run, kernel, mode="in_turn"):
 
 
 NOTE = ("Per switch, medians (s) over the switches that moved memory; each step's median apart, so the "
-        "steps need not add up to `took`. scan: PAGEMAP_SCAN records; reclaim: cgroup reclaim by age "
+        "steps need not add up to `took`. scan: PAGEMAP_SCAN records; wss: the working set over the quantum (smaps_rollup, clear_refs); reclaim: cgroup reclaim by age "
         "(so's make-room); advise: MADV_PAGEOUT; drain: waiting for the writes; stream_wait: the "
         "resume waiting for the page-in streamed beside the page-out; page_in: the page-in left at "
         "resume; sampling: taskstats at freeze and thaw. Kernel alone: bench/paging_rate.sh's LAMMPS "

@@ -27,8 +27,19 @@ ensure_toolchain() {
   fi
 }
 
-# mkswap (util-linux) makes swap files; everything else is the kernel's.
+# mkswap (util-linux) makes swap files; tmux is the real terminal
+# `memgang top` is tested in; everything else is the kernel's.
 ensure_tools() {
+  if ! command -v tmux >/dev/null 2>&1; then
+    if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
+      step "installing tmux (the terminal memgang top's test runs it in)"
+      DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tmux >/dev/null ||
+        { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tmux >/dev/null; }
+    else
+      # Only a root test runs it.
+      echo "tmux not found: install it for memgang top's test (a root test)" >&2
+    fi
+  fi
   if ! command -v mkswap >/dev/null 2>&1 && [ ! -x /usr/sbin/mkswap ] && [ ! -x /sbin/mkswap ]; then
     if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
       step "installing util-linux (mkswap)"
@@ -121,12 +132,13 @@ check_leftovers() {
   echo "no leftovers" >&2
 }
 
-# The Python side of memadapt (crates/memadapt/python) is tested with
-# numpy and pytest from a repo-local virtual environment, .venv (the
-# memadapt tests find it there), so that the system's Python is untouched.
+# The tests' Python packages (scripts/requirements-test.txt: memadapt's
+# Python side with numpy and pytest, scipy, the Prometheus client's parser
+# for memgangd's metrics) in a repo-local virtual environment, .venv (the
+# tests find it there), so that the system's Python is untouched.
 ensure_python_env() {
   local venv=.venv
-  if [ -x "$venv/bin/python" ] && "$venv/bin/python" -c 'import numpy, pytest, scipy' 2>/dev/null; then
+  if [ -x "$venv/bin/python" ] && "$venv/bin/python" -c 'import numpy, pytest, scipy, prometheus_client' 2>/dev/null; then
     return
   fi
   local py
@@ -141,7 +153,7 @@ ensure_python_env() {
       exit 1
     fi
   fi
-  step "creating $venv (numpy, pytest for memadapt's Python tests; scipy for the real-application tests)"
+  step "creating $venv (scripts/requirements-test.txt: memadapt's Python tests, the real-application tests, the metrics check)"
   if ! "$py" -m venv "$venv" 2>/dev/null; then
     if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
       apt-get update -qq && apt-get install -y -qq python3-venv
@@ -152,7 +164,7 @@ ensure_python_env() {
       exit 1
     fi
   fi
-  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check numpy pytest scipy
+  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r scripts/requirements-test.txt
 }
 
 # memadapt's wheel as a user installs it: `pip install crates/memadapt/python`
@@ -181,6 +193,114 @@ ensure_cargo_deb() {
   command -v cargo-deb >/dev/null 2>&1 && return
   step "installing cargo-deb (crates.io) for the Debian package"
   cargo install --locked --quiet cargo-deb
+}
+
+# --- The VM lanes (scripts/vm: Debian 12, memgangd; scripts/vm-slurm:
+# Debian 13, Slurm). Each boots a Debian guest under QEMU (TCG) that runs
+# its lane script from a systemd unit and powers off; the results come
+# back over the guest's second serial port.
+
+# vm_skip LANE WHY: the lane cannot run here; say so loudly, exit 77.
+vm_skip() {
+  printf '\n******************************************************************\n' >&2
+  printf '*** %s SKIPPED (NOT passed): %s\n' "$1" "$2" >&2
+  printf '******************************************************************\n\n' >&2
+  exit 77
+}
+
+# vm_bootstrap_tar SUITE INCLUDE CACHE [MMDEBSTRAP_ARG...]: the path of
+# the bootstrap tar of these, cached or not (keyed by what goes in).
+vm_bootstrap_tar() {
+  local suite=$1 include=$2 cache=$3 key
+  shift 3
+  key=$(printf '%s' "$suite minbase $include${*:+ $*}" | sha256sum | cut -c1-12)
+  echo "$cache/$suite-$key.tar"
+}
+
+# vm_bootstrap SUITE INCLUDE CACHE NICENESS [MMDEBSTRAP_ARG...]: a minbase
+# root of Debian SUITE with the packages INCLUDE (comma-separated), built
+# on the host by mmdebstrap (apt and dpkg run natively, not in the
+# guest), as a tar cached in CACHE; prints its path.
+vm_bootstrap() {
+  local suite=$1 include=$2 cache=$3 niceness=$4 tar
+  shift 4
+  tar=$(vm_bootstrap_tar "$suite" "$include" "$cache" "$@")
+  if [ ! -s "$tar" ]; then
+    step "mmdebstrap $suite (cached in $tar)"
+    nice -n "$niceness" mmdebstrap --quiet --format=tar --variant=minbase --include="$include" "$@" "$suite" "$tar.tmp" >&2
+    mv "$tar.tmp" "$tar"
+  fi
+  echo "$tar"
+}
+
+# vm_lane_root ROOT HOSTNAME DESCRIPTION: the guest's files for a lane:
+# fstab, no gettys, and a unit that runs /opt/memgang-lane/lane.sh on
+# boot with its output on the second serial port, then powers off.
+vm_lane_root() {
+  local root=$1
+  echo "$2" >"$root/etc/hostname"
+  printf '/dev/vda / ext4 defaults 0 1\n' >"$root/etc/fstab"
+  # Nobody logs in (the console is a file): no gettys to wait for.
+  for u in getty-static.service serial-getty@ttyS0.service getty@tty1.service; do
+    ln -sf /dev/null "$root/etc/systemd/system/$u"
+  done
+  cat >"$root/etc/systemd/system/memgang-lane.service" <<UNIT
+[Unit]
+Description=$3
+After=multi-user.target
+[Service]
+Type=oneshot
+ExecStart=/opt/memgang-lane/lane.sh
+StandardOutput=tty
+StandardError=tty
+TTYPath=/dev/ttyS1
+ExecStopPost=/bin/systemctl poweroff --no-block
+[Install]
+WantedBy=multi-user.target
+UNIT
+  ln -s /etc/systemd/system/memgang-lane.service "$root/etc/systemd/system/multi-user.target.wants/memgang-lane.service"
+}
+
+# vm_boot KERNEL INITRD IMG OUT TIMEOUT NICENESS MEMORY_MIB [APPEND...]:
+# boot the image (QEMU, TCG, 2 CPUs) until the guest powers off or
+# TIMEOUT seconds pass (then qemu is stopped by pid); the lane's output
+# in OUT/lane.log, the console in OUT/console.log. Sets vm_took (s).
+vm_boot() {
+  local kernel=$1 initrd=$2 img=$3 out=$4 timeout=$5 niceness=$6 mem=$7 start pid
+  shift 7
+  rm -f "$out/lane.log" "$out/console.log"
+  start=$(date +%s)
+  nice -n "$niceness" qemu-system-x86_64 -accel tcg,thread=multi -cpu max -smp 2 -m "$mem" \
+    -nodefaults -display none -no-reboot \
+    -kernel "$kernel" -initrd "$initrd" \
+    -append "root=/dev/vda rw console=ttyS0 systemd.show_status=error panic=-1 $*" \
+    -drive "file=$img,format=raw,if=virtio" -device virtio-rng-pci \
+    -serial "file:$out/console.log" -serial "file:$out/lane.log" &
+  # The caller's exit trap stops it too (vm_stop_qemu).
+  vm_qemu_pid=$!
+  pid=$vm_qemu_pid
+  while kill -0 "$pid" 2>/dev/null; do
+    if [ $(($(date +%s) - start)) -ge "$timeout" ]; then
+      echo "the VM did not power off within ${timeout}s; stopping qemu (pid $pid)" >&2
+      break
+    fi
+    sleep 5
+  done
+  vm_stop_qemu
+  vm_took=$(($(date +%s) - start))
+}
+
+# Stop the lane's qemu, if it runs, by its pid.
+vm_stop_qemu() {
+  local pid=${vm_qemu_pid:-}
+  [ -n "$pid" ] || return 0
+  if kill -0 "$pid" 2>/dev/null; then
+    kill "$pid" 2>/dev/null || true
+    sleep 2
+    kill -9 "$pid" 2>/dev/null || true
+  fi
+  wait "$pid" 2>/dev/null || true
+  vm_qemu_pid=
 }
 
 # lintian (Debian's package checker), for scripts/deb --lintian.

@@ -3,10 +3,10 @@
 //! (`-u`, root). The daemon checks each id against the caller: another
 //! user's job reads as no job.
 
-use crate::client::{ask, Filter};
+use crate::client::{ask, list, Filter};
 use crate::out::{emit, note};
 use anyhow::{bail, Result};
-use memgang_proto::{JobInfo, Request, Response};
+use memgang_proto::{JobInfo, Request};
 
 /// The jobs to cancel: those named (and the tasks of named arrays), or
 /// with no ids all of the caller's; kept if they match the filters.
@@ -43,9 +43,7 @@ pub fn targets(
 /// Cancel each; an error for one does not stop the others. Ok(false) if
 /// any was refused.
 pub fn cancel(ids: &[u64], states: &[String], users: &[String]) -> Result<bool> {
-    let Response::Jobs { jobs } = ask(&Request::List)? else {
-        bail!("unexpected answer to list");
-    };
+    let jobs = list()?;
     let mut ok = true;
     for id in targets(ids, states, users, &jobs)? {
         match ask(&Request::Cancel { id }) {

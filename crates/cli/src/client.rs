@@ -118,6 +118,24 @@ pub(crate) fn ask(req: &Request) -> Result<Response> {
     }
 }
 
+/// Every job the daemon shows us, a page at a time (it answers as many
+/// as fit its `max_answer_bytes` and where to go on).
+pub(crate) fn list() -> Result<Vec<JobInfo>> {
+    let mut all = Vec::new();
+    let mut after = None;
+    loop {
+        let Response::Jobs { jobs, next } = ask(&Request::List { after })? else {
+            bail!("unexpected answer to list");
+        };
+        all.extend(jobs);
+        match next {
+            // Ids only grow: a daemon that answered otherwise would loop.
+            Some(n) if after.is_none_or(|a| n > a) => after = Some(n),
+            _ => return Ok(all),
+        }
+    }
+}
+
 fn job(id: u64) -> Result<JobInfo> {
     match ask(&Request::Show { id })? {
         Response::Job { job } => Ok(*job),
@@ -157,9 +175,7 @@ pub fn run(verb: Verb) -> Result<ExitCode> {
             states,
             users,
         } => {
-            let Response::Jobs { jobs } = ask(&Request::List)? else {
-                bail!("unexpected answer to list");
-            };
+            let jobs = list()?;
             let filter = Filter::new(&states, &users, all || (json && states.is_empty()))?;
             let jobs: Vec<&JobInfo> = jobs.iter().filter(|j| filter.keeps(j)).collect();
             let now = unix_now();
@@ -288,7 +304,7 @@ fn queue_text(j: &JobInfo) -> String {
     s
 }
 
-fn user_name(uid: u32) -> String {
+pub(crate) fn user_name(uid: u32) -> String {
     use std::collections::HashMap;
     use std::sync::Mutex;
     static NAMES: Mutex<Option<HashMap<u32, String>>> = Mutex::new(None);
@@ -375,7 +391,7 @@ impl Filter {
     }
 }
 
-fn unix_now() -> f64 {
+pub(crate) fn unix_now() -> f64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0.0, |d| d.as_secs_f64())

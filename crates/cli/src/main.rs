@@ -32,6 +32,7 @@ mod slurm;
 mod submit;
 #[cfg(test)]
 mod tests;
+mod top;
 mod wss;
 
 #[derive(Parser)]
@@ -49,6 +50,11 @@ struct Cli {
 enum Command {
     #[command(flatten)]
     Client(client::Verb),
+    /// The node live: pool and swap in use, each job running, frozen,
+    /// paging out or in, or queued (and why), its memory and share of
+    /// turns, the next switch and the last ones. Refreshes each second;
+    /// q, Esc or Ctrl-C quits.
+    Top(top::TopArgs),
     /// Run an experiment file's jobs under a policy and report the results.
     Run(RunArgs),
     /// Print results (JSON written by `run --json`) as tables; with several
@@ -251,6 +257,7 @@ fn main() -> ExitCode {
 fn dispatch(cli: Cli) -> Result<ExitCode> {
     match cli.command {
         Command::Client(verb) => client::run(verb),
+        Command::Top(args) => top::run(args).map(|()| ExitCode::SUCCESS),
         Command::Run(args) => run(args),
         Command::Report { files, json } => {
             let results = files

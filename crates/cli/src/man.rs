@@ -49,6 +49,9 @@ log filter (\fBinfo\fR by default; e.g. \fBdebug\fR).
 .TP
 .B COLUMNS
 the width \fBstatus\fR fits its table to (80 when output is not a terminal).
+.TP
+.B NO_COLOR
+set to anything but empty: no colour on a terminal either (\fBtop\fR, logs).
 .SH FILES
 .TP
 .I /run/memgang/memgang.sock
@@ -66,6 +69,16 @@ id=$(memgang submit \-\-memory 700M \-\- memgang\-workload \-\-mib 600 \-\-patte
 memgang follow $id
 memgang wait $id
 memgang status \-\-all
+.RE
+.fi
+.PP
+Watch the node: which jobs run, are frozen, paging out or in, or wait,
+and when the next switch comes (\fBq\fR quits); or print one frame:
+.PP
+.nf
+.RS
+memgang top
+memgang top \-\-once
 .RE
 .fi
 .PP

@@ -465,8 +465,10 @@ pub fn job_account(a: &JobAccount) -> String {
     if a.io_wait_dropped_s > 0.0 {
         let _ = writeln!(
             out,
-            "  left out: {} s of io wait the kernel added that no wait can have had (docs/results.md)",
-            num(a.io_wait_dropped_s)
+            "  left out: {} s of io wait the kernel added that no wait can have had (docs/results.md); \
+             io wait not measured for {} s",
+            num(a.io_wait_dropped_s),
+            num(a.io_wait_untrusted_s)
         );
     }
     if let Some(s) = &a.sw {

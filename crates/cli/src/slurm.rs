@@ -38,6 +38,10 @@ pub enum Slurm {
         /// Write the agent's pid here once it listens.
         #[arg(long)]
         pid_file: Option<PathBuf>,
+        /// This node's slurm.conf (cgroup.conf beside it): which of
+        /// Slurm's plugins track the jobs, so where their cgroups are.
+        #[arg(long, env = "SLURM_CONF", default_value = "/etc/slurm/slurm.conf")]
+        slurm_conf: PathBuf,
     },
     /// Slurm's TaskProlog: ask this node's agent to adopt the task (the
     /// prolog's parent process) into its job's group. Fails the task if the
@@ -130,17 +134,18 @@ pub fn run(cmd: Slurm) -> Result<()> {
             munge_socket,
             socket,
             pid_file,
+            slurm_conf,
         } => {
             if !nix::unistd::geteuid().is_root() {
                 bail!(
                     "memgang slurm agent needs root: it makes cgroups and pages other users' jobs"
                 );
             }
-            let backend: Arc<dyn memgang_linux::cgroup::CgroupBackend> = Arc::from(
-                memgang_linux::cgroup::detect().context("finding a memory cgroup hierarchy")?,
-            );
+            // Where this node's Slurm keeps its jobs; a layout memgang
+            // does not know stops the agent here, naming the setting.
+            let site = memgang_slurm::site::Site::detect(&node, &slurm_conf)?;
             let stop = stop_flag()?;
-            let agent = Arc::new(agent::Agent::new(&node, pool, backend)?);
+            let agent = Arc::new(agent::Agent::new(&node, pool, site)?);
             if let Some(p) = pid_file {
                 std::fs::write(&p, format!("{}\n", std::process::id()))
                     .with_context(|| format!("writing {}", p.display()))?;

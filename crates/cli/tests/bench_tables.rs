@@ -38,6 +38,21 @@ fn realapps_rounds_sets_a_run_against_the_kernels_and_the_disks_time() {
     self_test("realapps_rounds.py");
 }
 
+#[test]
+fn scale_table_sets_a_switch_against_the_kernel_and_the_disk() {
+    self_test("scale_table.py");
+}
+
+#[test]
+fn many_table_reads_set_switches_and_the_simulators_lines() {
+    self_test("many_table.py");
+}
+
+#[test]
+fn daemon_defaults_sets_a_pair_against_its_jobs_one_after_the_other() {
+    self_test("daemon_defaults.py");
+}
+
 /// One row of bench/README.md: a file, the docs that cite it, and the
 /// scripts and tests that run it.
 struct Row {

@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::daemon::{memgangd_exe, user, Daemon};
+use common::daemon::{memgangd_exe, user, workload, Daemon};
 use common::*;
 use memgang_linux::swap::TestSwap;
 use memgang_results::JobAccount;
@@ -42,14 +42,6 @@ impl Daemon {
         BufReader::new(s).read_line(&mut answer).unwrap();
         serde_json::from_str(&answer).unwrap()
     }
-}
-
-/// The workload next to memgang: on the PATH jobs are submitted with.
-fn workload() -> String {
-    PathBuf::from(env!("CARGO_BIN_EXE_memgang"))
-        .with_file_name("memgang-workload")
-        .display()
-        .to_string()
 }
 
 /// Every memgang-pool cgroup left on the machine with a frozen or living task.
@@ -220,7 +212,7 @@ fn verbs_bad_input_and_socket_permissions() {
     std::thread::sleep(Duration::from_secs(6));
     let prom = std::fs::read_to_string(d.dir.path().join("run/memgang.prom")).unwrap();
     assert!(
-        prom.contains("memgang_jobs{state=\"finished\"} 2"),
+        prom.contains("memgang_jobs_completed_total{state=\"finished\"} 2"),
         "{prom}"
     );
     let sample = |series: &str| -> f64 {

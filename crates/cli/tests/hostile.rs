@@ -9,119 +9,20 @@
 //! client must really run as that user.
 
 mod common;
+mod users;
 
-use common::daemon::{output_within, Daemon};
+use common::daemon::Daemon;
 use common::*;
 use memgang_linux::swap::TestSwap;
-use serde_json::{json, Value};
+use serde_json::json;
 use std::io::{Read, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-const USER_A: &str = "memgang-t-a";
-const USER_B: &str = "memgang-t-b";
-
-/// The two test users, removed when the test ends however it ends.
-struct Users {
-    a: (u32, u32),
-    b: (u32, u32),
-}
-
-impl Users {
-    fn new() -> Users {
-        Users {
-            a: add_user(USER_A),
-            b: add_user(USER_B),
-        }
-    }
-}
-
-impl Drop for Users {
-    fn drop(&mut self) {
-        for name in [USER_A, USER_B] {
-            let _ = Command::new("userdel").args(["-f", name]).output();
-        }
-    }
-}
-
-fn add_user(name: &str) -> (u32, u32) {
-    // A user left by a run that was killed is reused.
-    let _ = Command::new("useradd")
-        .args(["--no-create-home", "--shell", "/usr/sbin/nologin", name])
-        .output();
-    let id = |flag: &str| -> u32 {
-        let out = Command::new("id").args([flag, name]).output().unwrap();
-        assert!(
-            out.status.success(),
-            "useradd {name} failed (is the passwd package installed?)"
-        );
-        String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
-    };
-    (id("-u"), id("-g"))
-}
-
-impl Daemon {
-    /// One raw request line as `user` (None: root); the answer.
-    fn raw(&self, user: Option<(u32, u32)>, req: &Value) -> Value {
-        let mut c = Command::new("perl");
-        c.args([
-            "-MIO::Socket::UNIX",
-            "-e",
-            // A busy daemon answers and closes before it reads: no SIGPIPE.
-            r#"$SIG{PIPE} = "IGNORE"; my $s = IO::Socket::UNIX->new(Peer => $ARGV[0]) or die "connect: $!";
-               print $s $ARGV[1], "\n"; local $/; print scalar(<$s>);"#,
-        ])
-        .arg(self.socket())
-        .arg(req.to_string());
-        if let Some((uid, gid)) = user {
-            c.uid(uid).gid(gid);
-        }
-        let out = output_within(c, Duration::from_secs(30));
-        assert!(out.status.success(), "perl client: {}", text(&out));
-        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("answer {e}: {}", text(&out)))
-    }
-
-    /// Submit as `user` with `cwd`; Ok(id) or the daemon's error message.
-    fn submit(&self, user: (u32, u32), cwd: &Path, command: &[&str]) -> Result<u64, String> {
-        let req = json!({
-            "op": "submit", "command": command, "memory_bytes": 20u64 << 20,
-            "ranks": 1, "cwd": cwd, "name": null,
-            "env": {"PATH": "/usr/bin:/bin", "HOME": "/"},
-        });
-        let a = self.raw(Some(user), &req);
-        match a["kind"].as_str() {
-            Some("submitted") => Ok(a["id"].as_u64().unwrap()),
-            _ => Err(a["message"].as_str().unwrap_or_default().to_string()),
-        }
-    }
-
-    fn output(&self, id: u64) -> String {
-        let a = self.raw(
-            None,
-            &json!({"op": "output", "id": id, "stream": "stdout", "offset": 0}),
-        );
-        a["data"]
-            .as_str()
-            .map(str::to_string)
-            .unwrap_or_else(|| a.to_string())
-    }
-}
-
-fn wait_state(d: &Daemon, id: u64, state: &str) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while d.job(id)["state"] != state {
-        assert!(
-            Instant::now() < deadline,
-            "job {id} never {state}: {}",
-            d.log()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
+use users::{wait_state, Reap, Users};
 
 /// A's home: 0700, with a world-readable directory and file inside (as
 /// with a umask of 022), and a file that is not executable.
@@ -450,18 +351,6 @@ fn a_flood_of_connections_leaves_root_served_and_the_daemon_idle() {
     let mut s = UnixStream::connect(d.socket()).unwrap();
     let _ = s.write_all(&vec![b'x'; 2 << 20]);
     assert!(d.alive(), "{}", d.log());
-}
-
-/// Child processes killed when the test ends, passed or not.
-struct Reap(Vec<Child>);
-
-impl Drop for Reap {
-    fn drop(&mut self) {
-        for c in &mut self.0 {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
 }
 
 #[test]

@@ -391,10 +391,13 @@ fn cancelled_queued_and_suspended_jobs_end_cancelled() {
     std::thread::sleep(Duration::from_secs(6));
     let prom = std::fs::read_to_string(d.dir.path().join("run/memgang.prom")).unwrap();
     assert!(
-        prom.contains("memgang_jobs{state=\"cancelled\"} 26"),
+        prom.contains("memgang_jobs_completed_total{state=\"cancelled\"} 26"),
         "{prom}"
     );
-    assert!(prom.contains("memgang_jobs{state=\"failed\"} 0"), "{prom}");
+    assert!(
+        prom.contains("memgang_jobs_completed_total{state=\"failed\"} 0"),
+        "{prom}"
+    );
 }
 
 /// Before: a restart kept only jobs in progress (after 1,417 jobs, 109

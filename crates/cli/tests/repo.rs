@@ -950,6 +950,28 @@ fn the_citation_check_reads_paths_and_globs() {
     assert!(expand(&root, "bench/results/no-such-dir").is_empty());
 }
 
+/// docs/slurm.md shows each of the site files the package installs and
+/// the lanes run (dist/slurm/), as they are.
+#[test]
+fn the_site_configuration_in_the_docs_is_the_tested_one() {
+    let doc = std::fs::read_to_string(workspace().join("docs/slurm.md")).unwrap();
+    let dir = workspace().join("dist/slurm");
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    files.sort();
+    assert!(files.len() >= 3, "{files:?}");
+    for f in files {
+        let text = std::fs::read_to_string(&f).unwrap();
+        assert!(
+            doc.contains(&format!("```\n{text}```")),
+            "docs/slurm.md does not show {} as it is (a code block of its whole text)",
+            f.display()
+        );
+    }
+}
+
 /// docs/README.md is the index of docs/: it links every page there, and
 /// every page it links is there.
 #[test]
@@ -1113,7 +1135,6 @@ fn too_long() -> Vec<String> {
 }
 
 #[test]
-#[ignore = "enabled once issue 48's splits land"]
 fn no_source_file_or_function_is_too_long() {
     let found = too_long();
     assert!(

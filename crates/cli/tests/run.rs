@@ -517,6 +517,56 @@ fn every_switch_mechanism_keeps_the_data() {
     }
 }
 
+/// A pair that fits by its phases (issue 47, hpcc): each job of 200 MiB in
+/// a 320 MiB pool touches only 40 MiB after it starts. Once both have run a
+/// quantum so measured, a switch makes room for what the incoming job
+/// touched, not for the 200 MiB it kept: the rest stays in place, as the
+/// kernel's LRU would leave it. The old rule made room for the 200 MiB it
+/// kept and its 32 MiB margin, less what it still held.
+#[test]
+#[ignore = "needs root: cgroups, swap (scripts/test runs it as root)"]
+fn a_pair_that_fits_by_its_phases_is_not_paged_whole() {
+    require_root("a_pair_that_fits_by_its_phases_is_not_paged_whole");
+    let bed = Bed::new();
+    // Touch all of it once, then 40 MiB of it until 8 s of CPU are spent.
+    let script = "import sys, time\n\
+        b = bytearray(200 << 20)\n\
+        for i in range(0, len(b), 4096): b[i] = 1\n\
+        while time.process_time() < 8:\n    \
+            for i in range(0, 40 << 20, 4096): b[i] = (b[i] + 1) & 255\n";
+    let job = |name: &str| {
+        format!(
+            "[[job]]\nname = \"{name}\"\ncommand = [\"python3\", \"-c\", {script:?}]\nmemory = \"200M\"\n"
+        )
+    };
+    let exp = bed.write(
+        "phases.toml",
+        &format!(
+            "name = \"phases\"\npolicy = \"gang\"\nquantum = \"2s\"\npool_memory = \"320M\"\n{}{}",
+            job("a"),
+            job("b")
+        ),
+    );
+    let (out, v) = bed.run(&exp, &["--baseline", "none", "--switch", "so/ao/ai"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let v = v.unwrap();
+    for j in jobs(&v) {
+        assert_eq!(j["exit_code"], 0, "job {}: {}", j["name"], text(&out));
+    }
+    let switches = v["switches"].as_array().unwrap();
+    assert!(switches.len() >= 5, "only {} switches", switches.len());
+    // From the fourth switch on, both jobs' last quanta were measured.
+    for s in &switches[3..] {
+        let out = s["paged_out_bytes"].as_u64().unwrap();
+        assert!(
+            out < 100 << 20,
+            "a switch at {} s paged out {} MiB: {switches:?}",
+            s["at_s"],
+            out >> 20
+        );
+    }
+}
+
 /// A job whose memory is locked is still switched; what could not be paged
 /// out is reported, and no data is lost.
 #[test]

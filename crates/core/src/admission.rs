@@ -6,7 +6,10 @@
 //! out.
 //!
 //! Strict first come, first served: a job never overtakes an earlier one
-//! that waits for memory (no backfilling), so a big job cannot starve.
+//! that waits for memory (no backfilling), so a big job cannot starve;
+//! but a job that could not start even on an empty node now (swap used
+//! outside memgang has grown) is held out of the line until it could
+//! ([`hold_unfitting`]), so that it blocks no one meanwhile.
 //! Pure: the caller measures swap and hands in numbers.
 
 use crate::capacity::{self, Set};
@@ -111,6 +114,39 @@ pub fn fair_order<K: Copy>(
         out.push(queue[i].0);
     }
     out
+}
+
+/// The queued jobs (`(key, declared bytes)`, in submission order) that
+/// could not start now even on an empty node ([`capacity::set_may_run`]
+/// of the job alone against `cap`: what is promised now, less swap used
+/// outside memgang, which comes and goes), each with why; and the rest of
+/// the queue, for [`admit`]. A held job is left out of the first come,
+/// first served line, so that it does not block every job behind it
+/// while it cannot run anyway; as soon as it could start alone it is in
+/// the line again at its own place, ahead of every later job, so none
+/// passes it from then on (it cannot starve).
+#[allow(clippy::type_complexity)]
+pub fn hold_unfitting<K: Copy>(
+    queue: &[(K, u64)],
+    cap: &Capacity,
+) -> (Vec<(K, u64)>, Vec<(K, String)>) {
+    let (mut line, mut held) = (Vec::new(), Vec::new());
+    for &(key, bytes) in queue {
+        if capacity::set_may_run(Set::of(&[bytes]), cap) {
+            line.push((key, bytes));
+        } else {
+            held.push((
+                key,
+                format!(
+                    "held: needs {}, more than the node can promise now even with no job \
+                     running ({}); later jobs go first until it fits",
+                    format_bytes(bytes),
+                    cap.describe()
+                ),
+            ));
+        }
+    }
+    (line, held)
 }
 
 #[cfg(test)]
@@ -274,6 +310,33 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// A job that cannot start even alone, for swap used outside
+    /// memgang, is held out of the line: the jobs behind it start. Once
+    /// it fits alone it is back at its place, and later jobs wait behind
+    /// it again.
+    #[test]
+    fn a_job_that_cannot_start_alone_blocks_no_one() {
+        let mut c = Capacity {
+            pool_bytes: G,
+            swap_total_bytes: 2 * G,
+            swap_used_elsewhere_bytes: G,
+            swap_reserve_bytes: 0,
+        };
+        let queue = [(1, 3 * G), (2, G / 2), (3, G / 2)];
+        let (line, held) = hold_unfitting(&queue, &c);
+        assert_eq!(held.len(), 1);
+        assert_eq!(held[0].0, 1);
+        assert!(held[0].1.starts_with("held: needs 3G"), "{}", held[0].1);
+        assert_eq!(admit(&line, &[], &c).admit, vec![2, 3]);
+        // The swap comes free: job 1 fits alone, and is first in line.
+        c.swap_used_elsewhere_bytes = 0;
+        let (line, held) = hold_unfitting(&queue, &c);
+        assert!(held.is_empty());
+        let a = admit(&line, &[G / 2], &c);
+        assert!(a.admit.is_empty(), "{a:?}");
+        assert!(a.wait[1].1.contains("first come, first served"));
     }
 
     #[test]

@@ -40,12 +40,14 @@
 //! | rule | the question | asked by |
 //! |---|---|---|
 //! | [`Holding::of`], [`Capacity::promised`] | what the rules count under a policy (the `parks` decision) | memgangd (`Service::capacity`), `memgang run` (`check_pool`) |
-//! | [`set_may_run`] ([`shortage`] says why not) | may these jobs be held at once, a switch's exchange included? | the two below |
+//! | [`set_may_run`] ([`shortage`] says why not) | may these jobs be held at once, a switch's exchange included? | the two below; memgangd's admission for a job alone ([`crate::admission::hold_unfitting`]: could it start on an empty node now?) |
 //! | [`job_may_start`] | may a queued job start beside the jobs already promised memory? | [`crate::admission::admit`] (memgangd's node loop) |
 //! | [`refuse`] | could a job ever run here, alone? | memgangd at submit |
 //! | [`experiment_may_run`] | may an experiment's jobs run under its policy, none waiting for memory? | `memgang run` (`experiment/src/run.rs`, `check_pool`) |
 //! | [`check_switch`] with [`swap_room`] | may a switch page out what its incoming jobs need, now? | the switch engine (`runtime/src/engine.rs`): the one-node executor, memgangd, the Slurm agent (`Request::Check`) |
 //! | [`set_fits`] with [`set_capacity`], [`set_estimate`] | may a job join a co-scheduled set on a node? | hybrid's packing ([`crate::packing`]): the policy in every executor and the simulator |
+//! | [`check_pinned`] | may a switch run a job beside the memory suspended jobs hold locked (mlock)? | the one-node executor's switch (`runtime/src/executor/switch.rs`): memgangd, `memgang run` |
+//! | [`less_pinned`] | what may admission promise where admitted jobs hold memory locked? | memgangd's admission (`Service::admit`) |
 //!
 //! `memgang run` and memgangd judge a set of jobs alike under the
 //! switching policies (gang, hybrid, auto), and differ on purpose under
@@ -354,6 +356,50 @@ pub fn check_switch(short: u64, room: u64, reserve: u64) -> Option<String> {
     })
 }
 
+/// Locked memory (mlock: a cgroup's `unevictable`) a job must hold before
+/// it counts: below this it is the few pages any process locks, not
+/// worth holding anyone for.
+pub const PINNED_COUNTED: u64 = 16 << 20;
+
+/// Whether a switch may run a job whose working set is `incoming` bytes
+/// while the suspended jobs hold `pinned` bytes locked in the pool: no
+/// page-out moves those (the kernel leaves locked pages where they are),
+/// so they count as resident, and the job would run in `pool - pinned`,
+/// thrashing against them. Refused (why, with the numbers) where it and
+/// the margin do not fit beside them; the executor keeps it stopped until
+/// they do (they end, or run again).
+pub fn check_pinned(incoming: u64, pinned: u64, pool: u64) -> Option<String> {
+    let need = incoming.saturating_add(ROOM_MARGIN);
+    (pinned >= PINNED_COUNTED && need.saturating_add(pinned) > pool).then(|| {
+        format!(
+            "held: it needs about {} of the {} pool, but suspended jobs hold {} of it locked \
+             (mlock), which no page-out moves; it runs once they end or run again",
+            format_bytes(need),
+            format_bytes(pool),
+            format_bytes(pinned)
+        )
+    })
+}
+
+/// What admission may promise where admitted jobs hold memory locked
+/// (`pinned[i]`, measured, for the job of `held[i]` declared bytes):
+/// locked bytes never leave the pool, so they are out of every job's
+/// room, and each job's declared bytes count less its own locked part
+/// (counted once, in the pool). Below [`PINNED_COUNTED`] nothing changes.
+pub fn less_pinned(cap: Capacity, held: &mut [u64], pinned: &[u64]) -> Capacity {
+    let mut locked = 0u64;
+    for (h, &p) in held.iter_mut().zip(pinned) {
+        if p >= PINNED_COUNTED {
+            *h = h.saturating_sub(p);
+            locked = locked.saturating_add(p);
+        }
+    }
+    Capacity {
+        pool_bytes: cap.pool_bytes.saturating_sub(locked),
+        ..cap
+    }
+}
+
 /// Memory a co-scheduled set may use in a pool of `pool` bytes (hybrid).
 pub fn set_capacity(pool: u64) -> u64 {
     pool - pool / SET_MARGIN_DIVISOR
@@ -485,6 +531,23 @@ mod tests {
         assert_eq!(refuse(G + G + G / 2, &c), None);
         let msg = refuse(G + G + G / 2 + 1, &c).unwrap();
         assert!(msg.contains("--memory"), "{msg}");
+    }
+
+    #[test]
+    fn locked_memory_counts_as_resident() {
+        // 140M locked by a suspended job in a 256M pool: a job of 200M
+        // waits, one of 60M (with the 32M margin) runs beside it.
+        let why = check_pinned(200 * M, 140 * M, 256 * M).unwrap();
+        assert!(why.contains("140M") && why.contains("mlock"), "{why}");
+        assert_eq!(check_pinned(60 * M, 140 * M, 256 * M), None);
+        // A few locked pages hold no one.
+        assert_eq!(check_pinned(250 * M, 8 * M, 256 * M), None);
+        // Admission: the locked part leaves the pool, counted once.
+        let mut held = [16 * M, 100 * M, 50 * M];
+        let c = less_pinned(cap(256 * M, G), &mut held, &[140 * M, 0, 4 * M]);
+        assert_eq!(c.pool_bytes, 116 * M);
+        assert_eq!(held, [0, 100 * M, 50 * M]);
+        assert_eq!(c.swap_total_bytes, G);
     }
 
     #[test]

@@ -8,7 +8,7 @@
 
 use crate::model::{Cluster, JobId, JobSpec, NodeId, Time};
 use serde::{Deserialize, Serialize};
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum JobStatus {
@@ -34,6 +34,11 @@ pub struct JobState {
 
 /// Marks a retired job in [`State::slot_of`].
 const RETIRED: u32 = u32::MAX;
+/// `slot_of` is halved once it is longer than twice the jobs held plus
+/// this: the simulator, which retires jobs in about the order they came,
+/// seldom meets it; a service with a job held long meets it every few
+/// thousand jobs.
+const SPARSE_SLACK: usize = 1024;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct State {
@@ -44,9 +49,16 @@ pub struct State {
     pub(crate) jobs: Vec<JobState>,
     /// `slot_of[id - base]` is the job's index in `jobs`, or `RETIRED`. Four
     /// bytes per job between the oldest held and the newest, so a job that
-    /// runs for long does not keep the others' states alive.
+    /// runs for long does not keep the others' states alive; and when
+    /// that stretch is mostly retired (a job held for days while
+    /// thousands pass, in a service), the held jobs of its older half move
+    /// to `older` and the half goes: at most about twice the jobs held,
+    /// plus [`SPARSE_SLACK`].
     slot_of: VecDeque<u32>,
     base: u32,
+    /// Slots of held jobs older than `base`.
+    #[serde(default)]
+    older: HashMap<u32, u32>,
     /// Jobs submitted and not finished.
     pub(crate) unfinished: usize,
     /// Running jobs on each node, and the idle nodes, kept as jobs start,
@@ -72,6 +84,7 @@ impl State {
             jobs: Vec::with_capacity(specs.len()),
             slot_of: VecDeque::with_capacity(specs.len()),
             base: 0,
+            older: HashMap::new(),
             unfinished: 0,
             running_on: None,
             cluster,
@@ -108,23 +121,46 @@ impl State {
         );
         let gone = self.jobs.swap_remove(slot);
         if let Some(moved) = self.jobs.get(slot) {
-            let k = (moved.id.0 - self.base) as usize;
-            self.slot_of[k] = slot as u32;
+            let moved = moved.id;
+            self.set_slot(moved, slot as u32);
         }
-        self.slot_of[(id.0 - self.base) as usize] = RETIRED;
+        self.set_slot(id, RETIRED);
         while self.slot_of.front() == Some(&RETIRED) {
             self.slot_of.pop_front();
             self.base += 1;
         }
+        if self.slot_of.len() > 2 * self.jobs.len() + SPARSE_SLACK {
+            // The held jobs of the older half keep their slots by id.
+            let half = self.slot_of.len() / 2;
+            for (k, s) in self.slot_of.drain(..half).enumerate() {
+                if s != RETIRED {
+                    self.older.insert(self.base + k as u32, s);
+                }
+            }
+            self.base += half as u32;
+        }
         gone
     }
 
+    /// Job `id`'s slot in `jobs` is now `slot` (RETIRED: gone).
+    fn set_slot(&mut self, id: JobId, slot: u32) {
+        if id.0 < self.base {
+            if slot == RETIRED {
+                self.older.remove(&id.0);
+            } else {
+                self.older.insert(id.0, slot);
+            }
+        } else {
+            self.slot_of[(id.0 - self.base) as usize] = slot;
+        }
+    }
+
     fn slot(&self, id: JobId) -> usize {
-        let slot =
-            id.0.checked_sub(self.base)
-                .and_then(|k| self.slot_of.get(k as usize))
-                .copied()
-                .filter(|s| *s != RETIRED);
+        let slot = match id.0.checked_sub(self.base) {
+            Some(k) => self.slot_of.get(k as usize).copied(),
+            None => self.older.get(&id.0).copied(),
+        }
+        .filter(|s| *s != RETIRED);
         match slot {
             Some(s) => s as usize,
             None => panic!("job {} is retired or was never submitted", id.0),
@@ -237,5 +273,52 @@ impl State {
     /// Running jobs on each node right now, indexed by node id.
     pub fn running_per_node(&self) -> std::borrow::Cow<'_, [u32]> {
         self.counts()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Cluster;
+    use std::time::Duration;
+
+    fn spec(name: String) -> JobSpec {
+        JobSpec {
+            name,
+            ranks: 1,
+            memory_bytes: None,
+            arrival: Duration::ZERO,
+            placed: None,
+        }
+    }
+
+    /// A job held while thousands come and go keeps its slot, and the
+    /// index over ids stays within about twice the jobs held: nothing
+    /// grows with the jobs gone.
+    #[test]
+    fn a_long_held_job_keeps_the_index_small() {
+        let mut st = State::new(Cluster::uniform(1, 1, 1), Vec::new());
+        let long = st.push(spec("long".into()));
+        let mut held = Vec::new();
+        for i in 0..20_000u32 {
+            let id = st.push(spec(format!("j{i}")));
+            held.push(id);
+            // Three alive at a time beside the long one, retired in an
+            // order that is not theirs.
+            if held.len() > 3 {
+                let gone = held.remove(i as usize % 3);
+                st.job_mut(gone).status = JobStatus::Finished;
+                st.remove(gone);
+            }
+            assert!(st.slot_of.len() <= 2 * st.jobs.len() + SPARSE_SLACK + 1);
+        }
+        assert_eq!(st.job(long).spec.name, "long");
+        for id in &held {
+            assert_eq!(st.job(*id).id, *id);
+        }
+        st.job_mut(long).status = JobStatus::Finished;
+        assert_eq!(st.remove(long).spec.name, "long");
+        assert!(st.older.is_empty());
+        assert_eq!(st.jobs().len(), held.len());
     }
 }

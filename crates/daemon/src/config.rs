@@ -10,111 +10,8 @@ use std::time::Duration;
 
 pub const DEFAULT_CONFIG: &str = "/etc/memgang/memgang.toml";
 
-/// One key of the file as memgang.toml(5) documents it (`memgangd man`
-/// writes the page from this table; crates/cli/tests/man.rs checks that
-/// every field of [`File`] is here and the tests below that each default
-/// is the code's).
-pub struct Key {
-    pub name: &'static str,
-    /// What a value is written as.
-    pub unit: &'static str,
-    pub default: KeyDefault,
-    pub doc: &'static str,
-}
-
-/// A key's default: a TOML value that means the same as leaving the key
-/// out, or (derived from the machine, or unset) a phrase.
-pub enum KeyDefault {
-    Value(&'static str),
-    Phrase(&'static str),
-}
-
-pub const KEYS: &[Key] = &[
-    Key {
-        name: "pool_memory",
-        unit: "bytes (\"700M\", \"18G\", \"1.5GiB\"; K, M, G, T are powers of 1024)",
-        default: KeyDefault::Phrase("3/4 of the node's RAM (MemTotal)"),
-        doc: "Memory the jobs share: the limit of memgangd's pool cgroup. The rest of the node (the daemon, sshd, the page cache) keeps the remainder.",
-    },
-    Key {
-        name: "policy",
-        unit: "batch, cosched, gang, hybrid or auto",
-        default: KeyDefault::Value("\"auto\""),
-        doc: "Who runs when. auto: co-scheduled while the jobs fit in the pool, hybrid (sets that fit, taking turns) when they do not.",
-    },
-    Key {
-        name: "quantum",
-        unit: "duration (\"60s\", \"5min\")",
-        default: KeyDefault::Value("\"60s\""),
-        doc: "Time slice of gang and hybrid. A switch moves working sets through swap at seconds per GiB; a longer quantum amortizes it.",
-    },
-    Key {
-        name: "max_switch_share",
-        unit: "percentage (\"5%\") or fraction (0.05), above 0 and below 1",
-        default: KeyDefault::Phrase("unset (fixed quanta)"),
-        doc: "The most of the time switching may take: a quantum after a dearer switch grows until switching is this share of switch plus quantum, up to 10 quanta.",
-    },
-    Key {
-        name: "switch",
-        unit: "mechanisms joined by /: lru, so, ao, ai, bg[=N]",
-        default: KeyDefault::Value("\"so/ao/ai\""),
-        doc: "How a switch pages: lru leaves it to the kernel; so (selective page-out), ao (aggressive page-out) and ai (adaptive page-in) are memgang's.",
-    },
-    Key {
-        name: "swap_reserve",
-        unit: "bytes",
-        default: KeyDefault::Value("\"512M\""),
-        doc: "Swap kept back from jobs for the rest of the node: admission promises memory only while pool + swap - reserve holds every admitted job and a switch's exchange.",
-    },
-    Key {
-        name: "paging_prevention",
-        unit: "true or false",
-        default: KeyDefault::Value("true"),
-        doc: "Admit a job only while pool plus usable swap holds every admitted job (paper 003, section 3); otherwise it waits, first come first served. Turn off only to measure what it is worth.",
-    },
-    Key {
-        name: "dynamic_coscheduling",
-        unit: "true or false",
-        default: KeyDefault::Value("false"),
-        doc: "Run jobs that communicate (wake for messages every 100 ms, per rank) at up to nice -5 while they do (paper 003, section 4.1).",
-    },
-    Key {
-        name: "keep_finished_for",
-        unit: "duration (\"7days\", \"12h\")",
-        default: KeyDefault::Value("\"7days\""),
-        doc: "Ended jobs stay in status --all, wait and show (with their output) this long after they end.",
-    },
-    Key {
-        name: "keep_finished_jobs",
-        unit: "a count of jobs",
-        default: KeyDefault::Value("10000"),
-        doc: "And at most this many ended jobs, the newest: a bounded journal and disk.",
-    },
-    Key {
-        name: "state_dir",
-        unit: "absolute path",
-        default: KeyDefault::Value("\"/var/lib/memgang\""),
-        doc: "The journal, jobs' output, the pools this daemon made, the lock. One daemon per state directory.",
-    },
-    Key {
-        name: "socket",
-        unit: "absolute path",
-        default: KeyDefault::Value("\"/run/memgang/memgang.sock\""),
-        doc: "The socket clients connect to (mode 0666; the caller is learned from the kernel). Clients find another with MEMGANG_SOCKET.",
-    },
-    Key {
-        name: "metrics_file",
-        unit: "absolute path, or \"\" for none",
-        default: KeyDefault::Value("\"/run/memgang/memgang.prom\""),
-        doc: "Prometheus text file, rewritten every 5 s, mode 0644, removed when memgangd stops, for node_exporter's textfile collector. Its default is memgang.prom beside the socket.",
-    },
-    Key {
-        name: "metrics_listen",
-        unit: "address and port (\"127.0.0.1:9642\"), or \"\" for none",
-        default: KeyDefault::Value("\"\""),
-        doc: "The same metrics over HTTP (GET /metrics). It has no authentication: bind it to an address only the scraper reaches.",
-    },
-];
+mod keys;
+pub use keys::{KeyDefault, KEYS};
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -133,6 +30,16 @@ struct File {
     keep_finished_jobs: Option<usize>,
     metrics_file: Option<PathBuf>,
     metrics_listen: Option<String>,
+    max_job_command: Option<String>,
+    max_job_environment: Option<String>,
+    max_jobs_per_user: Option<usize>,
+    max_user_bytes: Option<String>,
+    keep_finished_jobs_per_user: Option<usize>,
+    max_answer_bytes: Option<String>,
+    user_request_workers: Option<usize>,
+    lookup_timeout: Option<String>,
+    max_locked_memory: Option<String>,
+    max_job_output: Option<String>,
 }
 
 #[derive(Clone, Debug)]
@@ -173,6 +80,47 @@ pub struct Config {
     /// Address of an HTTP listener answering `GET /metrics` with the same
     /// text (Prometheus scraping memgangd directly); None: no listener.
     pub metrics_listen: Option<std::net::SocketAddr>,
+    /// Bytes of a job's name, command (its arguments) and working
+    /// directory together. Default 64K: a command line is rarely over a
+    /// few KiB, and the kernel takes at most 128 KiB per argument.
+    pub max_job_command: u64,
+    /// Bytes of a job's environment (names and values). Default 256K:
+    /// a login shell's is a few KiB, one with modules loaded (Lmod) up
+    /// to about 100 KiB; exec itself takes a quarter of the stack limit
+    /// (2 MiB) for arguments and environment together.
+    pub max_job_environment: u64,
+    /// Jobs a user may have in progress (queued, running, suspended) at
+    /// once; a submission beyond is refused. Default 1,000.
+    pub max_jobs_per_user: usize,
+    /// Bytes a user's jobs in progress may hold in the daemon (their
+    /// name, command, working directory and environment), and again the
+    /// ended jobs kept of theirs: a submission beyond the first is
+    /// refused, retention forgets the oldest ended ones beyond the
+    /// second. Default 64M: 200 jobs of the largest size, 10,000 of a
+    /// usual one.
+    pub max_user_bytes: u64,
+    /// Ended jobs kept per user (the newest), beside `keep_finished_jobs`
+    /// for all. Default 1,000.
+    pub keep_finished_jobs_per_user: usize,
+    /// An answer listing jobs is cut into pages of about this many bytes
+    /// (the client asks for the next page): no request makes the daemon
+    /// hold more than a page per connection. Default 1M.
+    pub max_answer_bytes: u64,
+    /// Workers one user's requests may hold at once (of the three that
+    /// answer users): the others answer the other users meanwhile.
+    /// Default 1.
+    pub user_request_workers: usize,
+    /// How long a submission's checks as the user (the working directory,
+    /// the command looked up on their PATH) may take. Default 2s.
+    pub lookup_timeout: Duration,
+    /// The largest RLIMIT_MEMLOCK a job's process gets, whatever the
+    /// user's limits say (locked memory cannot be paged out at a switch).
+    /// Default 8M, the kernel's own default.
+    pub max_locked_memory: u64,
+    /// The most bytes a job may write to its stdout and stderr together
+    /// (files in the state directory, root's disk): a job past it is
+    /// stopped, failed with the reason. Default 1G.
+    pub max_job_output: u64,
 }
 
 impl Config {
@@ -288,7 +236,55 @@ impl Config {
                 })?),
             },
             socket,
+            max_job_command: positive(
+                "max_job_command",
+                bytes("max_job_command", &f.max_job_command, 64 << 10)?,
+            )?,
+            max_job_environment: bytes("max_job_environment", &f.max_job_environment, 256 << 10)?,
+            max_jobs_per_user: positive("max_jobs_per_user", f.max_jobs_per_user.unwrap_or(1000))?,
+            max_user_bytes: positive(
+                "max_user_bytes",
+                bytes("max_user_bytes", &f.max_user_bytes, 64 << 20)?,
+            )?,
+            keep_finished_jobs_per_user: f.keep_finished_jobs_per_user.unwrap_or(1000),
+            max_answer_bytes: positive(
+                "max_answer_bytes",
+                bytes("max_answer_bytes", &f.max_answer_bytes, 1 << 20)?,
+            )?,
+            user_request_workers: positive(
+                "user_request_workers",
+                f.user_request_workers.unwrap_or(1),
+            )?,
+            lookup_timeout: match &f.lookup_timeout {
+                None => Duration::from_secs(2),
+                Some(s) => match humantime::parse_duration(s) {
+                    Ok(d) if !d.is_zero() && d <= Duration::from_secs(60) => d,
+                    _ => {
+                        return Err(bad(
+                            "lookup_timeout",
+                            format!("lookup_timeout = {s:?}: write a time from 1ms to 60s, e.g. \"2s\""),
+                        ))
+                    }
+                },
+            },
+            max_locked_memory: bytes("max_locked_memory", &f.max_locked_memory, 8 << 20)?,
+            max_job_output: positive(
+                "max_job_output",
+                bytes("max_job_output", &f.max_job_output, 1 << 30)?,
+            )?,
         })
+    }
+
+    /// What one user may make the daemon hold and spend.
+    pub fn budgets(&self) -> Budgets {
+        Budgets {
+            job_command: self.max_job_command,
+            job_environment: self.max_job_environment,
+            jobs_per_user: self.max_jobs_per_user,
+            user_bytes: self.max_user_bytes,
+            answer_bytes: self.max_answer_bytes,
+            lookup_timeout: self.lookup_timeout,
+        }
     }
 
     /// Every key's effective value as it would be written in the file
@@ -341,6 +337,25 @@ impl Config {
                     .map(|a| a.to_string())
                     .unwrap_or_default()),
             ),
+            ("max_job_command", bytes(self.max_job_command)),
+            ("max_job_environment", bytes(self.max_job_environment)),
+            (
+                "max_jobs_per_user",
+                Some(self.max_jobs_per_user.to_string()),
+            ),
+            ("max_user_bytes", bytes(self.max_user_bytes)),
+            (
+                "keep_finished_jobs_per_user",
+                Some(self.keep_finished_jobs_per_user.to_string()),
+            ),
+            ("max_answer_bytes", bytes(self.max_answer_bytes)),
+            (
+                "user_request_workers",
+                Some(self.user_request_workers.to_string()),
+            ),
+            ("lookup_timeout", time(self.lookup_timeout)),
+            ("max_locked_memory", bytes(self.max_locked_memory)),
+            ("max_job_output", bytes(self.max_job_output)),
         ]
     }
 
@@ -356,6 +371,35 @@ impl Config {
             max_switch_share: self.max_switch_share,
         }
     }
+}
+
+/// The budgets the socket's requests are held to (the keys of the same
+/// names, without `max_`); the defaults are the configuration's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Budgets {
+    pub job_command: u64,
+    pub job_environment: u64,
+    pub jobs_per_user: usize,
+    pub user_bytes: u64,
+    pub answer_bytes: u64,
+    pub lookup_timeout: Duration,
+}
+
+impl Default for Budgets {
+    fn default() -> Budgets {
+        Config::from_file(File::default(), 1 << 30)
+            .expect("the defaults are valid")
+            .budgets()
+    }
+}
+
+/// A count or size that must not be zero (a budget of nothing would
+/// refuse every job).
+fn positive<T: PartialEq + Default + std::fmt::Display>(key: &'static str, v: T) -> Result<T> {
+    if v == T::default() {
+        return Err(bad(key, format!("{key} = {v}: must be greater than zero")));
+    }
+    Ok(v)
 }
 
 /// A value refused, with its key (so that [`Config::load`] can say the
@@ -505,6 +549,37 @@ mod tests {
         std::fs::write(&path, "policy = \"gang\"\npool_memroy = \"1G\"\n").unwrap();
         let e = format!("{:#}", Config::load(&path, true).unwrap_err());
         assert!(e.contains("line 2") && e.contains("pool_memroy"), "{e}");
+    }
+
+    #[test]
+    fn budgets_have_defaults_and_refuse_nothing() {
+        let c = parse("").unwrap();
+        assert_eq!(
+            (c.max_job_command, c.max_job_environment, c.max_user_bytes),
+            (64 << 10, 256 << 10, 64 << 20)
+        );
+        assert_eq!(
+            (c.max_jobs_per_user, c.keep_finished_jobs_per_user),
+            (1000, 1000)
+        );
+        assert_eq!(c.lookup_timeout, Duration::from_secs(2));
+        assert_eq!(c.budgets(), Budgets::default());
+        for bad in [
+            "max_job_command = \"0\"",
+            "max_jobs_per_user = 0",
+            "user_request_workers = 0",
+            "lookup_timeout = \"0s\"",
+            "lookup_timeout = \"1h\"",
+            "max_answer_bytes = \"0\"",
+            "max_job_output = \"0\"",
+        ] {
+            let key = bad.split(' ').next().unwrap();
+            let e = parse(bad).unwrap_err().to_string();
+            assert!(e.contains(key), "{bad}: {e}");
+        }
+        let c = parse("max_locked_memory = \"64M\"\nuser_request_workers = 2").unwrap();
+        assert_eq!((c.max_locked_memory, c.user_request_workers), (64 << 20, 2));
+        assert_eq!(parse("").unwrap().max_job_output, 1 << 30);
     }
 
     #[test]

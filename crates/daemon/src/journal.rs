@@ -255,7 +255,15 @@ impl Journal {
     fn rewrite<'a>(&mut self, records: impl Iterator<Item = &'a Record>) -> Result<()> {
         let tmp = self.path.with_extension("jsonl.new");
         let write = || -> std::io::Result<u64> {
-            let mut f = File::create(&tmp)?;
+            use std::os::unix::fs::OpenOptionsExt;
+            // Never through a link (the state directory is root's, but
+            // a file root writes follows none).
+            let mut f = OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .custom_flags(libc::O_NOFOLLOW)
+                .open(&tmp)?;
             let mut buf = encode(&Entry::NextId(self.next_id)).map_err(std::io::Error::other)?;
             for r in records {
                 buf.extend(

@@ -5,7 +5,6 @@
 
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::AtomicBool;
@@ -341,13 +340,7 @@ fn daemon(config_path: &Path, explicit: bool, jobs_cgroup: Option<&str>) -> Resu
     // SAFETY: umask has no preconditions.
     unsafe { libc::umask(0o077) };
     let cfg = config::Config::load(config_path, explicit)?;
-    let jobs_dir = cfg.state_dir.join("jobs");
-    std::fs::create_dir_all(&jobs_dir)
-        .with_context(|| format!("creating the state directory {}", jobs_dir.display()))?;
-    // Jobs (as their users) pass through to their allowance files.
-    for d in [&cfg.state_dir, &jobs_dir] {
-        std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o711))?;
-    }
+    let jobs_dir = state_dirs(&cfg.state_dir)?;
     let _lock = lock(&cfg.state_dir)?;
     let (journal, jobs) = journal::Journal::open(&cfg.state_dir)?;
 
@@ -391,12 +384,10 @@ fn daemon(config_path: &Path, explicit: bool, jobs_cgroup: Option<&str>) -> Resu
         swap_used_elsewhere_bytes: 0,
         swap_reserve_bytes: 0,
     };
-    let shared = Arc::new(service::Shared::new(
-        journal,
-        jobs,
-        cfg.state_dir.clone(),
-        placeholder,
-    ));
+    let shared = Arc::new(
+        service::Shared::new(journal, jobs, cfg.state_dir.clone(), placeholder)
+            .with_budgets(cfg.budgets()),
+    );
     let metrics = http::Latest::default();
     let svc = service::Service {
         cfg: cfg.clone(),
@@ -410,7 +401,11 @@ fn daemon(config_path: &Path, explicit: bool, jobs_cgroup: Option<&str>) -> Resu
     tracing::info!("memgangd listening on {}", cfg.socket.display());
     {
         let shared = shared.clone();
-        std::thread::spawn(move || server::serve(listener, shared));
+        let limits = server::Limits {
+            per_user_workers: cfg.user_request_workers,
+            ..server::LIMITS
+        };
+        std::thread::spawn(move || server::serve(listener, shared, limits));
     }
     if let Some(addr) = cfg.metrics_listen {
         let l = std::net::TcpListener::bind(addr).with_context(|| {
@@ -425,12 +420,36 @@ fn daemon(config_path: &Path, explicit: bool, jobs_cgroup: Option<&str>) -> Resu
     ]);
     let result = svc.run(&stop);
     notify(&[sd_notify::NotifyState::Stopping]);
-    let _ = std::fs::remove_file(&cfg.socket);
-    // A stale file would show the last numbers as current to Prometheus.
-    if let Some(m) = &cfg.metrics_file {
-        let _ = std::fs::remove_file(m);
+    // A stale metrics file would show the last numbers as current to
+    // Prometheus. Both are removed by name in their directory, which may
+    // be another user's: never through a link.
+    for path in std::iter::once(&cfg.socket).chain(&cfg.metrics_file) {
+        if let Ok((dir, name)) = memgang_linux::files::split(path) {
+            let _ = memgang_linux::files::Dir::open(&dir).and_then(|d| d.remove(&name));
+        }
     }
     result
+}
+
+/// The state directory (0711: jobs pass through it to their allowance
+/// files), `jobs/` (0700: output and status files, root's alone) and
+/// `allowance/` (0711, not listable: each job's file has a name no one
+/// else can guess); the job directory returned. Made or set through no
+/// link; the state directory itself is memgang's (the unit's
+/// StateDirectory), so its mode is set even when it was there.
+fn state_dirs(state_dir: &Path) -> Result<PathBuf> {
+    let made = |e: std::io::Error, p: &Path| {
+        anyhow::Error::from(e).context(format!("making the state directory {}", p.display()))
+    };
+    let (state, _) =
+        memgang_linux::files::make_dirs(state_dir, 0o711).map_err(|e| made(e, state_dir))?;
+    state.set_mode(0o711).map_err(|e| made(e, state_dir))?;
+    for (name, mode) in [("jobs", 0o700), (service::ALLOWANCE_DIR, 0o711)] {
+        let path = state_dir.join(name);
+        let (d, _) = state.make_dir(name, mode).map_err(|e| made(e, &path))?;
+        d.set_mode(mode).map_err(|e| made(e, &path))?;
+    }
+    Ok(state_dir.join("jobs"))
 }
 
 /// The group named by --jobs-cgroup: it must exist (systemd made it for
@@ -474,12 +493,14 @@ fn leaf_for_v2(
 /// by the kernel however the daemon ends.
 fn lock(dir: &Path) -> Result<std::fs::File> {
     use std::os::fd::AsRawFd;
+    use std::os::unix::fs::OpenOptionsExt;
     let path = dir.join("lock");
     let f = std::fs::OpenOptions::new()
         .create(true)
         .truncate(false)
         .read(true)
         .write(true)
+        .custom_flags(libc::O_NOFOLLOW)
         .open(&path)
         .with_context(|| format!("opening {}", path.display()))?;
     // SAFETY: a zeroed flock is a valid argument; fcntl on our own fd.

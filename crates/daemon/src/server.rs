@@ -20,7 +20,6 @@ use requests::{answer_line, respond, Caller};
 use std::collections::{HashMap, VecDeque};
 use std::io::{Read, Write};
 use std::os::fd::AsFd;
-use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::Path;
 use std::sync::{mpsc, Arc, Condvar, Mutex};
@@ -42,6 +41,11 @@ pub struct Limits {
     pub timeout: Duration,
     /// Threads answering requests; one of them answers root only.
     pub workers: usize,
+    /// Of the others, how many one user's requests may hold at once
+    /// (`user_request_workers`): a user's slow requests (a lookup on a
+    /// PATH of link mazes, up to `lookup_timeout` each) wait for each
+    /// other, not the other users.
+    pub per_user_workers: usize,
 }
 
 /// 16 per user, 256 in all: a user's scripts may submit in parallel, and
@@ -54,6 +58,7 @@ pub const LIMITS: Limits = Limits {
     root_extra: 16,
     timeout: Duration::from_secs(10),
     workers: 4,
+    per_user_workers: 1,
 };
 
 /// Pause between accepts that fail for want of descriptors or memory:
@@ -65,23 +70,26 @@ const MAX_BACKOFF: Duration = Duration::from_secs(1);
 const LOG_EVERY: Duration = Duration::from_secs(10);
 
 /// Bind the socket: anyone may connect (0666), since every request is
-/// checked against the caller's uid; its directory is 0755.
+/// checked against the caller's uid. A directory memgang makes for it is
+/// 0755; one that was there keeps its mode (a sticky /tmp stays sticky).
+/// The stale socket is removed and the new one's mode set by name in the
+/// directory, never through a link a user may have put there.
 pub fn bind(path: &Path) -> Result<UnixListener> {
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755))?;
-    }
+    let (dir, name) = memgang_linux::files::split(path)?;
+    let (d, _) = memgang_linux::files::make_dirs(&dir, 0o755)
+        .with_context(|| format!("making the socket's directory {}", dir.display()))?;
     // A socket left by a daemon that died: the state-dir lock says no
     // other daemon runs, so it is stale.
-    let _ = std::fs::remove_file(path);
+    d.remove(&name)
+        .with_context(|| format!("removing the stale socket {}", path.display()))?;
     let l = UnixListener::bind(path).with_context(|| format!("listening on {}", path.display()))?;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o666))?;
+    d.set_mode_of(&name, 0o666)
+        .with_context(|| format!("making {} 0666", path.display()))?;
     Ok(l)
 }
 
 /// Serve the socket until the process ends.
-pub fn serve(listener: UnixListener, shared: Arc<Shared>) {
-    let limits = LIMITS;
+pub fn serve(listener: UnixListener, shared: Arc<Shared>, limits: Limits) {
     if let Err(e) = Server::new(listener, shared, limits).and_then(Server::run) {
         tracing::error!("the socket stopped serving: {e:#}");
     }
@@ -111,10 +119,67 @@ struct Task {
     line: Vec<u8>,
 }
 
+/// The requests waiting for a worker: root's, then the users' in turns,
+/// one request of each user with requests waiting in turn, and none of a
+/// user who holds `per_user_workers` already.
 #[derive(Default)]
 struct Queue {
     root: VecDeque<Task>,
-    users: VecDeque<Task>,
+    /// Each user's requests waiting, by uid.
+    users: HashMap<u32, VecDeque<Task>>,
+    /// The users with requests waiting, in the order they are served.
+    turns: VecDeque<u32>,
+    /// Workers on each user's requests now.
+    busy: HashMap<u32, usize>,
+}
+
+impl Queue {
+    fn push(&mut self, task: Task) {
+        let uid = task.caller.uid;
+        if uid == 0 {
+            self.root.push_back(task);
+            return;
+        }
+        let q = self.users.entry(uid).or_default();
+        if q.is_empty() {
+            self.turns.push_back(uid);
+        }
+        q.push_back(task);
+    }
+
+    /// The request a worker takes next, if it may take one: root's first;
+    /// then (unless `root_only`) the first user in turn who holds fewer
+    /// than `per_user` workers, who goes to the back of the turns.
+    fn take(&mut self, root_only: bool, per_user: usize) -> Option<Task> {
+        if let Some(t) = self.root.pop_front() {
+            return Some(t);
+        }
+        if root_only {
+            return None;
+        }
+        let busy = |uid: &u32| self.busy.get(uid).copied().unwrap_or(0);
+        let at = self.turns.iter().position(|u| busy(u) < per_user)?;
+        let uid = self.turns.remove(at)?;
+        let q = self.users.get_mut(&uid)?;
+        let task = q.pop_front()?;
+        if q.is_empty() {
+            self.users.remove(&uid);
+        } else {
+            self.turns.push_back(uid);
+        }
+        *self.busy.entry(uid).or_default() += 1;
+        Some(task)
+    }
+
+    /// A worker is done with a request of `uid`.
+    fn done(&mut self, uid: u32) {
+        if let Some(n) = self.busy.get_mut(&uid) {
+            *n -= 1;
+            if *n == 0 {
+                self.busy.remove(&uid);
+            }
+        }
+    }
 }
 
 struct Work {
@@ -148,12 +213,13 @@ impl Server {
             ready: Condvar::new(),
         });
         let (tx, answers) = mpsc::channel();
+        let per_user = limits.per_user_workers.max(1);
         for n in 0..limits.workers.max(2) {
             let (work, shared, tx) = (work.clone(), shared.clone(), tx.clone());
             let wake_tx = wake_tx.try_clone()?;
             std::thread::Builder::new()
                 .name(format!("memgangd-worker-{n}"))
-                .spawn(move || worker(&work, &shared, &tx, &wake_tx, n == 0))
+                .spawn(move || worker(&work, &shared, &tx, &wake_tx, n == 0, per_user))
                 .context("starting the socket's workers")?;
         }
         Ok(Server {
@@ -272,11 +338,7 @@ impl Server {
                         line,
                     };
                     let mut q = self.work.queue.lock().unwrap_or_else(|p| p.into_inner());
-                    if task.caller.uid == 0 {
-                        q.root.push_back(task);
-                    } else {
-                        q.users.push_back(task);
-                    }
+                    q.push(task);
                     self.work.ready.notify_all();
                     false
                 }
@@ -462,18 +524,14 @@ fn worker(
     answers: &mpsc::Sender<(u64, Vec<u8>)>,
     wake: &UnixStream,
     root_only: bool,
+    per_user: usize,
 ) {
     loop {
         let task = {
             let mut q = work.queue.lock().unwrap_or_else(|p| p.into_inner());
             loop {
-                if let Some(t) = q.root.pop_front() {
+                if let Some(t) = q.take(root_only, per_user) {
                     break t;
-                }
-                if !root_only {
-                    if let Some(t) = q.users.pop_front() {
-                        break t;
-                    }
                 }
                 q = work.ready.wait(q).unwrap_or_else(|p| p.into_inner());
             }
@@ -488,6 +546,12 @@ fn worker(
                 message: "memgangd failed on this request (a bug: see its log)".into(),
             })
         });
+        {
+            let mut q = work.queue.lock().unwrap_or_else(|p| p.into_inner());
+            q.done(task.caller.uid);
+        }
+        // The user's next request may go to a worker now.
+        work.ready.notify_all();
         if answers.send((task.token, answer)).is_err() {
             return;
         }
@@ -539,7 +603,45 @@ mod tests {
             root_extra: 1,
             timeout: Duration::from_millis(500),
             workers: 2,
+            per_user_workers: 1,
         }
+    }
+
+    /// Root first; then users in turns, none holding more than their
+    /// share of the workers: a user's pile of requests waits behind each
+    /// other, not in front of another user's.
+    #[test]
+    fn users_take_workers_in_turns_within_their_share() {
+        let task = |token, uid| Task {
+            token,
+            caller: Caller { uid, gid: uid },
+            line: Vec::new(),
+        };
+        let mut q = Queue::default();
+        for t in 0..5 {
+            q.push(task(t, 1000));
+        }
+        q.push(task(10, 1001));
+        q.push(task(20, 0));
+        let take = |q: &mut Queue, root_only| q.take(root_only, 1).map(|t| t.token);
+        assert_eq!(take(&mut q, true), Some(20));
+        assert_eq!(take(&mut q, true), None);
+        assert_eq!(take(&mut q, false), Some(0));
+        // 1000 holds its one worker: 1001 is next, then nobody.
+        assert_eq!(take(&mut q, false), Some(10));
+        assert_eq!(take(&mut q, false), None);
+        q.done(1000);
+        assert_eq!(take(&mut q, false), Some(1));
+        q.push(task(11, 1001));
+        q.done(1001);
+        assert_eq!(take(&mut q, false), Some(11));
+        // Two workers each.
+        q.done(1000);
+        q.done(1001);
+        assert_eq!(q.take(false, 2).map(|t| t.token), Some(2));
+        assert_eq!(q.take(false, 2).map(|t| t.token), Some(3));
+        assert!(q.take(false, 2).is_none());
+        assert!(!q.busy.contains_key(&1001));
     }
 
     fn answer(s: &UnixStream) -> String {

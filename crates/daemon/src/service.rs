@@ -2,19 +2,30 @@
 //! threads and the node loop (`store`), admission (paging prevention,
 //! `admission`), the node loop that drives the executor's [`Node`]
 //! (`node`), recovery of a previous daemon's jobs from their cgroups
-//! (`recovery`), and the metrics (`metrics`). Here: the [`Service`] they
-//! share, its pools and its capacity.
+//! (`recovery`), and the metrics (`metrics` gathers them, `exposition`
+//! writes the text, `tally` counts as jobs change), `memgang top`'s view
+//! (`top`). Here: the [`Service`]
+//! they share, its pools and its capacity.
 //!
 //! [`Node`]: memgang_runtime::executor::Node
 
 mod admission;
+mod exposition;
 mod metrics;
 mod node;
+mod published;
 mod queue;
 mod recovery;
 mod store;
+mod tally;
+mod top;
 
 pub use store::{unix_now, Shared};
+
+/// Where each job's allowance file is, in the state directory: 0711, so
+/// that a job passes through to its own file, whose name (its id and 128
+/// random bits) only its environment holds; no one lists the directory.
+pub const ALLOWANCE_DIR: &str = "allowance";
 
 use crate::config::Config;
 use memgang_core::admission::Capacity;
@@ -147,13 +158,10 @@ impl Service {
         let before = pools.clone();
         f(&mut pools);
         if pools != before {
-            let tmp = path.with_extension("new");
             let text: String = pools.iter().map(|p| format!("{p}\n")).collect();
-            let write = std::fs::write(&tmp, text)
-                .and_then(|()| std::fs::File::open(&tmp)?.sync_all())
-                .and_then(|()| std::fs::rename(&tmp, &path));
+            let write = memgang_linux::files::Dir::open(&self.shared.state_dir)
+                .and_then(|d| d.replace("pools", "pools.new", text.as_bytes(), 0o600, true));
             if let Err(e) = write {
-                let _ = std::fs::remove_file(&tmp);
                 log_limited(
                     "pools",
                     format!("recording memgangd's pools in {}: {e}", path.display()),

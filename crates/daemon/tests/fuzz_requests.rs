@@ -12,7 +12,7 @@ fn decode(bytes: &[u8]) -> Result<Request, serde_json::Error> {
 fn request() -> impl Strategy<Value = Request> {
     let text = "\\PC{0,20}";
     prop_oneof![
-        Just(Request::List),
+        Just(Request::List { after: None }),
         any::<u64>().prop_map(|id| Request::Show { id }),
         any::<u64>().prop_map(|id| Request::Cancel { id }),
         (any::<u64>(), any::<bool>(), any::<u64>()).prop_map(|(id, err, offset)| Request::Output {

@@ -286,6 +286,13 @@ fn result(
         switches: report.switches,
         samples: report.samples,
         account: None,
+        executor: memgang_linux::process::own_usage().map(|(user, system, rss)| {
+            memgang_results::ExecutorUsage {
+                user_cpu_s: user,
+                system_cpu_s: system,
+                max_rss_bytes: rss,
+            }
+        }),
     };
     result.count_faults_after_switches();
     result.account = account::run_account(&result);

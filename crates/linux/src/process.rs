@@ -11,6 +11,9 @@ pub struct Credentials {
     pub gid: u32,
     /// Supplementary groups.
     pub groups: Vec<u32>,
+    /// Resource limits set before the switch to the user (as a login's:
+    /// [`crate::limits`]); empty: the caller's are inherited.
+    pub limits: Vec<crate::limits::Limit>,
 }
 
 /// Exit status and resource use of a reaped process.
@@ -25,6 +28,18 @@ pub struct Exit {
     pub system_s: f64,
     /// Major page faults of the process and the children it reaped.
     pub major_faults: u64,
+}
+
+/// This process's own CPU time (user, system, in seconds) and peak
+/// resident memory (bytes) so far, all its threads, not its children; None
+/// where the kernel would not say.
+pub fn own_usage() -> Option<(f64, f64, u64)> {
+    use nix::sys::resource::{getrusage, UsageWho};
+    let ru = getrusage(UsageWho::RUSAGE_SELF).ok()?;
+    let secs = |t: nix::sys::time::TimeVal| t.tv_sec() as f64 + t.tv_usec() as f64 * 1e-6;
+    // ru_maxrss is in KiB on Linux.
+    let rss = u64::try_from(ru.max_rss()).unwrap_or(0) * 1024;
+    Some((secs(ru.user_time()), secs(ru.system_time()), rss))
 }
 
 /// The state letter of process `pid` in `/proc/<pid>/stat` (`R`, `S`,

@@ -311,6 +311,7 @@ fn v2_memory_stat_and_pressure() {
             swap_ins: Some(7),
             swap_outs: Some(900),
             anon_huge_bytes: Some(4 << 20),
+            unevictable_bytes: None,
         }
     );
     assert_eq!(

@@ -9,6 +9,8 @@ use std::path::Path;
 const LAYERS: &[(&str, u32)] = &[
     ("error", 0),
     ("sysfs", 1),
+    ("files", 1),
+    ("limits", 1),
     ("proc", 2),
     ("process", 2),
     ("criu", 2),

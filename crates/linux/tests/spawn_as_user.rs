@@ -26,10 +26,16 @@ fn a_job_joins_its_cgroup_then_runs_as_the_user() {
         uid: 65534,
         gid: 65534,
         groups: vec![65534, 4242],
+        // A login's locked-memory limit, whatever the caller's.
+        limits: vec![memgang_linux::limits::Limit {
+            resource: libc::RLIMIT_MEMLOCK,
+            soft: 64 << 10,
+            hard: 64 << 10,
+        }],
     };
     let out = tempfile::NamedTempFile::new().unwrap();
     let mut cmd = Command::new("sh");
-    cmd.args(["-c", "id -u; id -g; id -G; sleep 5"])
+    cmd.args(["-c", "id -u; id -g; id -G; ulimit -l; sleep 5"])
         .stdout(out.reopen().unwrap());
     let child = spawn_into_as(backend.as_ref(), &job, &mut cmd, Some(&user), None)
         .unwrap()
@@ -38,7 +44,7 @@ fn a_job_joins_its_cgroup_then_runs_as_the_user() {
     guard.children.push(pid);
     assert!(backend.procs(&job).unwrap().contains(&pid));
     assert!(eventually(std::time::Duration::from_secs(5), || {
-        std::fs::read_to_string(out.path()).is_ok_and(|t| t.lines().count() >= 3)
+        std::fs::read_to_string(out.path()).is_ok_and(|t| t.lines().count() >= 4)
     }));
     let text = std::fs::read_to_string(out.path()).unwrap();
     let lines: Vec<&str> = text.lines().collect();
@@ -51,6 +57,7 @@ fn a_job_joins_its_cgroup_then_runs_as_the_user() {
         vec!["4242", "65534"],
         "root's groups leaked: {text}"
     );
+    assert_eq!(lines[3], "64", "the locked-memory limit in KiB: {text}");
     // As nobody the job cannot move itself out of its cgroup.
     let status = std::fs::metadata(format!("/proc/{pid}/status")).unwrap();
     assert!(std::os::unix::fs::MetadataExt::uid(&status) == 65534);

@@ -79,13 +79,20 @@ mod tests {
             assert_eq!(line, "{\"op\":\"list\"}\n");
             (&s).write_all(b"{\"kind\":\"done\"}\n").unwrap();
         });
-        assert_eq!(call(&path, &Request::List).unwrap(), Response::Done);
+        assert_eq!(
+            call(&path, &Request::List { after: None }).unwrap(),
+            Response::Done
+        );
         server.join().unwrap();
     }
 
     #[test]
     fn a_missing_socket_says_how_to_start_the_daemon() {
-        let e = call(Path::new("/nonexistent/memgang.sock"), &Request::List).unwrap_err();
+        let e = call(
+            Path::new("/nonexistent/memgang.sock"),
+            &Request::List { after: None },
+        )
+        .unwrap_err();
         assert!(e.to_string().contains("memgangd"), "{e}");
     }
 }

@@ -8,6 +8,7 @@ use std::path::PathBuf;
 
 pub mod client;
 pub mod lines;
+pub mod top;
 
 /// Where memgangd listens unless its configuration says otherwise.
 pub const DEFAULT_SOCKET: &str = "/run/memgang/memgang.sock";
@@ -45,8 +46,13 @@ pub enum Request {
         #[serde(default, flatten)]
         queue: QueueOptions,
     },
-    /// The caller's jobs (root: everyone's).
-    List,
+    /// The caller's jobs (root: everyone's), a page at a time: those
+    /// after job `after` (None: from the first), as many as fit the
+    /// daemon's `max_answer_bytes`.
+    List {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        after: Option<u64>,
+    },
     Show {
         id: u64,
     },
@@ -59,6 +65,8 @@ pub enum Request {
         stream: Stream,
         offset: u64,
     },
+    /// The node now, for `memgang top` ([`top::NodeView`]).
+    Top,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -83,8 +91,12 @@ pub enum Response {
     Submitted {
         id: u64,
     },
+    /// A page of jobs; `next`: more follow, ask for those after this
+    /// id (absent on the last page, and from a daemon before pages).
     Jobs {
         jobs: Vec<JobInfo>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        next: Option<u64>,
     },
     /// Boxed: a job with its account is far larger than the other
     /// answers (the JSON is the same).
@@ -104,6 +116,10 @@ pub enum Response {
     },
     Error {
         message: String,
+    },
+    /// The answer to [`Request::Top`]; boxed as `Job` is.
+    Top {
+        view: Box<top::NodeView>,
     },
 }
 
@@ -277,6 +293,38 @@ pub struct QueueInfo {
 
 fn is_zero(x: &f64) -> bool {
     *x == 0.0
+}
+
+impl JobInfo {
+    /// The job without what its user wrote (name, command, directories,
+    /// output files, dependencies, reason: empty) and with its account only if `account`: small
+    /// whatever the job, for counting jobs (the daemon's metrics).
+    pub fn summary(&self, account: bool) -> JobInfo {
+        JobInfo {
+            id: self.id,
+            uid: self.uid,
+            name: String::new(),
+            command: Vec::new(),
+            memory_bytes: self.memory_bytes,
+            ranks: self.ranks,
+            state: self.state,
+            reason: None,
+            exit_code: self.exit_code,
+            signal: self.signal,
+            submitted_unix_s: self.submitted_unix_s,
+            started_unix_s: self.started_unix_s,
+            finished_unix_s: self.finished_unix_s,
+            log_dir: PathBuf::new(),
+            cwd: PathBuf::new(),
+            account: if account { self.account.clone() } else { None },
+            queue: QueueInfo {
+                stdout: None,
+                stderr: None,
+                after: Vec::new(),
+                ..self.queue.clone()
+            },
+        }
+    }
 }
 
 /// Bytes in a JSON string, one character per byte (Latin-1): exact

@@ -84,6 +84,22 @@ pub struct RunResult {
     /// before it was measured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub account: Option<RunAccount>,
+    /// What memgang's own process used over the run; absent in older files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub executor: Option<ExecutorUsage>,
+}
+
+/// memgang's own process over a run (`getrusage(RUSAGE_SELF)` at its end):
+/// all its threads (the switches, the samplers, the page-in and restore
+/// threads, the exit-record listener), not its jobs. The system part holds
+/// the kernel's work done in its calls: a page-out's reclaim and writes
+/// submitted, a page-in's faults.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ExecutorUsage {
+    pub user_cpu_s: f64,
+    pub system_cpu_s: f64,
+    /// Its peak resident memory (`ru_maxrss`).
+    pub max_rss_bytes: u64,
 }
 
 /// A job's time account: its wall time from start to end, split into
@@ -134,6 +150,14 @@ pub struct JobAccount {
     /// `io_wait_while_frozen_s` (docs/results.md).
     #[serde(default)]
     pub io_wait_dropped_s: f64,
+    /// The job's running time in which some thread's block-I/O delay grew by more
+    /// than its other states left room for (the growth is in
+    /// `io_wait_dropped_s`, with the real waits that ended beside it): for
+    /// that long `io_wait_s` was not measured, and what the job waited then
+    /// is in `unaccounted_s`. 0 where the counters held throughout (and in
+    /// older files).
+    #[serde(default)]
+    pub io_wait_untrusted_s: f64,
     /// Memory stalls, overlapping the parts above (the kernel counts them
     /// as wall time around work that is also on a CPU or in I/O wait):
     /// submitting swap-in reads, waiting on evicted working-set pages
@@ -503,6 +527,10 @@ pub struct SwitchSteps {
     pub huge_wait_s: f64,
     /// Reading which pages are resident (PAGEMAP_SCAN), per process.
     pub scan_s: f64,
+    /// The working set over the quantum: reading what an outgoing job
+    /// referenced (smaps_rollup) and clearing an incoming job's accessed
+    /// bits (clear_refs) for its next (issue 47).
+    pub wss_s: f64,
     /// Cgroup reclaim of the stopped jobs, oldest pages first (`so`'s
     /// make-room, before its MADV_PAGEOUT).
     pub reclaim_s: f64,
@@ -540,6 +568,7 @@ impl SwitchSteps {
             + self.sampling_s
             + self.huge_wait_s
             + self.scan_s
+            + self.wss_s
             + self.reclaim_s
             + self.advise_s
             + self.drain_s

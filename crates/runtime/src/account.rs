@@ -29,17 +29,13 @@
 //!
 //! This kernel also adds block-I/O delays no wait can have had (a task
 //! blocked by delayed dequeue has its wait's start stamped on another,
-//! docs/realapps.md): 24437.82 s to one thread frozen 60 s in all. A wait
-//! is open across one freeze at most (its I/O completes while the job is
-//! frozen), and a thread neither runs nor sleeps otherwise while it waits
-//! (an I/O wait is an uninterruptible sleep, `D`); so a wait that ends now
-//! began after the start of the job's previous running stretch and after
-//! the thread was last seen out of one. Each thread's block-I/O delay and
-//! CPU time are read every [`IO_EVERY`] while the job runs (with its
-//! state), at its freeze and at its thaw, and its exit record comes at
-//! its end; growth since the last reading longer than the time since the
-//! later of those two is no wait's: it is left out of the thread's
-//! totals, frozen and running alike, and shown as `io_wait_dropped_s`.
+//! docs/realapps.md): 24437.82 s to one thread frozen 60 s in all. Each
+//! thread's block-I/O delay, CPU and run-queue time are read every
+//! [`IO_EVERY`] while the job runs (with its state), at its freeze and at
+//! its thaw, and its exit record comes at its end; growth its other states
+//! leave no room for is left out of the thread's totals, frozen and
+//! running alike, shown as `io_wait_dropped_s`, and the stretch it came in
+//! as `io_wait_untrusted_s` (`crate::iowait` has the rule).
 //!
 //! Beside the time, each job's software perf counters (faults, context
 //! switches, migrations, CPU clock) and, where the machine has a PMU, its
@@ -66,10 +62,9 @@
 //! held at its end, and, transitively, of every process whose parent was
 //! one of them when it exited.
 
-use crate::results::{
-    BatchJob, HugeStat, HwCounts, Interval, JobAccount, JobResult, RunAccount, RunResult, SwCounts,
-    Switch,
-};
+use crate::iowait::{corrected, IoReadings};
+use crate::results::{HugeStat, HwCounts, Interval, JobAccount, JobResult, SwCounts, Switch};
+pub use crate::tally::{apply_batch, job_account, run_account, Accrued};
 use memgang_linux::perf::{Counters, Event};
 use memgang_linux::taskstats::{DelayAcct, Listener, Querier, Record, TaskStats};
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -85,23 +80,12 @@ const RECORD_WAIT: Duration = Duration::from_millis(500);
 /// How long before its recorded start a job's process may have exited
 /// (the start is recorded after the launch returns).
 const START_GRACE_S: f64 = 0.5;
-/// A task on a CPU for more than this share of its job's running time
-/// counts as busy: a job with more than one busy task is wider than 1.
-const BUSY_SHARE: f64 = 0.05;
 /// How often a running job's threads' block-I/O delays are read. The
 /// readings only bound each growth (the module's doc); once a second keeps
 /// them to one taskstats query per thread per second (a 64-thread job: 64
 /// netlink round trips), and a growth dropped while it runs takes with it
 /// only the real waits that ended in that second.
 const IO_EVERY: Duration = Duration::from_secs(1);
-/// A thread's CPU time is brought up to date at a scheduler tick or a
-/// switch, so a run seen in one reading may have ended up to a tick
-/// before the previous one: 10 ms, a tick at HZ = 100, the coarsest.
-const TICK_NS: u64 = 10_000_000;
-/// Threads gone kept at most per job (about 40 bytes each), for the check
-/// of their exit records: a job that starts threads by the million must
-/// not grow it without bound; beyond it, exit records go unchecked.
-const MAX_GONE: usize = 1 << 16;
 /// Threads of a job read at most per sample, one netlink round trip each:
 /// a job that starts tens of thousands of threads must not stretch every
 /// switch by as many. Beyond them, a thread's frozen-time counters stay in
@@ -134,168 +118,6 @@ struct Started {
     huge_quantum_end: HugeAcc,
     huge_running: HugeAcc,
     mthp_start: Mthp,
-}
-
-/// The kernel's counters of a job's tasks grown while it was frozen, and
-/// the block-I/O delay no wait can have had, in ns.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Accrued {
-    pub cpu_ns: u64,
-    pub cpu_delay_ns: u64,
-    pub blkio_ns: u64,
-    /// Freeze-thaw pairs sampled.
-    pub samples: u32,
-    /// Block-I/O delay grown between two readings (running or frozen) by
-    /// more than any wait can have lasted, by thread id: not in
-    /// `blkio_ns`, and taken out of that thread's exit record (the
-    /// module's doc). Only threads the kernel did this to have an entry.
-    pub blkio_dropped_ns: BTreeMap<u32, u64>,
-}
-
-/// A thread's counters as last read.
-#[derive(Clone, Copy)]
-struct IoLast {
-    blkio_ns: u64,
-    cpu_ns: u64,
-    /// It was not in an I/O wait at some moment after this, so a wait
-    /// that ends after its next reading began after this: the reading
-    /// before the latest one that saw it run (its CPU time grew in
-    /// between), or the latest one that saw it awake (not in `D`).
-    free_after: Option<Instant>,
-}
-
-/// Each thread's block-I/O delay and CPU time as last read, to tell growth
-/// no wait can have had (the module's doc).
-struct IoReadings {
-    last: HashMap<u32, IoLast>,
-    /// Threads gone since their last reading, up to [`MAX_GONE`]: what
-    /// their exit records add after it is checked the same way.
-    gone: HashMap<u32, IoLast>,
-    /// When `last` was read.
-    read_at: Instant,
-    /// The start of the job's running stretch before the current one (its
-    /// start, at first), and of the current one.
-    since: Instant,
-    current: Instant,
-}
-
-impl IoReadings {
-    fn new(now: Instant) -> IoReadings {
-        IoReadings {
-            last: HashMap::new(),
-            gone: HashMap::new(),
-            read_at: now,
-            since: now,
-            current: now,
-        }
-    }
-
-    /// What the delays of `threads` (read at `now`) grew by since their
-    /// last reading, summed. A wait that ends now began after the start of
-    /// the job's previous running stretch (`since`) and after the thread
-    /// was last seen out of one before it (its CPU time grown between two
-    /// earlier readings, or awake at one); a thread's growth longer than
-    /// that goes to `dropped` instead. `awake` are the threads seen
-    /// running or in a sleep that is no I/O wait (not `D`) right after
-    /// this reading. A thread not read before was born since the last
-    /// reading, so all its delay is its growth; threads not in `threads`
-    /// are forgotten (gone).
-    fn read(
-        &mut self,
-        now: Instant,
-        threads: &HashMap<u32, TaskStats>,
-        awake: &HashSet<u32>,
-        dropped: &mut BTreeMap<u32, u64>,
-    ) -> u64 {
-        let mut kept = 0;
-        let mut last = HashMap::with_capacity(threads.len());
-        for (&tid, t) in threads {
-            let was = self.was(tid, t);
-            kept += self.check(tid, t, was, now, dropped);
-            let ran = was.is_none_or(|w| t.cpu_ns > w.cpu_ns);
-            let free_after = if awake.contains(&tid) {
-                Some(now)
-            } else if ran {
-                Some(self.read_at)
-            } else {
-                was.and_then(|w| w.free_after)
-            };
-            last.insert(
-                tid,
-                IoLast {
-                    blkio_ns: t.blkio_delay_ns,
-                    cpu_ns: t.cpu_ns,
-                    free_after,
-                },
-            );
-        }
-        for (tid, w) in std::mem::replace(&mut self.last, last) {
-            if !self.last.contains_key(&tid) && self.gone.len() < MAX_GONE {
-                self.gone.insert(tid, w);
-            }
-        }
-        for tid in self.last.keys() {
-            self.gone.remove(tid);
-        }
-        self.read_at = now;
-        kept
-    }
-
-    /// Thread `tid`'s last reading, unless `t` is another thread of the
-    /// same id (its counters are lower: the id was used again).
-    fn was(&self, tid: u32, t: &TaskStats) -> Option<IoLast> {
-        let w = self.last.get(&tid).or_else(|| self.gone.get(&tid))?;
-        (t.blkio_delay_ns >= w.blkio_ns && t.cpu_ns >= w.cpu_ns).then_some(*w)
-    }
-
-    /// What thread `tid`'s delay grew by from `was` (None: since its
-    /// birth) to `t`, read at `now`: the growth if a wait can have been
-    /// that long, else 0 and the growth added to `dropped`.
-    fn check(
-        &self,
-        tid: u32,
-        t: &TaskStats,
-        was: Option<IoLast>,
-        now: Instant,
-        dropped: &mut BTreeMap<u32, u64>,
-    ) -> u64 {
-        let began = was
-            .and_then(|w| w.free_after)
-            .map_or(self.since, |r| r.max(self.since));
-        let bound = u64::try_from(now.saturating_duration_since(began).as_nanos())
-            .unwrap_or(u64::MAX)
-            .saturating_add(TICK_NS);
-        let grew = t
-            .blkio_delay_ns
-            .saturating_sub(was.map_or(0, |w| w.blkio_ns));
-        if grew <= bound {
-            return grew;
-        }
-        tracing::debug!(
-            "taskstats: thread {tid} ({}) gained {} s of block-I/O delay, {} s after it was \
-             last seen out of a wait: dropped",
-            t.comm(),
-            grew as f64 * 1e-9,
-            bound as f64 * 1e-9
-        );
-        *dropped.entry(tid).or_default() += grew;
-        0
-    }
-
-    /// Thread `t`'s exit record, received at `at`: what it adds after the
-    /// thread's last reading is checked as a reading's growth (a thread
-    /// never read is left to [`sane`]).
-    fn exited(&self, t: &TaskStats, at: Instant, dropped: &mut BTreeMap<u32, u64>) {
-        if let Some(w) = self.was(t.pid, t) {
-            self.check(t.pid, t, Some(w), at, dropped);
-        }
-    }
-
-    /// The job was thawed at `now`: a new running stretch.
-    fn thawed(&mut self, now: Instant) {
-        self.since = self.current;
-        self.current = now;
-    }
 }
 
 /// A job's counters while it runs, before its account: its software perf
@@ -560,12 +382,9 @@ impl Tracker {
         // What grew while it ran is its running stretch's: read here only
         // for the growth no wait can have had. No states: frozen threads
         // read as `D`.
-        s.io.read(
-            Instant::now(),
-            &now,
-            &HashSet::new(),
-            &mut s.while_frozen.blkio_dropped_ns,
-        );
+        let at = Instant::now();
+        s.io.read(at, &now, &HashSet::new());
+        s.io.froze(at);
         s.frozen_at = Some(now);
         s.huge_quantum_end.push(huge);
     }
@@ -587,8 +406,7 @@ impl Tracker {
             w.cpu_delay_ns += a.cpu_delay_ns.saturating_sub(b.cpu_delay_ns);
         }
         let at = Instant::now();
-        w.blkio_ns +=
-            s.io.read(at, &now, &HashSet::new(), &mut w.blkio_dropped_ns);
+        w.blkio_ns += s.io.read(at, &now, &HashSet::new());
         s.io.thawed(at);
         w.samples += 1;
     }
@@ -602,7 +420,7 @@ impl Tracker {
             return;
         };
         s.huge_running.push(huge);
-        if s.io.read_at.elapsed() < IO_EVERY {
+        if s.io.read_at().elapsed() < IO_EVERY {
             return;
         }
         let now = self.sample(&pids());
@@ -610,10 +428,12 @@ impl Tracker {
         let awake: HashSet<u32> = now
             .keys()
             .copied()
-            .filter(|&t| memgang_linux::process::state(t as i32).is_some_and(|c| c != 'D'))
+            .filter(|&t| {
+                memgang_linux::process::state(t as i32).is_some_and(|c| c != 'D' && c != 'R')
+            })
             .collect();
         let s = self.jobs.get_mut(&job).expect("checked");
-        s.io.read(at, &now, &awake, &mut s.while_frozen.blkio_dropped_ns);
+        s.io.read(at, &now, &awake);
     }
 
     /// A running job's counters so far (its time account comes at its
@@ -668,13 +488,11 @@ impl Tracker {
         } else {
             (Vec::new(), 0)
         };
-        let mut while_frozen = started.while_frozen.clone();
-        let tasks = corrected(
-            tasks,
-            &started.io,
-            self.t0,
-            &mut while_frozen.blkio_dropped_ns,
-        );
+        let mut io = started.io;
+        let tasks = corrected(tasks, &mut io, self.t0);
+        let mut while_frozen = started.while_frozen;
+        while_frozen.untrusted_ns = io.untrusted_ns();
+        while_frozen.blkio_dropped_ns = std::mem::take(&mut io.dropped);
         let running: Vec<(f64, f64)> = timeline
             .iter()
             .filter(|i| i.job == r.name)
@@ -821,315 +639,6 @@ fn job_tasks(
         .collect()
 }
 
-/// Exit records (each with when it came, in seconds since `t0`), their
-/// growth since their thread's last reading in `io` first checked (what no
-/// wait can have been goes to `dropped`), less the block-I/O delay dropped
-/// (by thread id), each then [`sane`].
-fn corrected(
-    tasks: Vec<(f64, TaskStats)>,
-    io: &IoReadings,
-    t0: Instant,
-    dropped: &mut BTreeMap<u32, u64>,
-) -> Vec<TaskStats> {
-    tasks
-        .into_iter()
-        .map(|(at, mut t)| {
-            io.exited(&t, t0 + Duration::from_secs_f64(at.max(0.0)), dropped);
-            let d = dropped.get(&t.pid).copied().unwrap_or(0);
-            t.blkio_delay_ns = t.blkio_delay_ns.saturating_sub(d);
-            sane(&t)
-        })
-        .collect()
-}
-
-/// A delay longer than the task's life is the kernel's artifact of a task
-/// that went to sleep before delay accounting was switched on and woke
-/// after (its start stamp 0: the delay is the time since boot): dropped.
-fn sane(s: &TaskStats) -> TaskStats {
-    let life = s.etime_us.saturating_mul(1000);
-    let mut t = *s;
-    for d in [
-        &mut t.cpu_delay_ns,
-        &mut t.blkio_delay_ns,
-        &mut t.swapin_delay_ns,
-        &mut t.freepages_delay_ns,
-        &mut t.thrashing_delay_ns,
-        &mut t.compact_delay_ns,
-        &mut t.wpcopy_delay_ns,
-        &mut t.irq_delay_ns,
-    ] {
-        if *d > life {
-            tracing::warn!(
-                "taskstats: task {} ({}) has a delay of {} s in a life of {} s: left out",
-                s.pid,
-                s.comm(),
-                *d as f64 * 1e-9,
-                life as f64 * 1e-9
-            );
-            *d = 0;
-        }
-    }
-    t
-}
-
-/// Total length of `a` ∩ `b`, each a list of disjoint intervals.
-fn overlap(a: &[(f64, f64)], b: &[(f64, f64)]) -> f64 {
-    let mut t = 0.0;
-    for &(s0, e0) in a {
-        for &(s1, e1) in b {
-            t += (e0.min(e1) - s0.max(s1)).max(0.0);
-        }
-    }
-    t
-}
-
-/// The stretches of `[start, end]` outside `inside` (sorted, disjoint).
-fn complement(start: f64, end: f64, inside: &[(f64, f64)]) -> Vec<(f64, f64)> {
-    let mut sorted = inside.to_vec();
-    sorted.sort_by(|a, b| a.0.total_cmp(&b.0));
-    let (mut out, mut at) = (Vec::new(), start);
-    for (s, e) in sorted {
-        if s > at {
-            out.push((at, s.min(end)));
-        }
-        at = at.max(e);
-    }
-    if at < end {
-        out.push((at, end));
-    }
-    out
-}
-
-/// A job's account from what was measured (see the module's doc):
-/// `wall` its start and end, `tasks` its tasks' exit records, `running`
-/// its stretches thawed, `outs` and `ins` the switches that froze and
-/// thawed it, `rusage` its user and system CPU seconds, `frozen_grew`
-/// what its counters grew by while it was frozen, `no_delays` why there
-/// are no records.
-#[allow(clippy::too_many_arguments)]
-pub fn job_account(
-    wall: (f64, f64),
-    tasks: &[TaskStats],
-    running: &[(f64, f64)],
-    outs: &[(f64, f64)],
-    ins: &[(f64, f64)],
-    rusage: (f64, f64),
-    frozen_grew: Accrued,
-    no_delays: Option<String>,
-) -> JobAccount {
-    let wall_s = (wall.1 - wall.0).max(0.0);
-    let frozen = complement(wall.0, wall.1, running);
-    let frozen_all: f64 = frozen.iter().map(|(s, e)| e - s).sum();
-    let switch_out_s = overlap(&frozen, outs);
-    let switch_in_s = overlap(&frozen, ins).min(frozen_all - switch_out_s);
-    let frozen_s = (frozen_all - switch_out_s - switch_in_s).max(0.0);
-    let ns = |f: fn(&TaskStats) -> u64| tasks.iter().map(|t| f(t) as f64 * 1e-9).sum::<f64>();
-    let mut a = JobAccount {
-        wall_s,
-        frozen_s,
-        switch_out_s,
-        switch_in_s,
-        user_cpu_s: rusage.0,
-        system_cpu_s: rusage.1,
-        tasks: tasks.len() as u32,
-        ..JobAccount::default()
-    };
-    match no_delays {
-        Some(why) => {
-            a.source = why;
-            a.width = 1.0;
-            a.cpu_s = rusage.0 + rusage.1;
-        }
-        None if tasks.is_empty() => {
-            a.source = "rusage only: no exit record of the job's processes came".into();
-            a.width = 1.0;
-            a.cpu_s = rusage.0 + rusage.1;
-        }
-        None => {
-            let running_s = wall_s - frozen_s - switch_out_s - switch_in_s;
-            // What the counters grew by while the job was frozen is the
-            // freeze's (the module's doc), not its running time's.
-            let g = |n: u64| n as f64 * 1e-9;
-            let (fz_cpu, fz_rq, fz_io) = (
-                g(frozen_grew.cpu_ns),
-                g(frozen_grew.cpu_delay_ns),
-                g(frozen_grew.blkio_ns),
-            );
-            let (cpu, rq, io) = (
-                (ns(|t| t.cpu_ns) - fz_cpu).max(0.0),
-                (ns(|t| t.cpu_delay_ns) - fz_rq).max(0.0),
-                (ns(|t| t.blkio_delay_ns) - fz_io).max(0.0),
-            );
-            let active = cpu + rq + io;
-            // One busy task: one to one, so that an over-count shows as a
-            // negative `unaccounted` instead of widening the job.
-            let busy = tasks
-                .iter()
-                .filter(|t| t.cpu_ns as f64 * 1e-9 > BUSY_SHARE * running_s)
-                .count();
-            let w = if busy > 1 && running_s > 0.0 {
-                (active / running_s).max(1.0)
-            } else {
-                1.0
-            };
-            a.source = "taskstats".into();
-            a.width = w;
-            a.cpu_s = cpu / w;
-            a.run_queue_s = rq / w;
-            a.io_wait_s = io / w;
-            a.cpu_while_frozen_s = fz_cpu / w;
-            a.run_queue_while_frozen_s = fz_rq / w;
-            a.io_wait_while_frozen_s = fz_io / w;
-            a.frozen_samples = frozen_grew.samples;
-            a.io_wait_dropped_s =
-                (frozen_grew.blkio_dropped_ns.values()).fold(0.0, |s, &n| s + g(n));
-            a.swapin_delay_s = ns(|t| t.swapin_delay_ns) / w;
-            a.thrashing_delay_s = ns(|t| t.thrashing_delay_ns) / w;
-            a.reclaim_delay_s = ns(|t| t.freepages_delay_ns) / w;
-            a.compact_delay_s = ns(|t| t.compact_delay_ns) / w;
-        }
-    }
-    a.unaccounted_s =
-        wall_s - a.cpu_s - a.run_queue_s - a.io_wait_s - frozen_s - switch_out_s - switch_in_s;
-    a
-}
-
-/// The run's account from its jobs' accounts, timeline and switches: each
-/// stretch of the makespan is the running jobs' (1/k each of k, split by
-/// each job's running parts in proportion), else a switch's, else idle. None when no job has an account.
-pub fn run_account(r: &RunResult) -> Option<RunAccount> {
-    if r.jobs.iter().all(|j| j.account.is_none()) {
-        return None;
-    }
-    let t0 = r
-        .jobs
-        .iter()
-        .map(|j| j.arrival_s)
-        .fold(f64::INFINITY, f64::min);
-    let t1 = t0 + r.makespan_s;
-    let switches: Vec<(f64, f64)> = r
-        .switches
-        .iter()
-        .map(|s| (s.at_s, s.at_s + s.took_s))
-        .collect();
-    let mut cuts: Vec<f64> = vec![t0, t1];
-    cuts.extend(switches.iter().flat_map(|&(a, b)| [a, b]));
-    cuts.extend(r.timeline.iter().flat_map(|i| [i.start_s, i.end_s]));
-    cuts.retain(|t| (t0..=t1).contains(t));
-    cuts.sort_by(f64::total_cmp);
-    cuts.dedup();
-    let mut a = RunAccount {
-        makespan_s: r.makespan_s,
-        ..RunAccount::default()
-    };
-    let mut share: HashMap<&str, f64> = HashMap::new();
-    for w in cuts.windows(2) {
-        let (s, e) = (w[0], w[1]);
-        let (len, mid) = (e - s, (s + e) / 2.0);
-        let running: Vec<&str> = r
-            .timeline
-            .iter()
-            .filter(|i| i.start_s <= mid && mid < i.end_s)
-            .map(|i| i.job.as_str())
-            .collect();
-        // A job thawed while its switch still streams its page-in runs
-        // (and waits for its faults) inside the switch: that stretch is
-        // the job's, measured by its own counters; the switch's is only
-        // what no job ran in.
-        if running.is_empty() {
-            if switches.iter().any(|&(a, b)| a <= mid && mid < b) {
-                a.switch_s += len;
-            } else {
-                a.idle_s += len;
-            }
-            continue;
-        }
-        for job in &running {
-            *share.entry(job).or_default() += len / running.len() as f64;
-        }
-    }
-    let mut delays = Vec::new();
-    let mut hw = Vec::new();
-    for j in &r.jobs {
-        let here = share.get(j.name.as_str()).copied().unwrap_or(0.0);
-        let Some(acc) = &j.account else {
-            a.unaccounted_s += here;
-            continue;
-        };
-        let running_s = acc.wall_s - acc.frozen_s - acc.switch_out_s - acc.switch_in_s;
-        let k = if running_s > 0.0 {
-            here / running_s
-        } else {
-            0.0
-        };
-        a.cpu_s += acc.cpu_s * k;
-        a.run_queue_s += acc.run_queue_s * k;
-        a.io_wait_s += acc.io_wait_s * k;
-        a.unaccounted_s += here - (acc.cpu_s + acc.run_queue_s + acc.io_wait_s) * k;
-        a.jobs_frozen_s += acc.frozen_s;
-        a.swapin_delay_s += acc.swapin_delay_s;
-        a.thrashing_delay_s += acc.thrashing_delay_s;
-        a.reclaim_delay_s += acc.reclaim_delay_s;
-        a.user_cpu_s += acc.user_cpu_s;
-        a.system_cpu_s += acc.system_cpu_s;
-        a.records_lost = a.records_lost.max(acc.records_lost);
-        delays.push(acc.source.clone());
-        hw.push(acc.hw_missing.clone());
-    }
-    // What the stretches left (none: they tile the makespan).
-    a.unaccounted_s += r.makespan_s - a.switch_s - a.idle_s - share.values().sum::<f64>();
-    a.delay_accounting = match delays.iter().find(|s| *s != "taskstats") {
-        None => "on".into(),
-        Some(why) => unavailable(why),
-    };
-    a.hw_counters = match hw.iter().flatten().next() {
-        None => "on".into(),
-        Some(why) => unavailable(why),
-    };
-    Some(a)
-}
-
-/// "not available here: <why>", said once where `why` already says it
-/// (perf's "not available on this machine (no PMU): ...").
-fn unavailable(why: &str) -> String {
-    if why.starts_with("not available") {
-        why.to_string()
-    } else {
-        format!("not available here: {why}")
-    }
-}
-
-/// Fill each job's `batch` and the run's `batch_cpu_s` from the batch
-/// reference `b` (jobs matched by name).
-pub fn apply_batch(r: &mut RunResult, b: &RunResult) {
-    let mut total = 0.0;
-    for j in r.jobs.iter_mut() {
-        let Some(bj) = b.jobs.iter().find(|x| x.name == j.name) else {
-            continue;
-        };
-        total += bj.cpu_s;
-        if let Some(acc) = j.account.as_mut() {
-            acc.batch = Some(BatchJob {
-                wall_s: match (bj.start_s, bj.finish_s) {
-                    (Some(s), Some(f)) => f - s,
-                    _ => 0.0,
-                },
-                cpu_s: bj.cpu_s,
-                system_cpu_s: bj.system_cpu_s,
-                hw: bj.account.as_ref().and_then(|a| a.hw.clone()),
-                sw: bj.account.as_ref().and_then(|a| a.sw.clone()),
-                anon_huge_running: bj
-                    .account
-                    .as_ref()
-                    .and_then(|a| a.anon_huge_running.clone()),
-            });
-        }
-    }
-    if let Some(acc) = r.account.as_mut() {
-        acc.batch_cpu_s = Some(total);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1144,16 +653,6 @@ mod tests {
             cpu_delay_ns: (runq_s * 1e9) as u64,
             ..TaskStats::default()
         }
-    }
-
-    #[test]
-    fn a_reason_that_says_it_is_not_available_is_not_wrapped_again() {
-        let pmu = "not available on this machine (no PMU): the kernel has no cycles counter";
-        assert_eq!(unavailable(pmu), pmu);
-        assert_eq!(
-            unavailable("rusage only: no root"),
-            "not available here: rusage only: no root"
-        );
     }
 
     #[test]
@@ -1173,94 +672,6 @@ mod tests {
             .collect();
         pids.sort();
         assert_eq!(pids, [10, 11, 20, 30]);
-    }
-
-    #[test]
-    fn io_delay_no_wait_can_have_had_is_dropped() {
-        let t = Instant::now();
-        let none = HashSet::new();
-        let at = |s: f64| t + Duration::from_secs_f64(s);
-        let io = |ns: u64| {
-            let mut x = task(7, 7, 1, 100.0, 1.0, 0.0);
-            x.blkio_delay_ns = ns;
-            HashMap::from([(7, x)])
-        };
-        let mut r = IoReadings::new(t);
-        let mut dropped = BTreeMap::new();
-        // Born since the last reading: all its delay is its growth.
-        assert_eq!(
-            r.read(at(1.0), &io(100_000_000), &none, &mut dropped),
-            100_000_000
-        );
-        // 24437.8 s, 6 s after the job started: no wait's.
-        let odd = 100_000_000 + 24_437_800_000_000;
-        assert_eq!(r.read(at(6.0), &io(odd), &none, &mut dropped), 0);
-        assert_eq!(dropped, BTreeMap::from([(7, 24_437_800_000_000)]));
-        r.thawed(at(6.0));
-        r.thawed(at(10.0));
-        // Now a wait may have begun at 6 s (open across the freeze at
-        // 8-10 s): 5 s at 12 s is possible, 7 s more at 12.5 s is not.
-        assert_eq!(
-            r.read(at(12.0), &io(odd + 5_000_000_000), &none, &mut dropped),
-            5_000_000_000
-        );
-        assert_eq!(
-            r.read(at(12.5), &io(odd + 12_000_000_000), &none, &mut dropped),
-            0
-        );
-        assert_eq!(dropped[&7], 24_444_800_000_000);
-        // Another thread with a gone one's id (its counters lower) starts
-        // afresh.
-        assert_eq!(r.read(at(13.0), &HashMap::new(), &none, &mut dropped), 0);
-        assert_eq!(
-            r.read(at(14.0), &io(1_000_000_000), &none, &mut dropped),
-            1_000_000_000
-        );
-        // A thread seen running between the readings at 1 and 2 s (its CPU
-        // time grew) began no wait before 1 s: 2.5 s ending by 3 s is no
-        // wait's; 2.5 s more by 4 s can be (it has not run since).
-        let busy = |cpu_s: f64, ns: u64| {
-            let mut x = task(8, 8, 1, 100.0, cpu_s, 0.0);
-            x.blkio_delay_ns = ns;
-            HashMap::from([(8, x)])
-        };
-        let (mut r, mut dropped) = (IoReadings::new(t), BTreeMap::new());
-        assert_eq!(r.read(at(1.0), &busy(1.0, 0), &none, &mut dropped), 0);
-        assert_eq!(r.read(at(2.0), &busy(1.5, 0), &none, &mut dropped), 0);
-        assert_eq!(
-            r.read(at(3.0), &busy(1.5, 2_500_000_000), &none, &mut dropped),
-            0
-        );
-        assert_eq!(dropped, BTreeMap::from([(8, 2_500_000_000)]));
-        assert_eq!(
-            r.read(at(4.0), &busy(1.5, 5_000_000_000), &none, &mut dropped),
-            2_500_000_000
-        );
-        // Seen awake (asleep, not in D) at 4.5 s, it began no wait before:
-        // 40 s of it by 5 s is no wait's, though it has not run since 1 s.
-        let awake = HashSet::from([8]);
-        assert_eq!(
-            r.read(at(4.5), &busy(1.5, 5_000_000_000), &awake, &mut dropped),
-            0
-        );
-        assert_eq!(
-            r.read(at(5.0), &busy(1.5, 45_000_000_000), &none, &mut dropped),
-            0
-        );
-        assert_eq!(dropped[&8], 42_500_000_000);
-        // Seen awake at 5.5 s and gone by 6 s: its exit record, come at 6
-        // s, adds 30 s after that reading, which is no wait's; 0.2 s is.
-        assert_eq!(
-            r.read(at(5.5), &busy(1.5, 45_000_000_000), &awake, &mut dropped),
-            0
-        );
-        assert_eq!(r.read(at(6.0), &HashMap::new(), &none, &mut dropped), 0);
-        let exit = |ns: u64| busy(1.5, ns)[&8];
-        r.exited(&exit(75_000_000_000), at(6.0), &mut dropped);
-        assert_eq!(dropped[&8], 72_500_000_000);
-        let mut few = BTreeMap::new();
-        r.exited(&exit(45_200_000_000), at(6.0), &mut few);
-        assert!(few.is_empty());
     }
 
     #[test]
@@ -1379,16 +790,17 @@ mod tests {
         // left out of its exit record, frozen and running alike; its real
         // 0.3 s of I/O wait stays (dropping the whole record as longer
         // than its life would lose it).
-        let mut odd = Accrued {
-            blkio_dropped_ns: BTreeMap::from([(1, 24_437_800_000_000)]),
-            samples: 1,
-            ..Accrued::default()
-        };
         let mut end = t0;
         end.blkio_delay_ns += 24_437_800_000_000;
         let now = Instant::now();
-        let unread = IoReadings::new(now);
-        let fixed = corrected(vec![(9.0, end)], &unread, now, &mut odd.blkio_dropped_ns);
+        let mut read = IoReadings::new(now);
+        read.dropped.insert(1, 24_437_800_000_000);
+        let fixed = corrected(vec![(9.0, end)], &mut read, now);
+        let odd = Accrued {
+            blkio_dropped_ns: read.dropped.clone(),
+            samples: 1,
+            ..Accrued::default()
+        };
         let d = job_account(
             (0.0, 10.0),
             &fixed,

@@ -22,6 +22,7 @@
 
 use crate::mechanisms::{self, BgReport, BgWriter, HugeRestore, PageInDone};
 use crate::memory::{self, GroupMemory};
+use crate::touched;
 use anyhow::Result;
 use memgang_core::{capacity, room, NodeStep, PageInPlan, PageOutPlan};
 use memgang_linux::cgroup::GroupPath;
@@ -57,6 +58,11 @@ pub struct JobMemory {
     /// memory over its last quantum (paper 000 §3.2). None before its
     /// first suspension.
     ws_bytes: Option<u64>,
+    /// What it referenced over its last quantum, read at its suspension
+    /// (`crate::touched`); None where not measured.
+    touched: Option<u64>,
+    /// Clearing its accessed bits after its last resume.
+    clearing: Option<JoinHandle<()>>,
     /// Background writer of its pages while in its quantum's last part.
     bg: Option<BgWriter>,
     /// A page-in of part of its records started before it resumes
@@ -78,6 +84,8 @@ impl JobMemory {
             declared,
             records: Vec::new(),
             ws_bytes: None,
+            touched: None,
+            clearing: None,
             bg: None,
             early: None,
             huge_records: Vec::new(),
@@ -88,6 +96,15 @@ impl JobMemory {
     /// The memory it is expected to want when it next runs.
     pub fn working_set(&self) -> u64 {
         room::working_set(self.ws_bytes, self.declared)
+    }
+
+    /// What is known of its memory for the room a switch makes for it.
+    pub fn estimate(&self) -> room::Estimate {
+        room::Estimate {
+            touched: self.touched,
+            kept: self.ws_bytes,
+            declared: self.declared,
+        }
     }
 
     /// Wait for its huge pages going back; the bytes put back.
@@ -105,6 +122,7 @@ impl JobMemory {
         if let Some(early) = self.early.take() {
             let _ = early.join();
         }
+        touched::wait(self.clearing.take());
         self.wait_huge()
     }
 }
@@ -177,6 +195,10 @@ pub trait SwitchHost<K>: Memories<K> {
     }
     /// Selective page-out on or off; a warning for the switch's record.
     fn protect(&mut self, job: &K, on: bool) -> Option<String>;
+    /// A step begins (`done` false) or has ended: for a display of the
+    /// switch in progress (memgangd's `top`, through the executor's
+    /// `SwitchWatch`).
+    fn watch(&mut self, _step: &NodeStep<K>, _done: bool) {}
 }
 
 /// What a switch's steps moved on one node, and where their time went:
@@ -200,14 +222,25 @@ pub struct NodeSwitch {
     pub memory: GroupMemory,
     pub pool: GroupPath,
     pub pool_memory: u64,
+    /// What the pool's suspended jobs are expected to touch.
+    pub suspended: touched::Suspended,
 }
 
 impl NodeSwitch {
-    /// Bytes `job` is short of: its working-set estimate and the margin,
-    /// less what it has resident and what the pool has free.
+    /// Bytes `job` is short of: the working set a switch makes room for
+    /// (`room::room_for`: what it will touch when it fits beside what the
+    /// suspended jobs will, else what it kept) and the margin, less what it
+    /// has resident and what the pool has free.
     pub fn shortfall(&self, job: &JobMemory) -> u64 {
+        let others = self.suspended.others(&job.group);
+        let ws = room::room_for(
+            job.estimate(),
+            others,
+            self.pool_memory,
+            memory::ROOM_MARGIN,
+        );
         self.memory
-            .shortfall(&job.group, job.working_set(), &self.pool, self.pool_memory)
+            .shortfall(&job.group, ws, &self.pool, self.pool_memory)
     }
 
     /// Before a switch: will swap hold what must leave memory for the
@@ -277,11 +310,16 @@ impl NodeSwitch {
             .memory_stat(&job.group)
             .ok()
             .map(|m| m.anon_bytes);
+        // What it touched this quantum, read beside the page-out's scan and
+        // before the page-out takes it.
+        SwitchSteps::time(&mut steps.wss_s, || touched::wait(job.clearing.take()));
+        let reading = (plan != PageOutPlan::Lru).then(|| touched::start_reading(pids, &job.name));
         let t = Instant::now();
         let paged = self
             .memory
             .page_out(&job.group, pids, &job.name, plan, steps);
         out.took = t.elapsed();
+        job.touched = SwitchSteps::time(&mut steps.wss_s, || touched::wait(reading));
         out.paged_out = paged.bytes;
         out.warnings = paged.warnings;
         if let Some(records) = paged.records {
@@ -292,6 +330,7 @@ impl NodeSwitch {
         // longer mapped (after background writing): not counted in anon.
         let recorded: u64 = job.records.iter().map(PageRecord::bytes).sum();
         job.ws_bytes = anon.map(|a| a.max(recorded));
+        self.suspended.set(&job.group, job.estimate());
         out
     }
 
@@ -446,6 +485,13 @@ impl NodeSwitch {
             }
             all.errors.extend(done.errors);
         }
+        // Its accessed bits from now on are its next quantum's (the
+        // page-in set them).
+        self.suspended.resumed(&job.group);
+        if records {
+            let (backend, group) = (self.memory.backend.clone(), job.group.clone());
+            job.clearing = Some(touched::start_clearing(backend, group, &job.name));
+        }
         if records && job.huge.is_none() {
             let huge = std::mem::take(&mut job.huge_records);
             job.huge = HugeRestore::start(self.memory.paging.clone(), huge);
@@ -474,6 +520,8 @@ impl NodeSwitch {
             let Some(step) = host.step(item)? else {
                 continue;
             };
+            let watched = step.clone();
+            host.watch(&watched, false);
             match step {
                 NodeStep::PageOut { job, plan } => {
                     self.page_out_step(job, plan, host, &mut moved)?
@@ -501,6 +549,7 @@ impl NodeSwitch {
                     }
                 }
             }
+            host.watch(&watched, true);
         }
         Ok(moved)
     }

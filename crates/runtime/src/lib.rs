@@ -14,9 +14,12 @@
 pub mod account;
 pub mod engine;
 pub mod executor;
+mod iowait;
 mod mechanisms;
 pub mod memory;
 mod procs;
+mod tally;
+pub mod touched;
 
 pub use executor::Node;
 pub use mechanisms::{page_in, HugeRestore, PageInDone};

@@ -7,7 +7,6 @@ use memgang_linux::freeze::signal_group;
 use memgang_linux::pidfd::PidFd;
 use memgang_linux::process;
 use std::collections::BTreeMap;
-use std::fs::File;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -36,8 +35,16 @@ pub struct Launch {
     pub uid: Option<u32>,
     pub gid: Option<u32>,
     pub groups: Vec<u32>,
+    /// With a user: the resource limits it runs with (a login's, see
+    /// `memgang_linux::limits`); empty: memgang's own.
+    pub limits: Vec<memgang_linux::limits::Limit>,
     /// Where its stdout and stderr go; None: `<Env::logs>/<job name>`.
     pub log_dir: Option<PathBuf>,
+    /// Its allowance file (`$MEMGANG_ALLOWANCE_FILE`); None: `allowance`
+    /// in its log directory. A service that keeps the log directory from
+    /// its user (0700) names one the job can reach and no one else can
+    /// find.
+    pub allowance: Option<PathBuf>,
     /// A file opened read-write as the first process's standard input
     /// (None: /dev/null), by memgang, before the switch to `uid`: how a
     /// service's shim records how the command ended in a file that the
@@ -86,13 +93,26 @@ pub fn launch(
             uid,
             gid,
             groups: launch.groups.clone(),
+            limits: launch.limits.clone(),
         }),
         _ => anyhow::bail!("a job run as another user needs both its uid and its gid"),
     };
     std::fs::create_dir_all(log_dir)
         .with_context(|| format!("creating log directory {}", log_dir.display()))?;
-    let stdout = File::create(log_dir.join("stdout")).context("creating the job's stdout log")?;
-    let stderr = File::create(log_dir.join("stderr")).context("creating the job's stderr log")?;
+    // Never through a link: a directory of memgang's own, but a file a
+    // link replaced would be written as root.
+    let create = |name: &str| {
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(log_dir.join(name))
+            .with_context(|| format!("creating the job's {name} log in {}", log_dir.display()))
+    };
+    let stdout = create("stdout")?;
+    let stderr = create("stderr")?;
 
     let mut cmd = Command::new(program);
     cmd.args(&command[1..]);
@@ -102,11 +122,13 @@ pub fn launch(
     } else {
         cmd.envs(&launch.env).env("PATH", search_path());
     }
+    use std::os::unix::fs::OpenOptionsExt;
     let stdin = match &launch.status {
         Some(p) => Stdio::from(
             std::fs::OpenOptions::new()
                 .read(true)
                 .write(true)
+                .custom_flags(libc::O_NOFOLLOW)
                 .open(p)
                 .with_context(|| format!("opening the job's status file {}", p.display()))?,
         ),
@@ -152,7 +174,16 @@ pub fn launch(
     };
     let pid = child.id() as i32;
     // Our unreaped child: its pid cannot be reused until we wait for it.
-    let pidfd = PidFd::open(pid).context("pidfd_open on the job's first process")?;
+    let pidfd = match PidFd::open(pid) {
+        Ok(p) => p,
+        Err(e) => {
+            // Not watched, not left behind: killed and reaped here.
+            let mut child = child;
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(e).context("pidfd_open on the job's first process");
+        }
+    };
     Ok(Launched { pid, pidfd })
 }
 

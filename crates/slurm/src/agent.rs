@@ -4,14 +4,19 @@
 //! by the switch engine the one-node executor uses
 //! ([`memgang_runtime::engine::NodeSwitch`]).
 //!
-//! Tasks enter by Slurm's `TaskProlog`, which Slurm runs in each task's
-//! own process before it execs the task: `memgang slurm adopt` asks the
-//! agent to move its parent (that process) into the job's group, so that
-//! the rank and everything it forks run in the pool from their first
+//! Where the pool and the job groups are is the node's Slurm's choice
+//! ([`site`](crate::site)): under Slurm's cgroups (`proctrack/cgroup`,
+//! `task/cgroup`) the pool is Slurm's cgroup of all jobs and every task
+//! stays in Slurm's job cgroup; without them, tasks enter memgang's own
+//! pool by Slurm's `TaskProlog`, which Slurm runs in each task's own
+//! process before it execs the task: `memgang slurm adopt` asks the agent
+//! to move its parent (that process) into the job's group, so that the
+//! rank and everything it forks run in the pool from their first
 //! instruction.
 
 use crate::auth::Verifier;
 use crate::net;
+use crate::site::Site;
 use crate::wire::{HeldJob, Request, Response, SlurmJob, Step, SwitchReport};
 use anyhow::{bail, Context, Result};
 use memgang_core::units::format_bytes;
@@ -48,20 +53,15 @@ pub struct Agent {
     engine: NodeSwitch,
     /// One switch at a time; adopt takes it briefly.
     jobs: Mutex<BTreeMap<SlurmJob, JobMemory>>,
-}
-
-/// The pool of node `node`.
-pub fn pool_name(node: &str) -> Result<GroupPath> {
-    GroupPath::new(&format!("memgang-slurm-{node}"))
-        .with_context(|| format!("node name {node:?} cannot name a cgroup"))
+    /// Where the node's Slurm keeps its jobs: the pool, the jobs' groups.
+    site: Site,
 }
 
 impl Agent {
-    /// Make the node's pool with its limit.
-    pub fn new(node: &str, pool_bytes: u64, backend: Arc<dyn CgroupBackend>) -> Result<Agent> {
-        let pool = pool_name(node)?;
-        backend.create(&pool)?;
-        backend.set_memory_limit(&pool, Some(pool_bytes))?;
+    /// Give the node's pool (`site`'s) its limit.
+    pub fn new(node: &str, pool_bytes: u64, site: Site) -> Result<Agent> {
+        site.open_pool(pool_bytes)?;
+        let (backend, pool) = (site.backend.clone(), site.pool.clone());
         Ok(Agent {
             node: node.to_string(),
             engine: NodeSwitch {
@@ -73,8 +73,10 @@ impl Agent {
                 },
                 pool,
                 pool_memory: pool_bytes,
+                suspended: Default::default(),
             },
             jobs: Mutex::new(BTreeMap::new()),
+            site,
         })
     }
 
@@ -93,10 +95,23 @@ impl Agent {
     }
 
     fn job_group(&self, job: SlurmJob) -> GroupPath {
-        self.engine
-            .pool
-            .join(&format!("job-{job}"))
-            .expect("job ids name groups")
+        self.site.job_group(job)
+    }
+
+    /// Under Slurm's cgroups no prolog announces a job: take in every job
+    /// Slurm has started in the pool that the agent does not hold yet.
+    fn discover(&self) {
+        if !self.site.is_slurm() {
+            return;
+        }
+        let found = self.site.jobs();
+        let mut jobs = self.jobs.lock().unwrap();
+        for (job, group) in found {
+            jobs.entry(job).or_insert_with(|| {
+                tracing::info!("job {job}: found in Slurm's {group}");
+                JobMemory::new(group, &job.to_string(), None)
+            });
+        }
     }
 
     /// Job `job` as the engine keeps it; a job with no process here yet
@@ -116,11 +131,20 @@ impl Agent {
                 pool_bytes: self.engine.pool_memory,
             }),
             Request::Adopt { pid, job } => self.adopt(pid, job, uid),
-            Request::Check { incoming } => self.check(&incoming),
-            Request::Switch { steps } => Ok(Response::Switched(self.switch(steps)?)),
-            Request::State => Ok(Response::State {
-                jobs: self.held_jobs(),
-            }),
+            Request::Check { incoming } => {
+                self.discover();
+                self.check(&incoming)
+            }
+            Request::Switch { steps } => {
+                self.discover();
+                Ok(Response::Switched(self.switch(steps)?))
+            }
+            Request::State => {
+                self.discover();
+                Ok(Response::State {
+                    jobs: self.held_jobs(),
+                })
+            }
         }
     }
 
@@ -131,20 +155,13 @@ impl Agent {
         let jobs = self.jobs.lock().unwrap();
         let backend = self.backend();
         let mut out = Vec::new();
-        for group in backend.list_children(&self.engine.pool).unwrap_or_default() {
-            let Some(job) = group
-                .name()
-                .strip_prefix("job-")
-                .and_then(|j| j.parse::<SlurmJob>().ok())
-            else {
-                continue;
-            };
-            let pids = backend.procs_recursive(&group).unwrap_or_default();
+        for (job, group) in self.site.jobs() {
+            let pids = self.site.job_procs(&group);
             let stat = backend.memory_stat(&group).ok();
             out.push(HeldJob {
                 job,
                 processes: pids.len(),
-                stopped: !pids.is_empty() && pids.iter().all(|&p| is_stopped(p)),
+                stopped: self.site.all_stopped(&pids),
                 resident_bytes: stat.as_ref().map_or(0, |s| s.usage_bytes),
                 swap_bytes: stat.and_then(|s| s.swap_bytes),
             });
@@ -165,11 +182,8 @@ impl Agent {
         if uid != 0 && uid != owner {
             bail!("process {pid} belongs to uid {owner}, not to you (uid {uid})");
         }
-        let group = self.job_group(job);
         let mut jobs = self.jobs.lock().unwrap();
-        self.backend().create(&group)?;
-        memgang_linux::cgroup::join(self.backend(), &group, pid)
-            .with_context(|| format!("moving process {pid} into job {job}'s group"))?;
+        let group = self.site.adopt(pid, job)?;
         jobs.entry(job)
             .or_insert_with(|| JobMemory::new(group, &job.to_string(), None));
         tracing::info!("job {job}: adopted process {pid}");
@@ -177,6 +191,14 @@ impl Agent {
     }
 
     fn check(&self, incoming: &[(SlurmJob, u64)]) -> Result<Response> {
+        // A job Slurm's own limit would kill is not paged in to be killed:
+        // the refusal names the limit (the controller writes it into the
+        // job's AdminComment).
+        for &(job, declared) in incoming {
+            if let Some(why) = self.site.slurm_limit(job, declared) {
+                bail!("node {}: {why}; switch refused", self.node);
+            }
+        }
         let mut jobs = self.jobs.lock().unwrap();
         let mut fresh = Vec::new();
         for &(job, declared) in incoming {
@@ -228,11 +250,11 @@ impl Agent {
         jobs.retain(|job, j| {
             let alive = backend
                 .procs_recursive(&j.group)
-                .map_or(true, |p| !p.is_empty());
+                .map_or(!self.site.is_slurm(), |p| !p.is_empty());
             if !alive {
                 j.stop_paging();
-                match backend.remove(&j.group) {
-                    Ok(()) => tracing::info!("job {job}: ended on this node, group removed"),
+                match self.site.ended(&j.group) {
+                    Ok(()) => tracing::info!("job {job}: ended on this node"),
                     Err(e) => {
                         tracing::warn!("job {job}: removing its group: {e}");
                         return true;
@@ -243,30 +265,10 @@ impl Agent {
         });
     }
 
-    /// On the agent's exit: Slurm's jobs are not ours to kill, so their
-    /// processes go back to the root group, and the pool is removed.
+    /// On the agent's exit: the pool given back (its limit lifted, or
+    /// memgang's own removed), no job left protected.
     pub fn release(&self) -> Result<()> {
-        let backend = self.backend();
-        let pids = backend
-            .procs_recursive(&self.engine.pool)
-            .unwrap_or_default();
-        for file in backend.procs_files(&self.engine.pool) {
-            // <root>/memgang-slurm-<node>/cgroup.procs -> <root>/cgroup.procs
-            let Some(root) = file.parent().and_then(Path::parent) else {
-                continue;
-            };
-            for pid in &pids {
-                if let Err(e) = std::fs::write(root.join("cgroup.procs"), pid.to_string()) {
-                    tracing::debug!("moving {pid} out of the pool: {e}");
-                }
-            }
-        }
-        for job in backend.list_children(&self.engine.pool).unwrap_or_default() {
-            // Protection (swappiness 1) must not outlive memgang's use.
-            let _ = backend.protect(&job, false);
-        }
-        backend.remove(&self.engine.pool)?;
-        Ok(())
+        self.site.release()
     }
 }
 
@@ -331,12 +333,6 @@ impl SwitchHost<SlurmJob> for Host<'_> {
     }
 }
 
-/// Process `pid` is stopped (state `T`, Slurm's SIGSTOP); one that is
-/// gone counts as stopped (it runs nothing).
-fn is_stopped(pid: i32) -> bool {
-    memgang_linux::process::state(pid).is_none_or(|s| s == 'T')
-}
-
 /// Where and how an agent listens.
 pub struct Listen {
     /// The controller's requests: TCP at this address, each verified by
@@ -394,10 +390,11 @@ fn serve_local(
     std::fs::set_permissions(socket, std::fs::Permissions::from_mode(0o666))?;
     listener.set_nonblocking(true)?;
     tracing::info!(
-        "agent of node {} listening on {tcp} (MUNGE) and {} (adopt) (pool {})",
+        "agent of node {} listening on {tcp} (MUNGE) and {} (adopt) (pool {}: {})",
         agent.node,
         socket.display(),
-        format_bytes(agent.engine.pool_memory)
+        format_bytes(agent.engine.pool_memory),
+        agent.site.describe()
     );
     let active = Arc::new(AtomicUsize::new(0));
     let mut last_sweep = Instant::now();
@@ -492,7 +489,7 @@ mod tests {
         std::fs::create_dir_all(&pool).unwrap();
         std::fs::write(pool.join("memory.limit_in_bytes"), "").unwrap();
         let backend = Arc::new(V1::new(dir, None));
-        let a = Agent::new("n1", 256 << 20, backend)
+        let a = Agent::new("n1", 256 << 20, Site::own("n1", backend).unwrap())
             .unwrap()
             .with_counters(Arc::new(FakeCounters::with_swap(swap)));
         std::fs::write(pool.join("memory.usage_in_bytes"), used.to_string()).unwrap();

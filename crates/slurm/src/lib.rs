@@ -29,6 +29,7 @@ pub mod agents;
 pub mod auth;
 pub mod controller;
 pub mod net;
+pub mod site;
 pub mod slurm_json;
 pub mod slurmctl;
 pub mod wire;

@@ -133,25 +133,40 @@ fn mem_per_node(j: &Value, nodes: u64) -> Option<u64> {
     (mib > 0).then_some(mib << 20)
 }
 
-/// The nodes of `partition` in `sinfo --json`'s output, in its order.
+/// The nodes of `partition` in `sinfo --json`'s output, in its order:
+/// 22.05's list of nodes with their partitions, or (23.02 on) the
+/// `sinfo` list of partition-and-state lines, each with its nodes.
 pub fn parse_nodes(json: &str, partition: &str) -> Result<Vec<String>> {
     let doc: Value = serde_json::from_str(json).context("sinfo --json printed no JSON")?;
     check_errors(&doc, "sinfo --json")?;
-    let nodes = doc
-        .get("nodes")
-        .and_then(Value::as_array)
-        .context("sinfo --json printed no \"nodes\" list")?;
-    let mut names: Vec<String> = nodes
-        .iter()
-        .filter(|n| {
-            n.get("partitions")
-                .and_then(Value::as_array)
-                .is_some_and(|p| p.iter().any(|p| p.as_str() == Some(partition)))
-        })
-        .map(|n| text(n, "name"))
-        .filter(|n| !n.is_empty())
-        .collect();
-    names.dedup();
+    let mut names: Vec<String> = if let Some(lines) = doc.get("sinfo").and_then(Value::as_array) {
+        lines
+            .iter()
+            .filter(|l| l.pointer("/partition/name").and_then(Value::as_str) == Some(partition))
+            .filter_map(|l| l.pointer("/nodes/nodes").and_then(Value::as_array))
+            .flatten()
+            .filter_map(Value::as_str)
+            .map(str::to_string)
+            .collect()
+    } else {
+        let nodes = doc
+            .get("nodes")
+            .and_then(Value::as_array)
+            .context("sinfo --json printed neither a \"sinfo\" nor a \"nodes\" list")?;
+        nodes
+            .iter()
+            .filter(|n| {
+                n.get("partitions")
+                    .and_then(Value::as_array)
+                    .is_some_and(|p| p.iter().any(|p| p.as_str() == Some(partition)))
+            })
+            .map(|n| text(n, "name"))
+            .filter(|n| !n.is_empty())
+            .collect()
+    };
+    // One node may be on several state lines.
+    let mut seen = std::collections::BTreeSet::new();
+    names.retain(|n| seen.insert(n.clone()));
     if names.is_empty() {
         bail!("Slurm partition {partition} has no nodes (see `sinfo -p {partition}`)");
     }

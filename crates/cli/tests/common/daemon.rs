@@ -12,7 +12,13 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+/// The memgangd the tests run: the one built beside `memgang`, or
+/// `$MEMGANG_TEST_MEMGANGD` (e.g. an older build, to see a test fail on
+/// the code it was written against).
 pub fn memgangd_exe() -> PathBuf {
+    if let Some(exe) = std::env::var_os("MEMGANG_TEST_MEMGANGD") {
+        return PathBuf::from(exe);
+    }
     let exe = PathBuf::from(env!("CARGO_BIN_EXE_memgang")).with_file_name("memgangd");
     assert!(
         exe.exists(),
@@ -28,8 +34,11 @@ pub struct Daemon {
     /// Its configuration beside `state_dir` and `socket`, written at each
     /// start: a test may change it between a stop and a start.
     pub config: String,
-    /// Its descriptor limit (None: the test's own).
-    nofile: Option<u64>,
+    /// Resource limits it starts with (`libc::RLIMIT_*`, soft = hard),
+    /// beyond the test's own.
+    pub rlimits: Vec<(u32, u64)>,
+    /// Its socket, if not `run/memgang.sock` in its directory.
+    pub socket_at: Option<PathBuf>,
 }
 
 /// How long a verb may take before the test calls the daemon stuck.
@@ -47,7 +56,7 @@ impl Daemon {
     /// 1,024).
     pub fn with_nofile(config: &str, nofile: Option<u64>) -> Daemon {
         let mut d = Daemon::unstarted(config);
-        d.nofile = nofile;
+        d.rlimits.extend(nofile.map(|n| (libc::RLIMIT_NOFILE, n)));
         d.start();
         d
     }
@@ -62,7 +71,8 @@ impl Daemon {
             dir,
             child: None,
             config: config.to_string(),
-            nofile: None,
+            rlimits: Vec::new(),
+            socket_at: None,
         }
     }
 
@@ -72,7 +82,7 @@ impl Daemon {
     }
 
     pub fn socket(&self) -> PathBuf {
-        self.dir.path().join("run/memgang.sock")
+        (self.socket_at.clone()).unwrap_or_else(|| self.dir.path().join("run/memgang.sock"))
     }
 
     pub fn start(&mut self) {
@@ -95,16 +105,20 @@ impl Daemon {
         cmd.arg("--config")
             .arg(self.dir.path().join("memgang.toml"))
             .stderr(log);
-        if let Some(n) = self.nofile {
-            // SAFETY: setrlimit is async-signal-safe; nothing allocated.
+        if !self.rlimits.is_empty() {
+            let limits = self.rlimits.clone();
+            // SAFETY: setrlimit is async-signal-safe; the list was
+            // allocated before the fork.
             unsafe {
                 cmd.pre_exec(move || {
-                    let lim = libc::rlimit {
-                        rlim_cur: n,
-                        rlim_max: n,
-                    };
-                    if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
-                        return Err(std::io::Error::last_os_error());
+                    for &(resource, n) in &limits {
+                        let lim = libc::rlimit {
+                            rlim_cur: n,
+                            rlim_max: n,
+                        };
+                        if libc::setrlimit(resource as _, &lim) != 0 {
+                            return Err(std::io::Error::last_os_error());
+                        }
                     }
                     Ok(())
                 });
@@ -284,6 +298,14 @@ pub fn output_within(mut c: Command, timeout: Duration) -> Output {
         stdout: out.join().unwrap(),
         stderr,
     }
+}
+
+/// The workload next to memgang: on the PATH jobs are submitted with.
+pub fn workload() -> String {
+    PathBuf::from(env!("CARGO_BIN_EXE_memgang"))
+        .with_file_name("memgang-workload")
+        .display()
+        .to_string()
 }
 
 /// A test user (created if missing): uid, gid.

@@ -23,6 +23,9 @@ pub enum Controller {
     Supervised,
 }
 
+/// What an MPI job asks on a node beyond its rank's array.
+pub const MPI_MIB: u32 = 32;
+
 pub struct Cluster {
     _bed: Bed,
     /// The test's files: the compiled MPI program, the jobs' outputs.
@@ -88,7 +91,10 @@ impl Cluster {
 
     /// A job `name` of two ranks (one per node), `mib` MiB each, that
     /// synchronise every one of `sweeps` sweeps; its output in
-    /// `dir/name.out`.
+    /// `dir/name.out`. It asks `--mem` of its rank and 32 MiB for Open
+    /// MPI's own (orted, buffers): under Slurm's task/cgroup with
+    /// select/linear, `--mem` is the job cgroup's limit, and a job asking
+    /// just its array pages against it.
     pub fn submit(&self, name: &str, mib: u32, sweeps: u32) {
         // Open MPI's session directories go under TMPDIR and stay behind
         // when a job is killed: keep them in the test's dir. mpirun
@@ -108,7 +114,7 @@ impl Cluster {
             &[
                 "-N2",
                 "--ntasks-per-node=1",
-                &format!("--mem={mib}M"),
+                &format!("--mem={}M", mib + MPI_MIB),
                 "-J",
                 name,
                 "-o",

@@ -481,6 +481,9 @@ impl Policy for Hybrid {
             }
             Event::JobFinished(job) => {
                 self.running.remove(job);
+                // Nothing of a job stays once it is gone (a service runs
+                // jobs without end).
+                self.peaks.remove(job);
                 let Some(r) = self.set_index(*job) else {
                     return Decision::default();
                 };

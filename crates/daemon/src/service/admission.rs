@@ -7,74 +7,53 @@ use super::{queue, Service};
 use crate::journal::Record;
 use anyhow::{Context, Result};
 use memgang_core::admission::{self, Capacity};
+use memgang_core::capacity;
 use memgang_core::text::printable;
 use memgang_core::{JobId, JobSpec};
 use memgang_linux::cgroup::GroupPath;
 use memgang_proto::JobState;
 use memgang_runtime::executor::{Launch, Node};
+use std::collections::HashMap;
 use std::time::Duration;
+
+/// PAM's limits: `limits.conf` and `limits.d/` (pam_limits(8)).
+const LIMITS_DIR: &str = "/etc/security";
 
 impl Service {
     /// Under the lock: the queue through admission, the cancellations.
-    pub(super) fn admit(&self, cap: Capacity, pool: &GroupPath) -> (Vec<(u64, Record)>, Vec<u64>) {
+    /// `pinned`: memory the jobs on the node hold locked, by id, which
+    /// counts as resident ([`capacity::less_pinned`]).
+    pub(super) fn admit(
+        &self,
+        cap: Capacity,
+        pool: &GroupPath,
+        pinned: &HashMap<u64, u64>,
+    ) -> (Vec<(u64, Record)>, Vec<u64>) {
         let mut g = self.shared.lock();
         let inner = &mut *g;
         inner.capacity = cap;
-        let held: Vec<u64> = inner
+        let (mut held, locked): (Vec<u64>, Vec<u64>) = inner
             .jobs
             .values()
             .filter(|r| r.admitted && !r.info.state.is_final())
-            .map(|r| r.info.memory_bytes)
-            .collect();
-        // Startable: not cancelled, not waiting on a dependency or on
-        // its array's limit; then in fair turns between users.
-        let mut array_running = queue::array_running(&inner.jobs);
-        let mut waits: Vec<(u64, String)> = Vec::new();
-        let mut startable: Vec<(u64, u32)> = Vec::new();
-        for r in inner.jobs.values() {
-            let id = r.info.id;
-            if r.admitted
-                || r.info.state != JobState::Queued
-                || inner.cancelled.contains(&id)
-                || inner.pending.contains_key(&id)
-            {
-                continue;
-            }
-            if let Some(queue::Blocked::Wait(why) | queue::Blocked::Never(why)) =
-                queue::dependencies(r, &inner.jobs)
-            {
-                waits.push((id, why));
-                continue;
-            }
-            if let (Some(a), Some(limit)) = (r.info.queue.array_id, r.info.queue.array_limit) {
-                let n = array_running.entry(a).or_default();
-                if *n >= limit {
-                    waits.push((id, format!("waits: array {a} runs {limit} task(s) at once, its limit (--array ...%{limit})")));
-                    continue;
-                }
-                // Counted as if it starts: admission may hold it back,
-                // but never more than the limit start in one turn.
-                *n += 1;
-            }
-            startable.push((id, r.info.uid));
-        }
-        let order = admission::fair_order(
-            &startable,
-            &queue::running_per_user(&inner.jobs),
-            &queue::last_served(&inner.jobs),
-        );
-        let queue: Vec<(u64, u64)> = order
-            .into_iter()
-            .map(|id| (id, inner.jobs[&id].info.memory_bytes))
-            .collect();
-        for (id, why) in waits {
-            if let Some(r) = inner.jobs.get_mut(&id) {
-                r.info.reason = Some(why);
-            }
-        }
+            .map(|r| {
+                (
+                    r.info.memory_bytes,
+                    pinned.get(&r.info.id).copied().unwrap_or(0),
+                )
+            })
+            .unzip();
+        let cap = capacity::less_pinned(cap, &mut held, &locked);
+        // Startable now, in fair turns between users.
+        let queue = queue::startable(inner);
         let cancels = std::mem::take(&mut inner.cancels);
         let decision = if self.cfg.paging_prevention {
-            admission::admit(&queue, &held, &cap)
+            // A job that could not start even alone now is held out of
+            // the line, with why, and blocks no one.
+            let (line, unfitting) = admission::hold_unfitting(&queue, &cap);
+            let mut d = admission::admit(&line, &held, &cap);
+            d.wait.extend(unfitting);
+            d
         } else {
             // Off (to measure what prevention is worth): every job starts
             // at once, and the kernel pages as it must.
@@ -116,28 +95,27 @@ impl Service {
     }
 
     pub(super) fn start(&self, node: &mut Node, r: &Record) -> Result<JobId> {
-        use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
         let dir = &r.info.log_dir;
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-        // The job may pass through to its allowance file (0644) but not
-        // list the directory or read its other files (0600: the daemon
-        // runs with umask 077).
-        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o711))?;
+        let jobs = self.shared.state_dir.join("jobs");
+        let name = r.info.id.to_string();
+        if dir != &jobs.join(&name) {
+            anyhow::bail!(
+                "job {name}'s directory is not {}",
+                jobs.join(&name).display()
+            );
+        }
+        // Root's alone (0700): no other user learns anything from it, not
+        // even a file's size. The job reaches only its allowance file,
+        // elsewhere (`allowance_file`).
+        let (d, _) = memgang_linux::files::Dir::open(&jobs)
+            .and_then(|j| j.make_dir(&name, 0o700))
+            .with_context(|| format!("creating {}", dir.display()))?;
         // Root's, 0600, made afresh (a file left by an older version
         // was the user's): the shim gets it open on its stdin (see
         // `shim`); the job cannot open it.
         let status = dir.join("status");
-        match std::fs::remove_file(&status) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                return Err(e).with_context(|| format!("removing {}", status.display()))
-            }
-            _ => {}
-        }
-        std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&status)
+        d.remove("status")
+            .and_then(|()| d.create_new("status", 0o600))
             .with_context(|| format!("creating {}", status.display()))?;
         let shim = std::env::current_exe().context("finding memgangd's own binary for the shim")?;
         let mut command = vec![shim.display().to_string(), "shim".into()];
@@ -158,7 +136,9 @@ impl Service {
             uid: Some(r.info.uid),
             gid: Some(r.gid),
             groups: r.groups.clone(),
+            limits: self.login_limits(r),
             log_dir: Some(dir.clone()),
+            allowance: Some(self.allowance_file(r.info.id)?),
             status: Some(status),
             gate: true,
         };
@@ -170,6 +150,57 @@ impl Service {
             placed: None,
         };
         node.add_job(spec, launch)
+    }
+
+    /// The resource limits job `r` runs with: its user's at login
+    /// (`/etc/security/limits.conf` and `limits.d`, over the kernel's
+    /// defaults: never the daemon's own, e.g. its unit's
+    /// `LimitMEMLOCK=infinity`), locked memory capped at
+    /// `max_locked_memory`.
+    fn login_limits(&self, r: &Record) -> Vec<memgang_linux::limits::Limit> {
+        use memgang_linux::limits::{self, Login};
+        use nix::unistd::{Gid, Group, Uid, User};
+        let uid = r.info.uid;
+        let name = User::from_uid(Uid::from_raw(uid))
+            .ok()
+            .flatten()
+            .map_or_else(String::new, |u| u.name);
+        let groups: Vec<(String, u32)> = std::iter::once(r.gid)
+            .chain(r.groups.iter().copied())
+            .map(|g| {
+                let name = Group::from_gid(Gid::from_raw(g)).ok().flatten();
+                (name.map_or_else(String::new, |g| g.name), g)
+            })
+            .collect();
+        let who = Login {
+            name: &name,
+            uid,
+            groups: &groups,
+        };
+        let dir = std::path::Path::new(LIMITS_DIR);
+        let (mut out, warnings) = limits::login_limits(dir, &who, limits::login_defaults());
+        for w in warnings {
+            log_limited("limits", printable(&w).into_owned());
+        }
+        limits::cap_memlock(&mut out, self.cfg.max_locked_memory);
+        out
+    }
+
+    /// A new allowance file's path for job `id`: `allowance/<id>-<32 hex
+    /// digits>`, 128 bits from the kernel's random source, so that only
+    /// the job, whose environment names it, can find it.
+    fn allowance_file(&self, id: u64) -> Result<std::path::PathBuf> {
+        use std::io::Read;
+        let mut bits = [0u8; 16];
+        std::fs::File::open("/dev/urandom")
+            .and_then(|mut f| f.read_exact(&mut bits))
+            .context("reading /dev/urandom for a job's allowance file name")?;
+        let hex: String = bits.iter().map(|b| format!("{b:02x}")).collect();
+        Ok(self
+            .shared
+            .state_dir
+            .join(super::ALLOWANCE_DIR)
+            .join(format!("{id}-{hex}")))
     }
 
     /// A job the daemon could not start: failed, unless the state

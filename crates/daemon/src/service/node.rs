@@ -3,10 +3,10 @@
 //! starts jobs, carries out cancellations, steps the node, records what
 //! it did, and does the periodic work (metrics, retention, compaction).
 
-use super::metrics::Accounted;
+use super::exposition::Accounted;
 use super::queue::Clocks;
 use super::recovery::{read_status, shim_said, Adopted, Recovered};
-use super::store::{disk_full, finish, unix_now};
+use super::store::{disk_full, finish, stopped_by_daemon, unix_now};
 use super::Service;
 use anyhow::Result;
 use memgang_core::admission::Capacity;
@@ -30,6 +30,12 @@ const METRICS_EVERY: Duration = Duration::from_secs(5);
 /// Retention is applied this often (and at start): jobs end at most a
 /// minute past their time.
 const FORGET_EVERY: Duration = Duration::from_secs(60);
+/// Samples of the node's paging trace kept (one a second): the daemon
+/// reads the last; more would grow with the daemon's uptime.
+const KEEP_SAMPLES: usize = 60;
+/// Running jobs' output is measured this often: a job writing at the
+/// disk's speed passes `max_job_output` by about this much writing.
+const OUTPUT_EVERY: Duration = Duration::from_secs(1);
 
 /// What the node loop carries from one turn to the next.
 struct Turns {
@@ -43,6 +49,7 @@ struct Turns {
     vm_start: Option<VmStat>,
     next_metrics: Instant,
     next_forget: Instant,
+    next_output: Instant,
 }
 
 impl Service {
@@ -134,6 +141,7 @@ impl Service {
             adopted,
             next_metrics: Instant::now(),
             next_forget: Instant::now(),
+            next_output: Instant::now(),
             accounted: Accounted::default(),
             clocks: Clocks::default(),
             vm_start: VmStat::read().ok(),
@@ -151,7 +159,10 @@ impl Service {
         pools.insert(t.node.pool().clone());
         let cap = self.capacity(&pools.into_iter().collect::<Vec<_>>());
         self.drop_unsatisfiable();
-        let (starts, cancels) = self.admit(cap, t.node.pool());
+        let pinned: HashMap<u64, u64> = (t.map.iter())
+            .map(|(id, jid)| (*id, t.node.pinned(*jid)))
+            .collect();
+        let (starts, cancels) = self.admit(cap, t.node.pool(), &pinned);
         for (id, r) in starts {
             match self.start(&mut t.node, &r) {
                 Ok(jid) => {
@@ -164,11 +175,26 @@ impl Service {
             self.cancel_job(t, id);
         }
         let idle = t.node.step(Some(IDLE_WAIT))?;
+        self.tick_clocks(t);
+        // Before sync, which may forget the switches of ended jobs.
+        self.shared.observe_switches(t.node.switches());
+        self.sync(&mut t.node, &mut t.map, &mut t.accounted, &mut t.clocks);
+        self.publish(&t.node, &t.map);
+        t.adopted.retain(|a| !self.reap_adopted(a));
+        self.periodic(t, cap, idle);
+        Ok(())
+    }
+
+    /// Running time counted for the jobs the node runs now (not frozen,
+    /// not held); a job at its `--time` is cancelled on the node, to end
+    /// `timeout`.
+    fn tick_clocks(&self, t: &mut Turns) {
         let state = t.node.scheduler().state();
-        let running: Vec<(u64, JobId)> = t
-            .map
-            .iter()
-            .filter(|(_, &jid)| state.job(jid).status == JobStatus::Running)
+        let running: Vec<(u64, JobId)> = (t.map.iter())
+            // A held job is frozen though the policy runs it: not its time.
+            .filter(|(_, &jid)| {
+                state.job(jid).status == JobStatus::Running && t.node.held(jid).is_none()
+            })
             .map(|(&id, &jid)| (id, jid))
             .collect();
         self.tick(&mut t.clocks, &running, |jid| {
@@ -176,10 +202,6 @@ impl Service {
                 tracing::error!("{}", printable(&format!("{e:#}")));
             }
         });
-        self.sync(&t.node, &mut t.map, &mut t.accounted, &mut t.clocks);
-        t.adopted.retain(|a| !self.reap_adopted(a));
-        self.periodic(t, cap, idle);
-        Ok(())
     }
 
     /// A cancellation: the node cancels its job, an adopted job's group
@@ -211,14 +233,22 @@ impl Service {
             t.next_metrics = Instant::now() + METRICS_EVERY;
             self.write_metrics(&t.node, &t.map, cap, t.vm_start, &t.accounted);
         }
-        let forgot = Instant::now() >= t.next_forget
-            && self.shared.forget(
-                self.cfg.keep_finished_for,
-                self.cfg.keep_finished_jobs,
-                unix_now(),
-            );
+        let keep = super::store::Retention {
+            keep_for: self.cfg.keep_finished_for,
+            keep_jobs: self.cfg.keep_finished_jobs,
+            keep_per_user: self.cfg.keep_finished_jobs_per_user,
+            user_bytes: self.cfg.max_user_bytes,
+        };
+        let forgot = Instant::now() >= t.next_forget && self.shared.forget(&keep, unix_now());
         if Instant::now() >= t.next_forget {
             t.next_forget = Instant::now() + FORGET_EVERY;
+            // The node's paging trace: only the last sample is read here.
+            t.node.keep_samples(KEEP_SAMPLES);
+        }
+        if Instant::now() >= t.next_output {
+            t.next_output = Instant::now() + OUTPUT_EVERY;
+            let adopted = t.adopted.iter().map(|a| a.id);
+            self.stop_over_output(t.map.keys().copied().chain(adopted));
         }
         if idle {
             self.shared.idle_wait(IDLE_WAIT);
@@ -229,7 +259,7 @@ impl Service {
     /// At stop: the node's last news recorded; jobs still running are left
     /// for the next start to adopt, else the pool goes.
     fn close(&self, mut t: Turns) {
-        self.sync(&t.node, &mut t.map, &mut t.accounted, &mut t.clocks);
+        self.sync(&mut t.node, &mut t.map, &mut t.accounted, &mut t.clocks);
         self.shared.flush();
         let alive = t.map.iter().any(|(id, _)| {
             self.shared
@@ -249,10 +279,12 @@ impl Service {
     }
 
     /// The node's view of each job into the records; the time account of
-    /// each job that ended into `accounted` too.
+    /// each job that ended into `accounted` too. A job whose end is
+    /// recorded is forgotten by the node ([`Node::forget`]): the daemon
+    /// holds a job gone by its record only, which retention bounds.
     fn sync(
         &self,
-        node: &Node,
+        node: &mut Node,
         map: &mut HashMap<u64, JobId>,
         accounted: &mut Accounted,
         clocks: &mut Clocks,
@@ -266,10 +298,14 @@ impl Service {
             let cur = self.shared.get(id);
             if cur.as_ref().is_none_or(|r| r.info.state.is_final()) {
                 // Ended for good: nothing more to learn from the node.
-                done.push(id);
+                if res.finish_s.is_some() {
+                    done.push(id);
+                }
                 continue;
             }
             let asked = self.shared.cancel_asked(id);
+            let stopped = self.shared.stopped(id);
+            let (held, pinned) = (node.held(jid).map(str::to_string), node.pinned(jid));
             if let (Some(_), None, Some(e), false) = (res.finish_s, res.start_s, &res.error, asked)
             {
                 if disk_full(e) {
@@ -292,7 +328,8 @@ impl Service {
                         read_status(&r.info.log_dir).unwrap_or((None, None))
                     };
                     finish(r, code, signal, cancelled, res.error.clone());
-                    if r.info.state == JobState::Failed {
+                    stopped_by_daemon(r, stopped.clone());
+                    if r.info.state == JobState::Failed && stopped.is_none() {
                         if let Some(why) = shim_said(&r.info.log_dir) {
                             r.info.reason = Some(why);
                         }
@@ -306,12 +343,7 @@ impl Service {
                         .and_then(|a| serde_json::to_value(a).ok());
                 } else if res.start_s.is_some() {
                     r.info.started_unix_s.get_or_insert_with(unix_now);
-                    r.info.state = if status == JobStatus::Suspended {
-                        JobState::Suspended
-                    } else {
-                        JobState::Running
-                    };
-                    r.info.reason = None;
+                    (r.info.state, r.info.reason) = running_state(status, held.as_deref(), pinned);
                 }
             });
             // Once: the next sync finds the job's end recorded.
@@ -319,8 +351,70 @@ impl Service {
                 accounted.add(a);
             }
         }
-        for id in requeued.into_iter().chain(done) {
-            map.remove(&id);
+        if !done.is_empty() {
+            self.shared.remove_allowances(|id| done.contains(&id));
         }
+        for id in requeued.into_iter().chain(done) {
+            if let Some(jid) = map.remove(&id) {
+                if let Err(e) = node.forget(jid) {
+                    tracing::error!("job {id}: {e:#}");
+                }
+            }
+        }
+    }
+
+    /// Stop each job whose stdout and stderr hold more than
+    /// `max_job_output` together (the larger of their size and their
+    /// blocks: space allocated past the end counts too): it ends failed,
+    /// saying so. They are root's files in the state directory, and the
+    /// disk is the node's.
+    fn stop_over_output(&self, ids: impl Iterator<Item = u64>) {
+        use memgang_core::units::format_bytes;
+        use std::os::unix::fs::MetadataExt;
+        let most = self.cfg.max_job_output;
+        for id in ids {
+            let Some(r) = self.shared.get(id) else {
+                continue;
+            };
+            if r.info.state.is_final() || self.shared.stopped(id).is_some() {
+                continue;
+            }
+            let bytes: u64 = ["stdout", "stderr"]
+                .iter()
+                .filter_map(|f| std::fs::symlink_metadata(r.info.log_dir.join(f)).ok())
+                .map(|m| m.len().max(m.blocks() * 512))
+                .sum();
+            if bytes > most {
+                let why = format!(
+                    "stopped: its output (stdout and stderr) reached {}, more than \
+                     max_job_output ({})",
+                    format_bytes(bytes),
+                    format_bytes(most)
+                );
+                tracing::warn!("job {id}: {why}");
+                self.shared.stop(id, why);
+            }
+        }
+    }
+}
+
+/// A started job's state and reason from the node: suspended by the
+/// policy, held (the policy runs it, but memory suspended jobs hold
+/// locked leaves it no room: why), or running, saying so when it holds
+/// memory locked itself (other jobs may wait for it).
+fn running_state(status: JobStatus, held: Option<&str>, pinned: u64) -> (JobState, Option<String>) {
+    use memgang_core::units::format_bytes;
+    match (status, held) {
+        (JobStatus::Suspended, _) => (JobState::Suspended, None),
+        (_, Some(why)) => (JobState::Suspended, Some(why.to_string())),
+        _ if pinned >= memgang_core::capacity::PINNED_COUNTED => (
+            JobState::Running,
+            Some(format!(
+                "holds {} locked (mlock), which no switch pages out: it counts as resident, \
+                 and jobs that need its room wait for it",
+                format_bytes(pinned)
+            )),
+        ),
+        _ => (JobState::Running, None),
     }
 }

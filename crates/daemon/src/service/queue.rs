@@ -6,7 +6,7 @@
 //!
 //! [`admission::fair_order`]: memgang_core::admission::fair_order
 
-use super::store::unix_now;
+use super::store::{unix_now, Inner};
 use super::Service;
 use crate::journal::Record;
 use memgang_proto::{DependencyKind, JobState};
@@ -48,6 +48,63 @@ pub(super) fn dependencies(r: &Record, jobs: &BTreeMap<u64, Record>) -> Option<B
             waits.join(",")
         ))
     })
+}
+
+/// Under the lock: the queued jobs that may start now (not cancelled, not
+/// waiting for a dependency or for their array's `%N`), as `(id, declared
+/// bytes)` in fair turns between users ([`fair_order`]); each job that
+/// waits is given why.
+///
+/// [`fair_order`]: memgang_core::admission::fair_order
+pub(super) fn startable(inner: &mut Inner) -> Vec<(u64, u64)> {
+    let mut array_running = array_running(&inner.jobs);
+    let mut waits: Vec<(u64, String)> = Vec::new();
+    let mut startable: Vec<(u64, u32)> = Vec::new();
+    for r in inner.jobs.values() {
+        let id = r.info.id;
+        if r.admitted
+            || r.info.state != JobState::Queued
+            || inner.cancelled.contains(&id)
+            || inner.pending.contains_key(&id)
+        {
+            continue;
+        }
+        if let Some(Blocked::Wait(why) | Blocked::Never(why)) = dependencies(r, &inner.jobs) {
+            waits.push((id, why));
+            continue;
+        }
+        if let (Some(a), Some(limit)) = (r.info.queue.array_id, r.info.queue.array_limit) {
+            let n = array_running.entry(a).or_default();
+            if *n >= limit {
+                waits.push((
+                    id,
+                    format!(
+                        "waits: array {a} runs {limit} task(s) at once, its limit \
+                         (--array ...%{limit})"
+                    ),
+                ));
+                continue;
+            }
+            // Counted as if it starts: admission may hold it back, but
+            // never more than the limit start in one turn.
+            *n += 1;
+        }
+        startable.push((id, r.info.uid));
+    }
+    for (id, why) in waits {
+        if let Some(r) = inner.jobs.get_mut(&id) {
+            r.info.reason = Some(why);
+        }
+    }
+    let order = memgang_core::admission::fair_order(
+        &startable,
+        &running_per_user(&inner.jobs),
+        &last_served(&inner.jobs),
+    );
+    order
+        .into_iter()
+        .map(|id| (id, inner.jobs[&id].info.memory_bytes))
+        .collect()
 }
 
 /// Running tasks of each array.

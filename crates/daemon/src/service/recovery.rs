@@ -4,7 +4,7 @@
 //! started is queued again. Nothing stays frozen; only the pools this
 //! daemon made are removed.
 
-use super::store::{finish, unix_now};
+use super::store::{finish, stopped_by_daemon, unix_now};
 use super::Service;
 use crate::journal::Record;
 use memgang_linux::cgroup::{CgroupBackend, GroupPath};
@@ -37,6 +37,9 @@ impl Service {
     /// Nothing stays frozen.
     pub(super) fn recover(&self) -> Recovered {
         let alive = self.alive_or_recorded();
+        // Allowance files of jobs that ended while no daemon ran.
+        let ids: BTreeSet<u64> = alive.iter().map(|(r, _)| r.info.id).collect();
+        self.shared.remove_allowances(|id| !ids.contains(&id));
         // The pool holding most of them is taken over with its jobs.
         let mut count: BTreeMap<GroupPath, usize> = BTreeMap::new();
         for (_, g) in &alive {
@@ -160,6 +163,7 @@ impl Service {
         };
         let st = read_status(&r.info.log_dir);
         let cancelled = a.cancelled || self.shared.cancel_asked(a.id);
+        let stopped = self.shared.stopped(a.id);
         self.shared.update(a.id, |r| {
             let (code, signal) = st.unwrap_or((None, Some(libc::SIGKILL)));
             finish(
@@ -169,6 +173,7 @@ impl Service {
                 cancelled,
                 cancelled.then(|| "cancelled".into()),
             );
+            stopped_by_daemon(r, stopped);
         });
         remove_empty(backend, &a.group);
         if let Some(pool) = a.group.parent() {

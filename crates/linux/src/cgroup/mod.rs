@@ -156,6 +156,9 @@ pub struct MemoryStat {
     /// samples took 8-10 ms with smaps). None where the kernel does not
     /// show it.
     pub anon_huge_bytes: Option<u64>,
+    /// Memory reclaim cannot take (locked by mlock, SHM_LOCK, ramfs),
+    /// which no page-out moves: v1 `total_unevictable`, v2 `unevictable`.
+    pub unevictable_bytes: Option<u64>,
 }
 
 /// One cgroup setup (v1: memory and optional freezer hierarchies mounted

@@ -22,7 +22,8 @@ pub fn spawn_into(
 pub use crate::process::Credentials;
 
 /// [`spawn_into`], then, when `user` is given, drop to that user in the
-/// child: setgroups, setgid, setuid, in that order (each needs the
+/// child: its resource limits set, then setgroups, setgid, setuid, in
+/// that order (each needs the
 /// privilege the next one gives up), after joining the group, whose files
 /// were opened as root, and before exec. A failure to drop aborts the
 /// spawn: the job never runs as root by mistake.
@@ -64,9 +65,9 @@ pub fn spawn_into_as(
     // to lower it again).
     let reset_oom = crate::process::oom_score_adj().is_ok_and(|v| v < 0);
     // SAFETY: the closure only calls open(2), write(2), close(2),
-    // setgroups(2), setgid(2), setuid(2) and chdir(2), async-signal-safe,
-    // on descriptors that stay open until spawn() returns (`files`) and
-    // memory allocated before the fork.
+    // getrlimit(2), setrlimit(2), setgroups(2), setgid(2), setuid(2) and
+    // chdir(2), async-signal-safe, on descriptors that stay open until
+    // spawn() returns (`files`) and memory allocated before the fork.
     unsafe {
         cmd.pre_exec(move || {
             for fd in &fds {
@@ -82,6 +83,24 @@ pub fn spawn_into_as(
                 libc::close(fd);
             }
             if let Some(c) = &user {
+                // Before the drop: raising a hard limit needs root (and
+                // CAP_SYS_RESOURCE: where the service lacks it, a limit
+                // is at most the service's own hard one).
+                for l in &c.limits {
+                    let mut r = libc::rlimit {
+                        rlim_cur: l.soft,
+                        rlim_max: l.hard,
+                    };
+                    if libc::setrlimit(l.resource as _, &r) != 0 {
+                        let mut own: libc::rlimit = std::mem::zeroed();
+                        libc::getrlimit(l.resource as _, &mut own);
+                        r.rlim_max = r.rlim_max.min(own.rlim_max);
+                        r.rlim_cur = r.rlim_cur.min(r.rlim_max);
+                        if libc::setrlimit(l.resource as _, &r) != 0 {
+                            return Err(std::io::Error::last_os_error());
+                        }
+                    }
+                }
                 if libc::setgroups(c.groups.len(), c.groups.as_ptr()) != 0
                     || libc::setgid(c.gid) != 0
                     || libc::setuid(c.uid) != 0

@@ -138,6 +138,7 @@ pub fn parse_memory_stat(text: &str, path: &Path) -> Result<MemoryStat> {
         swap_ins: None,
         swap_outs: None,
         anon_huge_bytes: m.get("total_rss_huge").copied(),
+        unevictable_bytes: m.get("total_unevictable").copied(),
     })
 }
 
@@ -429,6 +430,7 @@ total_inactive_anon 5558272
                 swap_ins: None,
                 swap_outs: None,
                 anon_huge_bytes: Some(2097152),
+                unevictable_bytes: None,
             }
         );
     }

@@ -177,6 +177,7 @@ pub fn parse_memory_stat(text: &str, path: &Path) -> Result<MemoryStat> {
         swap_ins: m.get("pswpin").copied(),
         swap_outs: m.get("pswpout").copied(),
         anon_huge_bytes: m.get("anon_thp").copied(),
+        unevictable_bytes: m.get("unevictable").copied(),
     })
 }
 

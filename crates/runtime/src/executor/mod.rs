@@ -33,6 +33,8 @@ mod tests;
 
 pub use crate::procs::Launch;
 pub use node::{Node, NodeReport, NodeSettings};
+pub use switch::SwitchTotals;
+pub use switch::{SwitchNow, SwitchWatch};
 
 use crate::results::Machine;
 use anyhow::Result;

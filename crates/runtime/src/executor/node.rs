@@ -3,7 +3,7 @@
 
 use super::jobs::{JobRun, Jobs, Teardown};
 use super::sampling::{Sampling, Traffic};
-use super::switch::{NodeParts, SwitchState};
+use super::switch::{NodeParts, SwitchState, SwitchWatch};
 use super::Env;
 use crate::engine::NodeSwitch;
 use crate::memory::GroupMemory;
@@ -116,9 +116,12 @@ impl Node {
                     },
                     pool,
                     pool_memory: settings.pool_memory,
+                    suspended: Default::default(),
                 },
                 done: Vec::new(),
+                totals: Default::default(),
                 protect_failed: false,
+                watch: SwitchWatch::default(),
             },
             sampling: Sampling::new(settings.sample_interval, settings.label, vm_start),
             env,
@@ -133,7 +136,7 @@ impl Node {
         if let Some(j) = self
             .jobs
             .runs
-            .iter()
+            .values()
             .find(|j| j.result.name == spec.name && j.result.finish_s.is_none())
         {
             bail!("a job named {:?} is already on this node", j.result.name);
@@ -146,8 +149,7 @@ impl Node {
             .with_context(|| format!("job name {:?}", spec.name))?;
         let run = JobRun::new(group, &spec, launch);
         let id = self.sched.submit(spec).map_err(anyhow::Error::msg)?;
-        debug_assert_eq!(id.index(), self.jobs.runs.len());
-        self.jobs.runs.push(run);
+        self.jobs.runs.insert(id, run);
         Ok(id)
     }
 
@@ -175,8 +177,10 @@ impl Node {
         }
         spec.check(self.sched.state().cluster())
             .map_err(anyhow::Error::msg)?;
-        self.jobs.adopt(&self.env, &spec, group)?;
-        Ok(self.sched.submit(spec).expect("checked"))
+        let run = self.jobs.adopt(&self.env, &spec, group)?;
+        let id = self.sched.submit(spec).expect("checked");
+        self.jobs.runs.insert(id, run);
+        Ok(id)
     }
 
     /// End the node but leave its jobs alive, for a service that stops
@@ -196,6 +200,9 @@ impl Node {
         let now = self.now();
         let actions = self.sched.advance(now);
         self.carry_out(actions)?;
+        let pool_memory = self.sw.engine.pool_memory;
+        (self.jobs).release_held(&self.env, self.sched.state(), pool_memory, self.t0);
+        self.jobs.open_gates();
         self.reap()?;
         if self.sched.all_finished() {
             return Ok(true);
@@ -212,10 +219,13 @@ impl Node {
         if let Some(max) = max_wait {
             wait = wait.min(max);
         }
+        if let Some(gate) = self.jobs.next_gate() {
+            wait = wait.min(gate.saturating_duration_since(Instant::now()));
+        }
         let fds: Vec<&PidFd> = self
             .jobs
             .runs
-            .iter()
+            .values()
             .filter_map(|j| j.proc.as_ref())
             .map(|p| &p.pidfd)
             .collect();
@@ -223,9 +233,76 @@ impl Node {
         Ok(false)
     }
 
-    /// The switches so far.
+    /// The switches so far (those of forgotten jobs only: let go with
+    /// them, [`Node::forget`]).
     pub fn switches(&self) -> &[Switch] {
         &self.sw.done
+    }
+
+    /// Every switch of the node's life, summed.
+    pub fn switch_totals(&self) -> super::SwitchTotals {
+        self.sw.totals
+    }
+
+    /// Forget a job that has ended, for a service that has recorded its
+    /// end: its run (launch, environment, result, memory records), its
+    /// intervals, the switches that moved only forgotten jobs, and its
+    /// state in the scheduler ([`Scheduler::retire`]), so that what the
+    /// node holds follows the jobs alive, not every job it ever ran. Its
+    /// [`result`](Self::result) is gone with it; [`finish`](Self::finish)
+    /// reports the jobs not forgotten.
+    pub fn forget(&mut self, job: JobId) -> Result<()> {
+        let ended = self
+            .jobs
+            .runs
+            .get(job)
+            .is_some_and(|j| j.result.finish_s.is_some())
+            && self.sched.state().job(job).status == memgang_core::JobStatus::Finished;
+        if !ended {
+            bail!("job {} has not ended: it cannot be forgotten", job.0);
+        }
+        let mut run = self.jobs.runs.remove(job).expect("checked");
+        run.stop_paging();
+        self.jobs.gates.retain(|g| g.job != job);
+        let name = run.result.name;
+        self.jobs.timeline.retain(|i| i.job != name);
+        let alive: std::collections::HashSet<&str> = self
+            .jobs
+            .runs
+            .values()
+            .map(|j| j.result.name.as_str())
+            .collect();
+        let moved_alive =
+            |s: &Switch| (s.suspended.iter().chain(&s.resumed)).any(|n| alive.contains(n.as_str()));
+        self.sw.done.retain(moved_alive);
+        self.sched.retire(job);
+        Ok(())
+    }
+
+    /// Keep only the newest `n` samples (the paging trace): a service's
+    /// node samples every second without end, and reads only the last.
+    pub fn keep_samples(&mut self, n: usize) {
+        let s = &mut self.sampling.samples;
+        if s.len() > n {
+            s.drain(..s.len() - n);
+        }
+    }
+
+    /// Why a job the policy runs is kept stopped, if it is (memory the
+    /// suspended jobs hold locked leaves it no room).
+    pub fn held(&self, job: JobId) -> Option<&str> {
+        self.jobs.runs.get(job)?.held.as_deref()
+    }
+
+    /// Memory the job holds locked (its cgroup's `unevictable`, last
+    /// sampled), which no page-out moves.
+    pub fn pinned(&self, job: JobId) -> u64 {
+        (self.jobs.runs.get(job)).map_or(0, |j| j.last.unevictable_bytes.unwrap_or(0))
+    }
+
+    /// The jobs on the node (added, not forgotten).
+    pub fn job_count(&self) -> usize {
+        self.jobs.runs.len()
     }
 
     /// The pool cgroup.
@@ -235,7 +312,7 @@ impl Node {
 
     /// What a job has recorded so far (final once `finish_s` is set).
     pub fn result(&self, job: JobId) -> Option<&JobResult> {
-        self.jobs.runs.get(job.index()).map(|j| &j.result)
+        self.jobs.runs.get(job).map(|j| &j.result)
     }
 
     /// A running job's counters so far (crate::account::Tracker::live).
@@ -246,6 +323,45 @@ impl Node {
     /// The node's scheduler state (read-only), e.g. for a status display.
     pub fn scheduler(&self) -> &Scheduler {
         &self.sched
+    }
+
+    /// What the switch in progress is doing, for a reader on another
+    /// thread (it never waits for the switch).
+    pub fn switch_watch(&self) -> SwitchWatch {
+        self.sw.watch.clone()
+    }
+
+    /// A job's memory at its last sample (every `sample_interval`, between
+    /// switches): resident anonymous bytes and bytes in swap (None where
+    /// the cgroup does not count swap). None for a job that has no
+    /// process here (not started, ended, or adopted).
+    pub fn memory(&self, job: JobId) -> Option<(u64, Option<u64>)> {
+        let j = self.jobs.runs.get(job)?;
+        j.proc.as_ref()?;
+        Some((j.last.anon_bytes, j.last.swap_bytes))
+    }
+
+    /// The share of its time since it first started that a job has run
+    /// (thawed): its share of the node's turns. None before it starts.
+    pub fn run_share(&self, job: JobId) -> Option<f64> {
+        let j = self.jobs.runs.get(job)?;
+        let now = self.now();
+        let since = Duration::from_secs_f64(j.result.start_s?);
+        let ran = j.ran
+            + j.running_since
+                .map_or(Duration::ZERO, |s| now.saturating_sub(s));
+        let life = now.saturating_sub(since).as_secs_f64();
+        Some(if life > 0.0 {
+            (ran.as_secs_f64() / life).min(1.0)
+        } else {
+            1.0
+        })
+    }
+
+    /// Time on the node's clock (since it was set up): switches' `at_s`
+    /// and the policy's wake-ups are on it.
+    pub fn elapsed(&self) -> Duration {
+        self.now()
     }
 
     /// End the node: a last sample, running jobs' intervals closed, jobs
@@ -271,7 +387,7 @@ impl Node {
         drop(teardown);
         let vm_end = env.counters.vmstat().unwrap_or(sampling.vm_last);
         NodeReport {
-            jobs: runs.into_iter().map(|j| j.result).collect(),
+            jobs: runs.into_values().map(|j| j.result).collect(),
             timeline,
             switches: sw.done,
             samples: sampling.samples,
@@ -316,12 +432,11 @@ impl Node {
     /// Collect every job whose first process has exited (an adopted job:
     /// whose group is empty).
     fn reap(&mut self) -> Result<()> {
-        for i in 0..self.jobs.runs.len() {
-            let Some(exit) = self.jobs.exited(&self.env, i) else {
+        for job in self.jobs.runs.ids() {
+            let Some(exit) = self.jobs.exited(&self.env, job) else {
                 continue;
             };
             let now = self.now();
-            let job = JobId(i as u32);
             self.jobs
                 .finish_job(&self.env, job, exit, now, &self.sw.done);
             let actions = self.sched.handle(now, Event::JobFinished(job));

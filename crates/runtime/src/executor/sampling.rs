@@ -2,7 +2,7 @@
 //! swap traffic (the paging trace, paper 000 Fig. 6), memory pressure, and
 //! the status given to the front end.
 
-use super::jobs::{write_allowance, JobRun};
+use super::jobs::{write_allowance, Runs};
 use super::{Env, Status};
 use crate::account::Tracker;
 use crate::mechanisms::SwitchPoint;
@@ -61,7 +61,7 @@ impl Traffic {
     pub(super) fn count_if_due(
         &mut self,
         env: &Env,
-        jobs: &[JobRun],
+        jobs: &Runs,
         state: &State,
         now: Duration,
     ) -> Vec<Event> {
@@ -75,8 +75,7 @@ impl Traffic {
         // refused) the wake-ups are counted alone.
         let segments = memgang_linux::sockets::tcp_data_segments_in().unwrap_or_default();
         let mut events = Vec::new();
-        for (i, j) in jobs.iter().enumerate() {
-            let id = JobId(i as u32);
+        for (id, j) in jobs.iter() {
             if j.proc.is_none() || state.job(id).status != JobStatus::Running {
                 continue;
             }
@@ -165,7 +164,7 @@ impl Sampling {
     pub(super) fn sample(
         &mut self,
         env: &Env,
-        runs: &mut [JobRun],
+        runs: &mut Runs,
         account: &mut Tracker,
         state: &State,
         (pool, pool_memory): (&GroupPath, u64),
@@ -180,10 +179,11 @@ impl Sampling {
         );
         self.vm_last = vm;
         let mut jobs = Vec::new();
-        // (index, Δmajor faults, Δswapped bytes) for attributing the node's
+        // (job, Δmajor faults, Δswapped bytes) for attributing the node's
         // swap traffic where the cgroup does not count it itself.
-        let mut shares: Vec<(usize, u64, u64)> = Vec::new();
-        for (i, j) in runs.iter_mut().enumerate() {
+        let mut shares: Vec<(JobId, u64, u64)> = Vec::new();
+        for id in runs.ids() {
+            let (i, j) = (id.index(), &mut runs[id]);
             if j.proc.is_none() {
                 continue;
             }
@@ -207,7 +207,7 @@ impl Sampling {
                     r.swap_out_pages += so.saturating_sub(lso);
                 }
                 _ => shares.push((
-                    i,
+                    id,
                     stat.major_faults.saturating_sub(j.last.major_faults),
                     stat.swap_bytes
                         .unwrap_or(0)
@@ -218,7 +218,7 @@ impl Sampling {
             if !frozen && r.peak_anon_bytes >= j.reported_peak + MEMORY_REPORT_STEP {
                 j.reported_peak = r.peak_anon_bytes;
                 events.push(Event::JobMemory {
-                    job: JobId(i as u32),
+                    job: id,
                     peak_bytes: r.peak_anon_bytes,
                     resident_bytes: stat.anon_bytes,
                 });
@@ -233,8 +233,8 @@ impl Sampling {
             j.last = stat;
         }
         let (maj_total, grow_total) = shares.iter().fold((0, 0), |(a, b), s| (a + s.1, b + s.2));
-        for (i, maj, grow) in shares {
-            let r = &mut runs[i].result;
+        for (id, maj, grow) in shares {
+            let r = &mut runs[id].result;
             r.swap_in_pages += (d_in * maj).checked_div(maj_total).unwrap_or(0);
             r.swap_out_pages += (d_out * grow).checked_div(grow_total).unwrap_or(0);
         }
@@ -293,14 +293,11 @@ impl Sampling {
 /// switch keeps free and what the other running jobs hold (their last
 /// sampled resident memory). A suspended job's memory is the policy's to
 /// take, so it does not count.
-pub(super) fn allowance_for(jobs: &[JobRun], state: &State, pool_memory: u64, job: JobId) -> u64 {
+pub(super) fn allowance_for(jobs: &Runs, state: &State, pool_memory: u64, job: JobId) -> u64 {
     let others: u64 = jobs
         .iter()
-        .enumerate()
-        .filter(|(i, j)| {
-            *i != job.index()
-                && j.proc.is_some()
-                && state.job(JobId(*i as u32)).status == JobStatus::Running
+        .filter(|(id, j)| {
+            *id != job && j.proc.is_some() && state.job(*id).status == JobStatus::Running
         })
         .map(|(_, j)| j.last.anon_bytes)
         .sum();
@@ -309,14 +306,13 @@ pub(super) fn allowance_for(jobs: &[JobRun], state: &State, pool_memory: u64, jo
 
 /// Rewrite the allowance file of every running job whose allowance moved
 /// by a step (at each sample, so after every switch too).
-fn update_allowances(jobs: &mut [JobRun], state: &State, pool_memory: u64) {
-    for i in 0..jobs.len() {
-        let id = JobId(i as u32);
-        if jobs[i].proc.is_none() || state.job(id).status != JobStatus::Running {
+fn update_allowances(jobs: &mut Runs, state: &State, pool_memory: u64) {
+    for id in jobs.ids() {
+        if jobs[id].proc.is_none() || state.job(id).status != JobStatus::Running {
             continue;
         }
         let bytes = allowance_for(jobs, state, pool_memory, id);
-        let Some((path, last)) = &mut jobs[i].allowance else {
+        let Some((path, last)) = &mut jobs[id].allowance else {
             continue;
         };
         if bytes.abs_diff(*last) < ALLOWANCE_STEP {

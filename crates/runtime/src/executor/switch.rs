@@ -14,16 +14,93 @@ use crate::results::{Switch, SwitchSteps};
 use anyhow::{Context, Result};
 use memgang_core::{Action, JobId, NodeStep, PageInPlan, State};
 use memgang_linux::counters::VmStat;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+/// What a node's switch is doing now, for a display on another thread
+/// (memgangd's `top`): written by the node's thread at each step of the
+/// switch engine's loop ([`SwitchHost::watch`]), copied by a reader. Its
+/// lock is held only to write or copy a few ids, never while paging, so a
+/// reader does not wait for a switch.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SwitchNow {
+    /// When the switch in progress began; None between switches.
+    pub since: Option<Instant>,
+    /// The jobs it is paging out now (a page-out, or a make-room taking
+    /// their memory), and in.
+    pub paging_out: Vec<JobId>,
+    pub paging_in: Vec<JobId>,
+    /// The jobs it has paged out (and left frozen), and paged in (and
+    /// thawed), so far.
+    pub paged_out: Vec<JobId>,
+    pub paged_in: Vec<JobId>,
+}
+
+/// A node's [`SwitchNow`], shared with its readers.
+pub type SwitchWatch = Arc<Mutex<SwitchNow>>;
+
+/// Writes a switch's progress into its watch; at its end (or an error
+/// that ends it early) the watch reads "no switch" again.
+struct Watching(Option<SwitchWatch>);
+
+impl Watching {
+    fn set(&self, f: impl FnOnce(&mut SwitchNow)) {
+        if let Some(w) = &self.0 {
+            f(&mut w.lock().unwrap_or_else(|p| p.into_inner()));
+        }
+    }
+
+    /// A step of the engine's loop begins (`done` false) or ends.
+    fn step(&self, step: &NodeStep<JobId>, done: bool) {
+        let (out, into): (&[JobId], &[JobId]) = match step {
+            NodeStep::PageOut { job, .. } => (std::slice::from_ref(job), &[]),
+            NodeStep::MakeRoom { from, .. } => (from, &[]),
+            NodeStep::PageIn { job, .. } => (&[], std::slice::from_ref(job)),
+            _ => return,
+        };
+        self.set(|n| {
+            if done {
+                n.paging_out.retain(|j| !out.contains(j));
+                n.paging_in.retain(|j| !into.contains(j));
+                n.paged_out.extend_from_slice(out);
+                n.paged_in.extend_from_slice(into);
+            } else {
+                n.paging_out.extend_from_slice(out);
+                n.paging_in.extend_from_slice(into);
+            }
+        });
+    }
+}
+
+impl Drop for Watching {
+    fn drop(&mut self) {
+        self.set(|n| *n = SwitchNow::default());
+    }
+}
 
 /// A node's switch state, apart from its jobs and its loop: the switch
 /// engine over its pool (which owns the arithmetic and the memory moves),
-/// the switches done (the run's record) and whether selective page-out was
-/// found missing (said once).
+/// the switches done (the run's record), whether selective page-out was
+/// found missing (said once), and what the switch in progress is doing.
 pub(super) struct SwitchState {
     pub(super) engine: NodeSwitch,
     pub(super) done: Vec<Switch>,
+    /// Every switch so far counted, also those a service has let go of
+    /// with the jobs they moved ([`super::Node::forget`]).
+    pub(super) totals: SwitchTotals,
     pub(super) protect_failed: bool,
+    pub(super) watch: SwitchWatch,
+}
+
+/// The switches of a node's life, summed: what stays of them once their
+/// jobs are forgotten.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct SwitchTotals {
+    pub count: u64,
+    pub seconds: f64,
+    pub paged_out_bytes: u64,
+    pub paged_in_bytes: u64,
 }
 
 /// What a node lends [`SwitchState::carry_out`]: its mechanisms, jobs and
@@ -48,7 +125,10 @@ pub(super) struct Carried {
 impl SwitchState {
     /// Carry out one batch of actions in order, through the switch
     /// engine's loop. Actions that stop or restart jobs form a switch,
-    /// timed as one and recorded.
+    /// timed as one and recorded. A job the switch would run into memory
+    /// suspended jobs hold locked is kept stopped instead
+    /// ([`memgang_core::capacity::check_pinned`]; `Jobs::release_held`
+    /// runs it once it fits): it gets no room and is not resumed.
     pub(super) fn carry_out(&mut self, batch: Vec<Action>, node: NodeParts) -> Result<Carried> {
         let NodeParts {
             env,
@@ -76,6 +156,14 @@ impl SwitchState {
             )
         });
         let vm_before = env.counters.vmstat().ok();
+        let holds: HashMap<JobId, String> = batch
+            .iter()
+            .filter(|a| matches!(a, Action::Resume { .. } | Action::Start { .. }))
+            .filter_map(|a| Some((a.job(), jobs.hold(a.job(), state, self.engine.pool_memory)?)))
+            .collect();
+        let batch = hold_back(batch, &holds, jobs, &mut warnings);
+        let watching = Watching(is_switch.then(|| self.watch.clone()));
+        watching.set(|n| n.since = Some(began));
         let mut host = Host {
             env,
             jobs,
@@ -84,17 +172,25 @@ impl SwitchState {
             at,
             pool_memory: self.engine.pool_memory,
             protect_failed: &mut self.protect_failed,
+            holds: &holds,
+            warnings: Vec::new(),
             suspended: Vec::new(),
             resumed: Vec::new(),
             failed: Vec::new(),
+            watching,
         };
         let mut moved = self.engine.carry_out(batch, &mut host)?;
         let Host {
             suspended,
             resumed,
             failed,
+            warnings: held_started,
+            watching,
             ..
         } = host;
+        warnings.extend(held_started);
+        // The switch is over for the node's readers.
+        drop(watching);
         let switch = is_switch.then(|| {
             let took = began.elapsed();
             let vm = (vm_before, env.counters.vmstat().ok());
@@ -127,6 +223,10 @@ impl SwitchState {
             (Some(a), Some(b)) => f(b).saturating_sub(f(a)),
             _ => 0,
         };
+        self.totals.count += 1;
+        self.totals.seconds += took.as_secs_f64();
+        self.totals.paged_out_bytes += moved.paged_out;
+        self.totals.paged_in_bytes += moved.paged_in;
         self.done.push(Switch {
             at_s: at.as_secs_f64(),
             took_s: took.as_secs_f64(),
@@ -154,7 +254,7 @@ impl SwitchState {
         let incoming = batch
             .iter()
             .filter(|a| matches!(a, Action::Resume { .. } | Action::Start { .. }))
-            .map(|a| &jobs.runs[a.job().index()].mem);
+            .map(|a| &jobs.runs[a.job()].mem);
         self.engine.check(incoming).map(|w| {
             format!(
                 "{w}; the kernel may kill a job (out of memory). Add swap (memgang testbed up \
@@ -177,9 +277,15 @@ struct Host<'a> {
     at: Duration,
     pool_memory: u64,
     protect_failed: &'a mut bool,
+    /// Jobs the batch would run that are kept stopped, with why.
+    holds: &'a HashMap<JobId, String>,
+    /// Jobs started and held at once, said in the switch's warnings.
+    warnings: Vec<String>,
     suspended: Vec<String>,
     resumed: Vec<String>,
     failed: Vec<JobId>,
+    /// The switch's progress, for the node's readers.
+    watching: Watching,
 }
 
 impl Memories<JobId> for Host<'_> {
@@ -201,7 +307,7 @@ impl SwitchHost<JobId> for Host<'_> {
     fn step(&mut self, action: Action) -> Result<Option<NodeStep<JobId>>> {
         let (env, t0) = (self.env, self.t0);
         match action {
-            Action::Start { job, .. } => self.start(job),
+            Action::Start { job, .. } => self.start(job)?,
             Action::Boost { job, nice } => renice(env, self.jobs, job, nice, t0),
             Action::Defer { job, reason, .. } => {
                 env.say(format!("{} waits: {reason}", self.jobs.name(job)))
@@ -215,14 +321,16 @@ impl SwitchHost<JobId> for Host<'_> {
     /// is until the thaw, for the account and the page-out.
     fn stop(&mut self, job: &JobId, steps: &mut SwitchSteps) -> Result<Vec<i32>> {
         let (env, i) = (self.env, job.index());
+        // Stopped already if it was held: the policy stops it now.
+        self.jobs.runs[*job].held = None;
         SwitchSteps::time(&mut steps.freeze_s, || {
-            env.freezer.freeze(&self.jobs.runs[i].group)
+            env.freezer.freeze(&self.jobs.runs[*job].group)
         })
         .with_context(|| format!("suspending job {}", self.jobs.name(*job)))?;
         self.jobs.stop_interval(*job, self.t0.elapsed());
         let jobs = &mut *self.jobs;
         Ok(SwitchSteps::time(&mut steps.sampling_s, || {
-            let group = &jobs.runs[i].group;
+            let group = &jobs.runs[*job].group;
             let pids = (env.backend).procs_recursive(group).unwrap_or_default();
             let huge = (env.backend)
                 .memory_stat(group)
@@ -234,7 +342,7 @@ impl SwitchHost<JobId> for Host<'_> {
     }
 
     fn stopped(&mut self, job: &JobId, out: &Suspended) {
-        self.jobs.runs[job.index()].result.huge_restored_bytes += out.huge_restored;
+        self.jobs.runs[*job].result.huge_restored_bytes += out.huge_restored;
         self.suspended.push(self.jobs.name(*job).to_string());
     }
 
@@ -242,13 +350,17 @@ impl SwitchHost<JobId> for Host<'_> {
     fn resume(&mut self, job: &JobId, steps: &mut SwitchSteps) -> Result<()> {
         let (env, i) = (self.env, job.index());
         SwitchSteps::time(&mut steps.thaw_s, || {
-            env.freezer.thaw(&self.jobs.runs[i].group)
+            env.freezer.thaw(&self.jobs.runs[*job].group)
         })
         .with_context(|| format!("resuming job {}", self.jobs.name(*job)))?;
-        self.jobs.runs[i].running_since = Some(self.t0.elapsed());
+        self.jobs.runs[*job].running_since = Some(self.t0.elapsed());
         SwitchSteps::time(&mut steps.sampling_s, || self.jobs.account.thawed(i));
         self.resumed.push(self.jobs.name(*job).to_string());
         Ok(())
+    }
+
+    fn watch(&mut self, step: &NodeStep<JobId>, done: bool) {
+        self.watching.step(step, done);
     }
 
     /// Selective page-out: protect a job the policy runs, expose one it
@@ -258,7 +370,7 @@ impl SwitchHost<JobId> for Host<'_> {
         if *self.protect_failed {
             return None;
         }
-        let group = &self.jobs.runs[job.index()].group;
+        let group = &self.jobs.runs[*job].group;
         if let Err(e) = self.env.backend.protect(group, on) {
             *self.protect_failed = true;
             self.env.say(format!(
@@ -271,28 +383,62 @@ impl SwitchHost<JobId> for Host<'_> {
 }
 
 impl Host<'_> {
-    /// Start a job; one that cannot start is said and finishes unstarted.
-    fn start(&mut self, job: JobId) {
+    /// Start a job; one that cannot start is said and finishes unstarted;
+    /// one to be held is stopped at once.
+    fn start(&mut self, job: JobId) -> Result<()> {
         let (env, jobs) = (self.env, &mut *self.jobs);
         let allowance = allowance_for(&jobs.runs, self.state, self.pool_memory, job);
         match jobs.start(env, job, allowance, self.t0) {
-            Ok(()) => self.resumed.push(jobs.name(job).to_string()),
+            Ok(()) => {
+                if let Some(why) = self.holds.get(&job) {
+                    jobs.hold_started(env, job, why.clone())?;
+                    self.warnings.push(format!("job {}: {why}", jobs.name(job)));
+                }
+                self.resumed.push(jobs.name(job).to_string());
+            }
             Err(e) => {
                 env.say(format!(
                     "{:>7.1}s  {} could not start: {e:#}",
                     self.at.as_secs_f64(),
                     jobs.name(job)
                 ));
-                jobs.runs[job.index()].result.error = Some(format!("{e:#}"));
+                jobs.runs[job].result.error = Some(format!("{e:#}"));
                 self.failed.push(job);
             }
         }
+        Ok(())
     }
+}
+
+/// The batch without the steps that would run a held job: no room made
+/// for it, no resume (it stays frozen, and says why); its start stays
+/// (`Host::start` holds it at once).
+fn hold_back(
+    batch: Vec<Action>,
+    holds: &HashMap<JobId, String>,
+    jobs: &mut Jobs,
+    warnings: &mut Vec<String>,
+) -> Vec<Action> {
+    batch
+        .into_iter()
+        .filter(|a| match a {
+            Action::MakeRoom { job, .. } => !holds.contains_key(job),
+            Action::Resume { job, .. } => match holds.get(job) {
+                Some(why) => {
+                    warnings.push(format!("job {}: {why}", jobs.name(*job)));
+                    jobs.runs[*job].held = Some(why.clone());
+                    false
+                }
+                None => true,
+            },
+            _ => true,
+        })
+        .collect()
 }
 
 fn renice(env: &Env, jobs: &mut Jobs, job: JobId, nice: i32, t0: Instant) {
     let now = t0.elapsed().as_secs_f64();
-    let j = &mut jobs.runs[job.index()];
+    let j = &mut jobs.runs[job];
     if let Some(since) = j.boosted_since.take() {
         j.result.boosted_s += now - since;
     }

@@ -26,6 +26,8 @@ const JOB_ANON: u64 = 64 << 20;
 struct FakeCgroups {
     log: Arc<Log>,
     groups: Mutex<BTreeMap<GroupPath, u64>>,
+    /// Locked memory a group reports (`unevictable`), set by a test.
+    pinned: Mutex<BTreeMap<GroupPath, u64>>,
 }
 
 impl FakeCgroups {
@@ -141,6 +143,7 @@ impl CgroupBackend for FakeCgroups {
         Ok(MemoryStat {
             anon_bytes: usage,
             usage_bytes: usage,
+            unevictable_bytes: self.pinned.lock().unwrap().get(group).copied(),
             ..MemoryStat::default()
         })
     }
@@ -182,6 +185,7 @@ fn fakes() -> Fakes {
     let cgroups = Arc::new(FakeCgroups {
         log: log.clone(),
         groups: Mutex::new(BTreeMap::new()),
+        pinned: Mutex::new(BTreeMap::new()),
     });
     let logs = tempfile::tempdir().unwrap();
     let env = Env {
@@ -585,5 +589,243 @@ fn a_gated_first_process_is_continued_once_its_counters_attach() {
             account.sw_missing
         ),
     }
+    assert!(f.cgroups.live().is_empty(), "{:?}", f.cgroups.live());
+}
+
+/// A first process slow to reach its gate (memgangd's shim under an
+/// LD_PRELOAD that sleeps) holds no step: the node goes on with its other
+/// jobs, and continues it once it has stopped there.
+#[test]
+fn a_slow_gate_holds_no_step() {
+    let f = fakes();
+    let pool = pool_name("slow-gate");
+    let mut node = Node::new(settings(&pool, PolicyKind::Cosched), f.env.clone()).unwrap();
+    let mut slow = launch(&pool, "slow", "sleep 2; kill -STOP $$; exit 0");
+    slow.gate = true;
+    let slow = node.add_job(spec("slow"), slow).unwrap();
+    let quick = node
+        .add_job(spec("quick"), launch(&pool, "quick", "exit 0"))
+        .unwrap();
+    let t = std::time::Instant::now();
+    step_until(&mut node, |n| {
+        status(n, quick) == memgang_core::JobStatus::Finished
+    });
+    assert!(
+        t.elapsed() < Duration::from_secs(1),
+        "the other job waited {:?} for a gate",
+        t.elapsed()
+    );
+    step_until(&mut node, |n| {
+        status(n, slow) == memgang_core::JobStatus::Finished
+    });
+    let r = node.finish();
+    assert!(r.jobs[0].ok() && r.jobs[1].ok(), "{:?}", r.jobs);
+    assert!(f.cgroups.live().is_empty(), "{:?}", f.cgroups.live());
+}
+
+/// A service forgets each job once it has recorded its end: the node
+/// then holds nothing of it (its run, its state in the scheduler), and
+/// a job that has not ended cannot be forgotten.
+#[test]
+fn a_forgotten_job_leaves_nothing_on_the_node() {
+    let f = fakes();
+    let pool = pool_name("forget");
+    let mut node = Node::new(settings(&pool, PolicyKind::Cosched), f.env.clone()).unwrap();
+    let long = node
+        .add_job(spec("long"), launch(&pool, "long", "sleep 30"))
+        .unwrap();
+    for round in 0..5 {
+        let ids: Vec<JobId> = (0..20)
+            .map(|k| {
+                let name = format!("r{round}-{k}");
+                node.add_job(spec(&name), launch(&pool, &name, "exit 0"))
+                    .unwrap()
+            })
+            .collect();
+        step_until(&mut node, |n| {
+            ids.iter()
+                .all(|j| n.result(*j).is_some_and(|r| r.finish_s.is_some()))
+        });
+        for j in ids {
+            node.forget(j).unwrap();
+            assert!(node.result(j).is_none());
+        }
+        assert_eq!(node.job_count(), 1);
+        assert_eq!(node.scheduler().state().jobs().len(), 1);
+    }
+    assert!(node.forget(long).is_err(), "a running job was forgotten");
+    node.cancel(long).unwrap();
+    step_until(&mut node, |n| {
+        status(n, long) == memgang_core::JobStatus::Finished
+    });
+    node.forget(long).unwrap();
+    node.keep_samples(2);
+    let r = node.finish();
+    // The two kept and the last one, at the node's end.
+    assert!(
+        r.jobs.is_empty() && r.samples.len() <= 3,
+        "{}",
+        r.samples.len()
+    );
+    assert!(f.cgroups.live().is_empty(), "{:?}", f.cgroups.live());
+}
+
+/// A job that fails to start (here: a NUL in its command, which no
+/// exec takes) leaves no cgroup behind, at once, not at the node's end.
+#[test]
+fn a_job_that_fails_to_start_leaves_no_group() {
+    let f = fakes();
+    let pool = pool_name("nostart");
+    let mut node = Node::new(settings(&pool, PolicyKind::Cosched), f.env.clone()).unwrap();
+    let mut ids = Vec::new();
+    for k in 0..20 {
+        let name = format!("bad{k}");
+        let mut l = launch(&pool, &name, "exit 0");
+        l.command = vec!["sh\0x".into()];
+        ids.push(node.add_job(spec(&name), l).unwrap());
+    }
+    step_until(&mut node, |n| {
+        ids.iter()
+            .all(|j| n.result(*j).is_some_and(|r| r.finish_s.is_some()))
+    });
+    for j in &ids {
+        let r = node.result(*j).unwrap();
+        assert!(r.start_s.is_none() && r.error.is_some(), "{r:?}");
+    }
+    assert_eq!(
+        f.cgroups.live(),
+        vec![GroupPath::new(&pool).unwrap()],
+        "groups left by jobs that never started"
+    );
+    drop(node);
+    assert!(f.cgroups.live().is_empty(), "{:?}", f.cgroups.live());
+}
+
+/// A job whose memory is locked stays in the pool while suspended: the
+/// switch to a job that does not fit beside it holds that job stopped
+/// (it would thrash) instead of running it, says why, and runs it once
+/// the locked memory is gone.
+#[test]
+fn a_switch_into_locked_memory_is_held_until_it_is_gone() {
+    let f = fakes();
+    let pool = pool_name("pinned");
+    let mut node = Node::new(settings(&pool, PolicyKind::Gang), f.env.clone()).unwrap();
+    let a_group = GroupPath::new(&format!("{pool}/job-a")).unwrap();
+    let b_group = GroupPath::new(&format!("{pool}/job-b")).unwrap();
+    f.cgroups
+        .pinned
+        .lock()
+        .unwrap()
+        .insert(a_group.clone(), 200 << 20);
+    let a = node
+        .add_job(spec("a"), launch(&pool, "a", "sleep 1"))
+        .unwrap();
+    let b_spec = JobSpec {
+        memory_bytes: Some(100 << 20),
+        ..spec("b")
+    };
+    let b = node.add_job(b_spec, launch(&pool, "b", "sleep 2")).unwrap();
+    step_until(&mut node, |n| n.held(b).is_some());
+    let why = node.held(b).unwrap().to_string();
+    assert!(why.contains("200M") && why.contains("locked"), "{why}");
+    assert_eq!(node.pinned(a), 200 << 20);
+    step_until(&mut node, |n| {
+        status(n, b) == memgang_core::JobStatus::Finished
+    });
+    let log = f.log.lines();
+    let at = |what: &str| log.iter().position(|l| *l == what);
+    let gone = at(&format!("remove {a_group}")).expect("a's group removed");
+    let ran = log
+        .iter()
+        .position(|l| *l == format!("thaw {b_group}"))
+        .expect("b thawed");
+    assert!(ran > gone, "b ran beside a's locked memory: {log:?}");
+    assert!(at(&format!("freeze {b_group}")).is_some(), "{log:?}");
+    let r = node.finish();
+    assert!(r.jobs.iter().all(|j| j.ok()), "{:?}", r.jobs);
+}
+
+/// Paging that notes, at each call, what the node's switch watch says.
+#[derive(Debug)]
+struct WatchedPaging {
+    inner: FakePaging,
+    watch: std::sync::OnceLock<SwitchWatch>,
+    seen: Mutex<Vec<SwitchNow>>,
+}
+
+impl memgang_linux::paging::Paging for WatchedPaging {
+    fn record(&self, pid: i32) -> memgang_linux::Result<memgang_linux::paging::PageRecord> {
+        self.inner.record(pid)
+    }
+    fn page_out(&self, pid: i32, runs: &[memgang_linux::runs::Run]) -> memgang_linux::Result<u64> {
+        self.note();
+        self.inner.page_out(pid, runs)
+    }
+    fn page_in(&self, record: &memgang_linux::paging::PageRecord) -> memgang_linux::Result<u64> {
+        self.note();
+        self.inner.page_in(record)
+    }
+}
+
+impl WatchedPaging {
+    fn note(&self) {
+        if let Some(w) = self.watch.get() {
+            let now = w.lock().unwrap().clone();
+            self.seen.lock().unwrap().push(now);
+        }
+    }
+}
+
+/// What a display reads while a gang pair switches: the switch and the
+/// jobs it pages out and in while it pages them, nothing between
+/// switches; each job's last sampled memory and its share of the turns.
+#[test]
+fn a_reader_sees_what_a_switch_pages_and_each_jobs_share() {
+    let mut f = fakes();
+    let paging = Arc::new(WatchedPaging {
+        inner: FakePaging { log: f.log.clone() },
+        watch: std::sync::OnceLock::new(),
+        seen: Mutex::new(Vec::new()),
+    });
+    f.env.paging = paging.clone();
+    let pool = pool_name("watch");
+    let exp = experiment(
+        &pool,
+        "gang",
+        "ao/ai",
+        &[("a", "sleep 0.6"), ("b", "sleep 0.6")],
+    );
+    let mut node = Node::new(exp.settings, f.env.clone()).unwrap();
+    paging.watch.set(node.switch_watch()).unwrap();
+    let ids: Vec<JobId> = (exp.jobs.into_iter())
+        .map(|(spec, launch)| node.add_job(spec, launch).unwrap())
+        .collect();
+    step_until(&mut node, |n| n.switches().len() >= 3);
+    for &j in &ids {
+        let share = node.run_share(j).unwrap();
+        // Two jobs taking turns of 100 ms: about half each.
+        assert!((0.2..=0.8).contains(&share), "{share}");
+        // What the last sample read (the fake's make-room takes it away).
+        assert!(node.memory(j).is_some_and(|m| m.0 <= JOB_ANON));
+    }
+    assert_eq!(*node.switch_watch().lock().unwrap(), SwitchNow::default());
+    let seen = paging.seen.lock().unwrap().clone();
+    assert!(!seen.is_empty());
+    for s in &seen {
+        assert!(s.since.is_some(), "{seen:?}");
+        assert_eq!(s.paging_out.len() + s.paging_in.len(), 1, "{seen:?}");
+    }
+    assert!(seen.iter().any(|s| s.paging_out.len() == 1), "{seen:?}");
+    // A job comes back after the other went out.
+    assert!(
+        seen.iter()
+            .any(|s| s.paging_in.len() == 1 && s.paged_out.len() == 1),
+        "{seen:?}"
+    );
+    step_until(&mut node, |n| {
+        ids.iter()
+            .all(|j| status(n, *j) == memgang_core::JobStatus::Finished)
+    });
+    node.finish();
     assert!(f.cgroups.live().is_empty(), "{:?}", f.cgroups.live());
 }

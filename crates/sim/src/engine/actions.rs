@@ -253,10 +253,10 @@ impl Simulator<'_> {
     /// from the suspended jobs `from`, in order, charged to the node.
     fn make_room(&mut self, job: JobId, from: &[JobId], room_nodes: &mut Vec<u32>) {
         let (m, dev) = (self.cfg.node_memory, self.cfg.paging.device);
-        let mem = self.jobs[&job].mem.min(m);
         let nodes = self.nodes_of(job);
         self.t.node_actions += nodes.len() as u64;
         for n in nodes {
+            let mem = self.room_for(job, n);
             let node = &self.nodes[n as usize];
             let have = node
                 .slots
@@ -312,11 +312,36 @@ impl Simulator<'_> {
         (job, span, work)
     }
 
+    /// The working set a switch makes room for on `node` when it brings
+    /// `job` in: the runtime's rule (`room::room_for`) on the model's
+    /// bytes. The model's jobs touch all their memory every quantum (paper
+    /// 004's sweeps), so what a job touched, kept and declared are its
+    /// memory here, and the rule gives its memory: a model of jobs whose
+    /// phases touch less than their peak would pass less.
+    fn room_for(&self, job: JobId, node: u32) -> u64 {
+        let m = self.cfg.node_memory;
+        let est = |j: &JobId| {
+            let b = Some(self.jobs[j].mem.min(m));
+            room::Estimate {
+                touched: b,
+                kept: b,
+                declared: b,
+            }
+        };
+        let others = self.nodes[node as usize]
+            .slots
+            .iter()
+            .filter(|s| s.job != job)
+            .fold(0u64, |t, s| t.saturating_add(est(&s.job).touches()));
+        room::room_for(est(&job), others, m, capacity::EXACT)
+    }
+
     /// A resumed job on node `n`: room made for it, its memory back, the
     /// page-in charged to the node (recorded) or to the job (on demand).
     fn come_back_on(&mut self, n: u32, c: &Coming, cost: &mut ComingCost) {
         let (m, dev) = (self.cfg.node_memory, self.cfg.paging.device);
         let (job, mem) = (c.job, c.mem);
+        let ws = self.room_for(job, n);
         let node = &mut self.nodes[n as usize];
         // Before the evictions below take the others' slots.
         let side = if c.random { node.age_side(job) } else { 0.0 };
@@ -324,7 +349,7 @@ impl Simulator<'_> {
         let have = node.slots[k].resident;
         let missing = mem.saturating_sub(have);
         let free = m.saturating_sub(node.used);
-        let short = room::shortfall(mem, have, free, capacity::EXACT);
+        let short = room::shortfall(ws, have, free, capacity::EXACT);
         let out = if short > 0 {
             let out = self.evict(n, job, short, None);
             // Evicted slots were swapped out of their places.
