@@ -32,22 +32,14 @@ cd "$(dirname "$0")/.."
 # Before bench/lib.sh, which sets its own QUANTUM (10s) for the older benches.
 Q=${QUANTUM:-60s}
 source bench/lib.sh
-# A signal ends the bench through its exit commands (swap, cgroups).
-trap 'exit 130' INT
-trap 'exit 143' TERM
-trap 'exit 129' HUP
-[ "$(id -u)" -eq 0 ] || { echo "bench/scale.sh needs root (cgroups, swap)" >&2; exit 1; }
 SIZES=${SIZES-0.25 1 4 8}
 LAMMPS_SIZES=${LAMMPS_SIZES-$SIZES}
 SHARE=${SHARE:-2.5%}
 JOB_S=${JOB_S:-180}
 QUANTA=${QUANTA:-2}
 COMPUTE=${COMPUTE:-1}
-no_swap_yet scale
-ensure_toolchain
-ensure_tools
+own_swap_setup scale
 [ -z "$LAMMPS_SIZES" ] || ensure_lammps
-cargo build --release --workspace --bins --quiet
 cargo build --release --quiet -p memgang-linux --example paging_rate
 bin=${MEMGANG_BIN:-target/release/memgang}
 rate=target/release/examples/paging_rate
