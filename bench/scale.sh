@@ -20,9 +20,9 @@
 #
 # The bench makes its own swap file (twice the largest pair and 2 GiB, on
 # the disk of /var/tmp) and removes it on every way out; it refuses to run
-# beside swap it did not make. The 8 GiB pair needs about 18 GiB of swap,
-# the same again briefly for the kernel-alone row (its own swap file,
-# removed before the pairs), and 9 GiB of memory: check `df -h /var/tmp`
+# beside swap it did not make. The 8 GiB pair needs 18 GiB of swap on
+# /var/tmp's disk (the kernel-alone row's own swap file, a little smaller,
+# is removed before the pairs'), and 9 GiB of memory: check `df -h /var/tmp`
 # and `free -g` first. Run it under the shared lock on a shared machine:
 #   sudo flock /work/wt/root.lock bench/scale.sh [OUT_DIR]
 #        SIZES="0.25 1 4 8" (GiB a job)   LAMMPS_SIZES (default SIZES; "" for none)
@@ -51,8 +51,10 @@ out=$(cd "$out" && pwd)
 mib_of() { python3 -c 'import sys; print(round(float(sys.argv[1]) * 1024))' "$1"; }
 largest=$(for s in $SIZES $LAMMPS_SIZES; do mib_of "$s"; done | sort -n | tail -n 1)
 swap_mib=$((2 * largest + 2048))
-# Disk: the bench's swap, or the kernel-alone row's, whichever is on.
-need_kib=$(((swap_mib + 2 * largest + 256) * 1024))
+# Disk: the bench's swap or the kernel-alone row's (twice a size and
+# 256 MiB, removed before the bench's is made): never both at once, and
+# the bench's is the larger.
+need_kib=$((swap_mib * 1024))
 avail_kib=$(df --output=avail /var/tmp | tail -n 1)
 [ "$avail_kib" -gt "$need_kib" ] || { echo "bench/scale.sh: /var/tmp has $((avail_kib / 1024)) MiB free, the swap files need $((need_kib / 1024)) MiB: smaller SIZES, or free the disk" >&2; exit 1; }
 mem_kib=$(awk '/MemAvailable/ {print $2}' /proc/meminfo)
