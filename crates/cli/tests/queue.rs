@@ -399,3 +399,53 @@ fn cancel_takes_several_and_users_get_fair_turns() {
         "cancelled"
     );
 }
+
+/// A `kill -9` of memgangd while an array (`%1`), a job waiting on it and
+/// a job with a time limit are in progress: after the restart the array
+/// still runs one task at a time, the dependency still waits for the
+/// last task, and the limit still ends its job `timeout`.
+#[test]
+#[ignore = "needs root: cgroups (scripts/test runs it as root)"]
+fn limits_dependencies_and_arrays_survive_kill_9() {
+    require_root("limits_dependencies_and_arrays_survive_kill_9");
+    let mut d = Daemon::new(&format!("policy = \"cosched\"\n{CONFIG}"));
+    let a = submit(&d, None, &["--array", "1-4%1", "--", "sleep", "1"]);
+    let tasks: Vec<u64> = (a..a + 4).collect();
+    let last = tasks[3].to_string();
+    let dep = submit(&d, None, &["--after", &last, "--", "true"]);
+    let timed = submit(&d, None, &["--time", "3s", "--", "sleep", "60"]);
+    std::thread::sleep(Duration::from_millis(1500));
+    d.signal(libc::SIGKILL);
+    d.start();
+    let mut most = 0;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let jobs: Vec<Value> = tasks.iter().map(|&i| d.job(i)).collect();
+        let running = jobs
+            .iter()
+            .filter(|j| matches!(j["state"].as_str(), Some("running" | "suspended")))
+            .count();
+        most = most.max(running);
+        let dj = d.job(dep);
+        if !is_final(&jobs[3]) {
+            assert!(
+                !matches!(dj["state"].as_str(), Some("running" | "finished")),
+                "the dependent job ran before task {last} ended: {dj}"
+            );
+        }
+        if jobs.iter().all(is_final) && is_final(&dj) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{jobs:?} {dj}\n{}", d.log());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(most, 1, "{most} tasks of a %1 array ran at once");
+    for id in &tasks {
+        assert_eq!(d.job(*id)["state"], "finished", "{}", d.job(*id));
+    }
+    let dj = d.job(dep);
+    assert_eq!(dj["state"], "finished", "{dj}");
+    assert!(dj["started_unix_s"].as_f64() >= d.job(tasks[3])["finished_unix_s"].as_f64());
+    let j = wait_end(&d, timed, Duration::from_secs(30));
+    assert_eq!(j["state"], "timeout", "{j}\n{}", d.log());
+}

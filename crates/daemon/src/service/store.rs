@@ -395,7 +395,10 @@ impl Shared {
 
 /// What a refusal says of the tasks journaled before it.
 fn kept(first: u64, id: u64) -> String {
-    format!("jobs {first} to {} of the array were submitted, and run", id - 1)
+    format!(
+        "jobs {first} to {} of the array were submitted, and run",
+        id - 1
+    )
 }
 
 impl Inner {
@@ -604,7 +607,10 @@ mod tests {
         // an array that would pass the number is refused whole.
         shared.submit(1, job(1001, 10)).unwrap();
         let e = shared.submit(3, job(1001, 10)).unwrap_err().to_string();
-        assert!(e.contains("these are 3 more") && e.contains("max_jobs_per_user"), "{e}");
+        assert!(
+            e.contains("these are 3 more") && e.contains("max_jobs_per_user"),
+            "{e}"
+        );
         shared.submit(1, job(0, 100_000)).unwrap();
         let e = shared.submit(1, job(1001, 50_000)).unwrap_err().to_string();
         assert!(e.contains("max_user_bytes"), "{e}");
