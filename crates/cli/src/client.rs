@@ -136,7 +136,7 @@ pub(crate) fn list() -> Result<Vec<JobInfo>> {
     }
 }
 
-fn job(id: u64) -> Result<JobInfo> {
+pub(crate) fn job(id: u64) -> Result<JobInfo> {
     match ask(&Request::Show { id })? {
         Response::Job { job } => Ok(*job),
         r => bail!("unexpected answer {r:?}"),
@@ -201,13 +201,11 @@ pub fn run(verb: Verb) -> Result<ExitCode> {
                 emit(show_text(&j))?;
             }
         }
-        Verb::Cancel { ids, states, users } => {
-            if !crate::cancel::cancel(&ids, &states, &users)? {
-                return Ok(ExitCode::FAILURE);
-            }
+        // main.rs sends these to cancel.rs and log.rs, which ask through
+        // this module.
+        Verb::Cancel { .. } | Verb::Log { .. } | Verb::Follow { .. } => {
+            unreachable!("dispatched in main.rs")
         }
-        Verb::Log { id, lines } => crate::log::log(&job(id)?, lines)?,
-        Verb::Follow { id } => crate::log::follow(id, || job(id))?,
         Verb::Wait { id } => loop {
             let j = job(id)?;
             if j.state.is_final() {
