@@ -53,6 +53,12 @@ fn wait_end(d: &Daemon, id: u64, within: Duration) -> Value {
     }
 }
 
+/// How many of `jobs` have started and not ended.
+fn started(jobs: &[Value]) -> usize {
+    let on = |j: &&Value| matches!(j["state"].as_str(), Some("running" | "suspended"));
+    jobs.iter().filter(on).count()
+}
+
 /// A directory anyone may write in (sticky, as /tmp), in the daemon's.
 fn shared_dir(d: &Daemon) -> std::path::PathBuf {
     let p = d.dir.path().join("out");
@@ -296,11 +302,7 @@ fn an_array_runs_its_tasks_at_most_n_at_once() {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let jobs: Vec<Value> = ids.iter().map(|&i| d.job(i)).collect();
-        let running = jobs
-            .iter()
-            .filter(|j| matches!(j["state"].as_str(), Some("running" | "suspended")))
-            .count();
-        most = most.max(running);
+        most = most.max(started(&jobs));
         if jobs.iter().all(is_final) {
             break;
         }
@@ -421,11 +423,7 @@ fn limits_dependencies_and_arrays_survive_kill_9() {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let jobs: Vec<Value> = tasks.iter().map(|&i| d.job(i)).collect();
-        let running = jobs
-            .iter()
-            .filter(|j| matches!(j["state"].as_str(), Some("running" | "suspended")))
-            .count();
-        most = most.max(running);
+        most = most.max(started(&jobs));
         let dj = d.job(dep);
         if !is_final(&jobs[3]) {
             assert!(
