@@ -260,12 +260,39 @@ mod tests {
     const SQUEUE: &str = include_str!("../tests/data/squeue-22.05.8.json");
     const SINFO: &str = include_str!("../tests/data/sinfo-22.05.8.json");
 
-    #[test]
-    fn squeue_json_of_slurm_22_05_parses_as_its_text_does() {
-        let jobs = parse_jobs(SQUEUE).unwrap();
+    /// The six jobs of a capture, each as `text` (what `squeue -o
+    /// %i|%T|%D|%m|%P|%j` printed at the same time) shows it; job
+    /// `pending` waits on its DOWN partition and `running` (on `nodes`)
+    /// has memgang's admin comment.
+    fn jobs_as_text(
+        json: &str,
+        text: &[&str],
+        pending: u32,
+        running: u32,
+        nodes: &str,
+    ) -> Vec<Job> {
+        let jobs = parse_jobs(json).unwrap();
         let by_id = |id: u32| jobs.iter().find(|j| j.info.id == id).unwrap();
         assert_eq!(jobs.len(), 6);
-        // What `squeue -o %i|%T|%D|%m|%P|%j` printed at the same time.
+        for line in text {
+            let t = crate::slurmctl::parse_job(line).unwrap();
+            assert_eq!(by_id(t.id).info, t, "{line}");
+        }
+        let (pending, running) = (by_id(pending), by_id(running));
+        assert_eq!(
+            (pending.reason.as_str(), pending.node_list.as_str()),
+            ("PartitionDown", "")
+        );
+        assert_eq!(running.admin_comment, "memgang: hello");
+        assert_eq!(
+            (running.reason.as_str(), running.node_list.as_str()),
+            ("", nodes)
+        );
+        jobs
+    }
+
+    #[test]
+    fn squeue_json_of_slurm_22_05_parses_as_its_text_does() {
         let text = [
             "6|CANCELLED|1|0|memgang|cancelled",
             "1|PENDING|2|120M|memgang|pend a|b",
@@ -273,20 +300,10 @@ mod tests {
             "2|RUNNING|2|100M|memgang-run|run",
             "3|SUSPENDED|1|0|memgang-run|susp",
         ];
-        for line in text {
-            let t = crate::slurmctl::parse_job(line).unwrap();
-            assert_eq!(by_id(t.id).info, t, "{line}");
-        }
+        let jobs = jobs_as_text(SQUEUE, &text, 1, 2, "n[1-2]");
+        let by_id = |id: u32| jobs.iter().find(|j| j.info.id == id).unwrap();
         // --mem-per-cpu=50M on a node of 2 CPUs (select/linear: the whole node).
         assert_eq!(by_id(5).info.mem_per_node, Some(100 << 20));
-
-        let pending = by_id(1);
-        assert_eq!(pending.reason, "PartitionDown");
-        assert_eq!(pending.node_list, "");
-        let running = by_id(2);
-        assert_eq!(running.admin_comment, "memgang: hello");
-        assert_eq!(running.node_list, "n[1-2]");
-        assert_eq!(running.reason, "");
         assert!(by_id(6).info.is_over() && by_id(4).info.is_over());
         assert!(!by_id(3).info.is_over());
     }
@@ -301,10 +318,6 @@ mod tests {
 
     #[test]
     fn squeue_json_of_slurm_24_11_parses_as_its_text_does() {
-        let jobs = parse_jobs(SQUEUE_24_11).unwrap();
-        let by_id = |id: u32| jobs.iter().find(|j| j.info.id == id).unwrap();
-        assert_eq!(jobs.len(), 6);
-        // What `squeue -t all -o %i|%T|%D|%m|%P|%j` printed at the same time.
         let text = [
             "2|PENDING|1|120M|memgang|pend a|b",
             "6|CANCELLED|1|0|memgang-run|cancelled",
@@ -312,10 +325,8 @@ mod tests {
             "3|RUNNING|1|100M|memgang-run|run",
             "4|SUSPENDED|1|10M|memgang-run|susp",
         ];
-        for line in text {
-            let t = crate::slurmctl::parse_job(line).unwrap();
-            assert_eq!(by_id(t.id).info, t, "{line}");
-        }
+        let jobs = jobs_as_text(SQUEUE_24_11, &text, 2, 3, "memgang-vm");
+        let by_id = |id: u32| jobs.iter().find(|j| j.info.id == id).unwrap();
         // -c 2 --mem-per-cpu=50M: 100M on its node (the text says 50M).
         let per_cpu = by_id(5);
         assert_eq!(per_cpu.info.mem_per_node, Some(100 << 20));
@@ -324,13 +335,6 @@ mod tests {
             ("PENDING", "Resources")
         );
 
-        let pending = by_id(2);
-        assert_eq!(pending.reason, "PartitionDown");
-        assert_eq!(pending.node_list, "");
-        let running = by_id(3);
-        assert_eq!(running.admin_comment, "memgang: hello");
-        assert_eq!(running.node_list, "memgang-vm");
-        assert_eq!(running.reason, "");
         assert!(by_id(6).info.is_over() && by_id(1).info.is_over());
         assert!(!by_id(4).info.is_over());
         assert_eq!(
