@@ -212,8 +212,15 @@ pub(super) struct Jobs {
 }
 
 impl Memories<JobId> for Jobs {
+    /// None for a job that has ended (run, or failed to start): its groups
+    /// are gone, and a switch the policy made before it heard of the end
+    /// skips its steps on the job rather than fail on a freezer that is
+    /// no longer there (memgangd's soak, 2026-12-07, ended the daemon so).
     fn memory(&mut self, job: &JobId) -> Option<&mut JobMemory> {
-        self.runs.get_mut(*job).map(|j| &mut j.mem)
+        self.runs
+            .get_mut(*job)
+            .filter(|j| j.result.finish_s.is_none())
+            .map(|j| &mut j.mem)
     }
 }
 

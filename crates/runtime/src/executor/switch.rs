@@ -289,7 +289,12 @@ struct Host<'a> {
 }
 
 impl Memories<JobId> for Host<'_> {
+    /// None also for a job that failed to start earlier in this batch: it
+    /// ends unstarted once the batch is over ([`Jobs::memory`]).
     fn memory(&mut self, job: &JobId) -> Option<&mut JobMemory> {
+        if self.failed.contains(job) {
+            return None;
+        }
         self.jobs.memory(job)
     }
 }
