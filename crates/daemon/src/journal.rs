@@ -28,6 +28,13 @@ use std::time::{Duration, Instant};
 /// a journal that could not be opened for appending is reopened by it.
 const COMPACT_RETRY: Duration = Duration::from_secs(30);
 
+/// Bytes appended past four times the last compaction's file that make a
+/// compaction due whatever the count of lines: a journal of a few large
+/// records (a command or environment up to `max_job_command`) rewritten
+/// once per MiB at most, small next to the 64 MiB a count of lines alone
+/// let it reach (bench/daemon_soak.sh, 2026-12-07).
+const COMPACT_SLACK_BYTES: u64 = 1 << 20;
+
 /// A job as the daemon keeps it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Record {
@@ -136,6 +143,8 @@ pub struct Journal {
     file: Option<File>,
     /// Bytes of whole lines: an append that fails is cut back to this.
     len: u64,
+    /// `len` after the last compaction: the bytes of the jobs it kept.
+    compacted_len: u64,
     lines: usize,
     pub next_id: u64,
     /// Why appends fail, until one succeeds or a compaction rewrites.
@@ -175,6 +184,7 @@ impl Journal {
             path,
             file: None,
             len: r.good_len,
+            compacted_len: r.good_len,
             lines: r.jobs.len(),
             next_id: r.next_id,
             broken: None,
@@ -227,7 +237,8 @@ impl Journal {
     }
 
     /// Rewrite to `kept` when the file has grown to several times their
-    /// number: each job leaves a handful of lines (submitted, admitted,
+    /// number of lines, or several times the bytes the last compaction
+    /// kept: each job leaves a handful of lines (submitted, admitted,
     /// started, its switches, finished), so this keeps the file and the
     /// replay at start small without rewriting often. `force`: rewrite
     /// anyway (jobs were forgotten).
@@ -236,7 +247,10 @@ impl Journal {
         kept: impl ExactSizeIterator<Item = &'a Record>,
         force: bool,
     ) -> Result<()> {
-        let due = self.lines > 4 * kept.len() + 1024 || force || self.file.is_none();
+        let due = self.lines > 4 * kept.len() + 1024
+            || self.len > 4 * self.compacted_len + COMPACT_SLACK_BYTES
+            || force
+            || self.file.is_none();
         if !due || self.retry_at.is_some_and(|t| Instant::now() < t) {
             return Ok(());
         }
@@ -296,6 +310,7 @@ impl Journal {
                 .with_context(|| format!("opening {}", self.path.display()))?,
         );
         self.len = len;
+        self.compacted_len = len;
         self.broken = None;
         Ok(())
     }
@@ -420,6 +435,34 @@ pub(crate) mod tests {
         assert_eq!(jobs.keys().copied().collect::<Vec<_>>(), vec![7, 8]);
         // Job 9 was forgotten, its id is not given again.
         assert_eq!(j.next_id, 10);
+    }
+
+    #[test]
+    fn a_few_large_records_are_compacted_by_their_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut j, _) = Journal::open(dir.path()).unwrap();
+        let mut r = rec(7, JobState::Running);
+        r.env.insert("BIG".into(), "x".repeat(60 << 10));
+        let size = || {
+            std::fs::metadata(dir.path().join("journal.jsonl"))
+                .unwrap()
+                .len()
+        };
+        let mut largest = 0;
+        // 200 lines of 60 KiB: far below the count of lines that makes a
+        // compaction due (4 per job kept and 1,024), 12 MiB if none came.
+        for _ in 0..200 {
+            j.append(&r).unwrap();
+            j.maybe_compact([&r].into_iter(), false).unwrap();
+            largest = largest.max(size());
+        }
+        let one = encode(&Entry::Job(Box::new(r.clone()))).unwrap().len() as u64;
+        assert!(
+            largest <= 5 * one + COMPACT_SLACK_BYTES + one,
+            "the journal reached {largest} bytes for one job of {one}"
+        );
+        let (_, jobs) = Journal::open(dir.path()).unwrap();
+        assert_eq!(jobs[&7], r);
     }
 
     fn states() -> impl proptest::strategy::Strategy<Value = JobState> {
