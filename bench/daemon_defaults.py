@@ -10,75 +10,31 @@ lammps hpcc), ROUNDS (1), USERS (two users, "nobody daemon"), POOL (the
 pool, default 512M as bench/realapps.sh; "shipped" keeps the file's 3/4 of
 RAM), VARIANTS (`name=TOML line` per line; default the shipped file and
 max_switch_share = "2.5%"), APP_CMD_<app> and APP_MEM_<app> (from
-bench/daemon_defaults.sh, which reads bench/lib.sh's).
+bench/daemon_defaults.sh, which reads bench/lib.sh's). The daemon is
+bench/memgangd.py's.
 
     python3 bench/daemon_defaults.py --self-test
 """
 import json
 import os
 import signal
-import socket
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
+
+from memgangd import Daemon
 
 DIST = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "dist", "memgang.toml")
 
 
-class Daemon:
+def daemon(memgangd, extra, pool):
     """A memgangd on the shipped file, its paths (state, socket, metrics)
     and the pool moved to a directory of its own."""
-
-    def __init__(self, memgangd, extra, pool):
-        self.dir = tempfile.mkdtemp(prefix="memgang-bench-defaults.")
-        os.chmod(self.dir, 0o755)
-        self.sock = os.path.join(self.dir, "memgang.sock")
-        self.config = open(DIST).read() + (
-            f'\n# bench/daemon_defaults.py\nstate_dir = "{self.dir}/state"\nsocket = "{self.sock}"\n'
-            f'metrics_file = ""\n' + (f'pool_memory = "{pool}"\n' if pool != "shipped" else "")
-            + "".join(l + "\n" for l in extra))
-        with open(os.path.join(self.dir, "memgang.toml"), "w") as f:
-            f.write(self.config)
-        self.log = open(os.path.join(self.dir, "daemon.log"), "w")
-        self.proc = subprocess.Popen([memgangd, "--config", os.path.join(self.dir, "memgang.toml")],
-                                     stderr=self.log)
-        for _ in range(200):
-            if os.path.exists(self.sock):
-                return
-            if self.proc.poll() is not None:
-                sys.exit(f"memgangd ended at its start: {open(self.log.name).read()}")
-            time.sleep(0.1)
-        self.stop()
-        sys.exit("memgangd did not start")
-
-    def call(self, req):
-        with socket.socket(socket.AF_UNIX) as s:
-            s.connect(self.sock)
-            s.sendall((json.dumps(req) + "\n").encode())
-            ans = json.loads(s.makefile().readline())
-        if ans["kind"] == "error":
-            raise RuntimeError(ans["message"])
-        return ans
-
-    def jobs(self):
-        return {j["id"]: j for j in self.call({"op": "list"})["jobs"]}
-
-    def stop(self):
-        try:
-            for j in self.jobs().values():
-                if j["state"] in ("queued", "running", "suspended"):
-                    self.call({"op": "cancel", "id": j["id"]})
-            deadline = time.time() + 60
-            while time.time() < deadline and any(
-                    j["state"] in ("queued", "running", "suspended") for j in self.jobs().values()):
-                time.sleep(0.5)
-        except OSError:
-            pass
-        self.proc.terminate()
-        self.proc.wait()
-        subprocess.run(["rm", "-rf", self.dir])
+    return Daemon(memgangd, lambda d, sock: open(DIST).read() + (
+        f'\n# bench/daemon_defaults.py\nstate_dir = "{d}/state"\nsocket = "{sock}"\n'
+        f'metrics_file = ""\n' + (f'pool_memory = "{pool}"\n' if pool != "shipped" else "")
+        + "".join(l + "\n" for l in extra)), "memgang-bench-defaults.")
 
 
 def submit(memgang, d, user, cmd, memory, name):
@@ -182,7 +138,7 @@ def main():
     records = []
     for r in range(1, rounds + 1):
         for name, extra in variants:
-            d = Daemon(memgangd, extra, pool)
+            d = daemon(memgangd, extra, pool)
             try:
                 for app in apps:
                     cmd = json.loads(os.environ[f"APP_CMD_{app}"])

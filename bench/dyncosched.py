@@ -8,15 +8,16 @@ Arguments: MEMGANGD WORKLOAD OUT_DIR. Environment: MEANS (mean sequential
 footprints in MiB, default "128 256"), RUNS (parallel runs per cell, 3),
 SEQ_JOBS (sequential jobs in the system at once, 3), POOL (1G), PARALLEL
 (the parallel job: "workload", memgang-workload's 2-rank stencil over Unix
-sockets; or "hpcc", Debian's HPC Challenge on 2 Open MPI ranks over TCP)."""
+sockets; or "hpcc", Debian's HPC Challenge on 2 Open MPI ranks over TCP).
+The daemon is bench/memgangd.py's."""
 import json
 import os
 import random
-import socket
 import subprocess
 import sys
-import tempfile
 import time
+
+import memgangd as memgangd_py
 
 memgangd, workload, out = sys.argv[1:4]
 MEANS = [int(m) for m in os.environ.get("MEANS", "128 256").split()]
@@ -53,53 +54,18 @@ def pareto(mean, cap):
     return min(cap, xm / (random.random() ** (1 / SHAPE)))
 
 
-class Daemon:
+class Daemon(memgangd_py.Daemon):
     def __init__(self, prevention, cosched):
-        self.dir = tempfile.mkdtemp(prefix="memgang-bench-dyn.")
-        os.chmod(self.dir, 0o755)
-        self.sock = os.path.join(self.dir, "memgang.sock")
-        with open(os.path.join(self.dir, "memgang.toml"), "w") as f:
-            f.write(f'state_dir = "{self.dir}/state"\nsocket = "{self.sock}"\n'
-                    f'pool_memory = "{POOL_MIB}M"\nswap_reserve = "0"\npolicy = "cosched"\n'
-                    f"paging_prevention = {str(prevention).lower()}\n"
-                    f"dynamic_coscheduling = {str(cosched).lower()}\n")
-        self.log = open(os.path.join(self.dir, "daemon.log"), "w")
-        self.proc = subprocess.Popen([memgangd, "--config", os.path.join(self.dir, "memgang.toml")],
-                                     stderr=self.log)
-        for _ in range(100):
-            if os.path.exists(self.sock):
-                return
-            time.sleep(0.1)
-        sys.exit("memgangd did not start")
-
-    def call(self, req):
-        with socket.socket(socket.AF_UNIX) as s:
-            s.connect(self.sock)
-            s.sendall((json.dumps(req) + "\n").encode())
-            ans = json.loads(s.makefile().readline())
-        if ans["kind"] == "error":
-            raise RuntimeError(ans["message"])
-        return ans
+        super().__init__(memgangd, lambda d, sock: (
+            f'state_dir = "{d}/state"\nsocket = "{sock}"\n'
+            f'pool_memory = "{POOL_MIB}M"\nswap_reserve = "0"\npolicy = "cosched"\n'
+            f"paging_prevention = {str(prevention).lower()}\n"
+            f"dynamic_coscheduling = {str(cosched).lower()}\n"), "memgang-bench-dyn.")
 
     def submit(self, cmd, memory, name, env=None):
         return self.call({"op": "submit", "command": cmd, "memory_bytes": int(memory), "ranks": 1,
                           "cwd": "/", "env": {"PATH": os.environ["PATH"], **(env or {})},
                           "name": name})["id"]
-
-    def jobs(self):
-        return {j["id"]: j for j in self.call({"op": "list"})["jobs"]}
-
-    def stop(self):
-        for j in self.jobs().values():
-            if j["state"] in ("queued", "running", "suspended"):
-                self.call({"op": "cancel", "id": j["id"]})
-        deadline = time.time() + 30
-        while time.time() < deadline and any(
-                j["state"] in ("queued", "running", "suspended") for j in self.jobs().values()):
-            time.sleep(0.2)
-        self.proc.terminate()
-        self.proc.wait()
-        subprocess.run(["rm", "-rf", self.dir])
 
 
 def seq_job(mean_mib):

@@ -47,6 +47,21 @@ no_swap_yet() {
   exit 1
 }
 
+# own_swap_setup NAME: the opening of bench/NAME.sh, a bench that sizes
+# its own swap file (own_swap): a signal ends it through its exit commands
+# (swap, cgroups), it needs root and no swap of another's, and it runs the
+# release build.
+own_swap_setup() {
+  trap 'exit 130' INT
+  trap 'exit 143' TERM
+  trap 'exit 129' HUP
+  [ "$(id -u)" -eq 0 ] || { echo "bench/$1.sh needs root (cgroups, swap)" >&2; exit 1; }
+  no_swap_yet "$1"
+  ensure_toolchain
+  ensure_tools
+  cargo build --release --workspace --bins --quiet
+}
+
 # own_swap NAME MIB: a swap file of MIB MiB on /var/tmp's disk for
 # bench/NAME.sh ($bin's testbed), removed on every way out; prints the
 # testbed's line. Not in a pipeline: its exit command is the shell's.

@@ -19,18 +19,11 @@ cd "$(dirname "$0")/.."
 # Before bench/lib.sh, which sets its own QUANTUM (10s) for the older benches.
 Q=${QUANTUM:-60s}
 source bench/lib.sh
-trap 'exit 130' INT
-trap 'exit 143' TERM
-trap 'exit 129' HUP
-[ "$(id -u)" -eq 0 ] || { echo "bench/many.sh needs root (cgroups, swap)" >&2; exit 1; }
 COUNTS=${COUNTS:-4 8 16}
 MIX=${MIX:-0.25 0.5 1 2}
 JOB_S=${JOB_S:-120}
 POLICIES=${POLICIES:-auto hybrid}
-no_swap_yet many
-ensure_toolchain
-ensure_tools
-cargo build --release --workspace --bins --quiet
+own_swap_setup many
 bin=${MEMGANG_BIN:-target/release/memgang}
 wl=target/release/memgang-workload
 out=${1:-bench/results/many-$(date -u +%Y%m%d)}

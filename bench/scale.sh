@@ -20,9 +20,9 @@
 #
 # The bench makes its own swap file (twice the largest pair and 2 GiB, on
 # the disk of /var/tmp) and removes it on every way out; it refuses to run
-# beside swap it did not make. The 8 GiB pair needs about 18 GiB of swap,
-# the same again briefly for the kernel-alone row (its own swap file,
-# removed before the pairs), and 9 GiB of memory: check `df -h /var/tmp`
+# beside swap it did not make. The 8 GiB pair needs 18 GiB of swap on
+# /var/tmp's disk (the kernel-alone row's own swap file, a little smaller,
+# is removed before the pairs'), and 9 GiB of memory: check `df -h /var/tmp`
 # and `free -g` first. Run it under the shared lock on a shared machine:
 #   sudo flock /work/wt/root.lock bench/scale.sh [OUT_DIR]
 #        SIZES="0.25 1 4 8" (GiB a job)   LAMMPS_SIZES (default SIZES; "" for none)
@@ -32,22 +32,14 @@ cd "$(dirname "$0")/.."
 # Before bench/lib.sh, which sets its own QUANTUM (10s) for the older benches.
 Q=${QUANTUM:-60s}
 source bench/lib.sh
-# A signal ends the bench through its exit commands (swap, cgroups).
-trap 'exit 130' INT
-trap 'exit 143' TERM
-trap 'exit 129' HUP
-[ "$(id -u)" -eq 0 ] || { echo "bench/scale.sh needs root (cgroups, swap)" >&2; exit 1; }
 SIZES=${SIZES-0.25 1 4 8}
 LAMMPS_SIZES=${LAMMPS_SIZES-$SIZES}
 SHARE=${SHARE:-2.5%}
 JOB_S=${JOB_S:-180}
 QUANTA=${QUANTA:-2}
 COMPUTE=${COMPUTE:-1}
-no_swap_yet scale
-ensure_toolchain
-ensure_tools
+own_swap_setup scale
 [ -z "$LAMMPS_SIZES" ] || ensure_lammps
-cargo build --release --workspace --bins --quiet
 cargo build --release --quiet -p memgang-linux --example paging_rate
 bin=${MEMGANG_BIN:-target/release/memgang}
 rate=target/release/examples/paging_rate
@@ -59,8 +51,10 @@ out=$(cd "$out" && pwd)
 mib_of() { python3 -c 'import sys; print(round(float(sys.argv[1]) * 1024))' "$1"; }
 largest=$(for s in $SIZES $LAMMPS_SIZES; do mib_of "$s"; done | sort -n | tail -n 1)
 swap_mib=$((2 * largest + 2048))
-# Disk: the bench's swap, or the kernel-alone row's, whichever is on.
-need_kib=$(((swap_mib + 2 * largest + 256) * 1024))
+# Disk: the bench's swap or the kernel-alone row's (twice a size and
+# 256 MiB, removed before the bench's is made): never both at once, and
+# the bench's is the larger.
+need_kib=$((swap_mib * 1024))
 avail_kib=$(df --output=avail /var/tmp | tail -n 1)
 [ "$avail_kib" -gt "$need_kib" ] || { echo "bench/scale.sh: /var/tmp has $((avail_kib / 1024)) MiB free, the swap files need $((need_kib / 1024)) MiB: smaller SIZES, or free the disk" >&2; exit 1; }
 mem_kib=$(awk '/MemAvailable/ {print $2}' /proc/meminfo)

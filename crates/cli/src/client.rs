@@ -1,13 +1,13 @@
 //! The verbs that talk to memgangd: submit, status (list), show, cancel,
 //! follow, wait. The socket is `$MEMGANG_SOCKET`, else memgangd's default.
 
-use crate::out::{emit, emit_to, note};
+use crate::out::{emit, note};
 use anyhow::{bail, Context, Result};
 use clap::Subcommand;
 use memgang_core::text::printable;
 use memgang_core::units::{format_bytes, parse_bytes};
 use memgang_proto::JobState;
-use memgang_proto::{client::call, JobInfo, Request, Response, Stream};
+use memgang_proto::{client::call, JobInfo, Request, Response};
 use memgang_results::JobAccount;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -15,7 +15,7 @@ use std::time::Duration;
 
 /// How often follow and wait ask again: a person notices half a second;
 /// the daemon answers a request in well under a millisecond.
-const POLL: Duration = Duration::from_millis(500);
+pub(crate) const POLL: Duration = Duration::from_millis(500);
 
 #[derive(Subcommand)]
 pub enum Verb {
@@ -32,8 +32,10 @@ pub enum Verb {
         #[arg(long, default_value_t = 1)]
         ranks: u32,
         /// A name for status (default: the program's name).
-        #[arg(long)]
+        #[arg(long, short = 'J', alias = "job-name")]
         name: Option<String>,
+        #[command(flatten)]
+        queue: crate::submit::QueueArgs,
         /// The command, after `--`.
         #[arg(last = true, required = true)]
         command: Vec<String>,
@@ -51,8 +53,8 @@ pub enum Verb {
         #[arg(short, long)]
         all: bool,
         /// Only jobs in these states, comma-separated: queued, running,
-        /// suspended, finished, failed, cancelled, all (or squeue's PD, R,
-        /// S, CD, F, CA).
+        /// suspended, finished, failed, cancelled, timeout, all (or
+        /// squeue's PD, R, S, CD, F, CA, TO).
         #[arg(short = 't', long = "states", value_delimiter = ',')]
         states: Vec<String>,
         /// Only these users' jobs, comma-separated names or uids.
@@ -67,11 +69,28 @@ pub enum Verb {
         #[arg(long)]
         json: bool,
     },
-    /// Cancel a job: killed if it runs or is suspended, never started if
-    /// it waits.
+    /// Cancel jobs, as scancel: killed if they run or are suspended,
+    /// never started if they wait. Exits 1 if any was refused.
     Cancel {
+        /// The jobs' ids (`submit` printed them; `status` lists them); an
+        /// array's id cancels its tasks.
+        ids: Vec<u64>,
+        /// Only (or, without ids, every job of yours) in these states,
+        /// comma-separated: queued, running, suspended (or PD, R, S).
+        #[arg(short = 't', long = "state", value_delimiter = ',')]
+        states: Vec<String>,
+        /// Only (or, without ids, every job) of these users, names or
+        /// uids; a user may cancel only their own.
+        #[arg(short = 'u', long = "user", value_delimiter = ',')]
+        users: Vec<String>,
+    },
+    /// Print a job's output files (its --output, and --error if apart).
+    Log {
         /// The job's id (`submit` printed it; `status` lists them).
         id: u64,
+        /// Only the last N lines of each file.
+        #[arg(short = 'n', long, value_name = "N")]
+        lines: Option<usize>,
     },
     /// Print a job's output (stdout and stderr) as it comes, until it ends.
     Follow {
@@ -101,7 +120,7 @@ pub(crate) fn ask(req: &Request) -> Result<Response> {
 
 /// Every job the daemon shows us, a page at a time (it answers as many
 /// as fit its `max_answer_bytes` and where to go on).
-fn list() -> Result<Vec<JobInfo>> {
+pub(crate) fn list() -> Result<Vec<JobInfo>> {
     let mut all = Vec::new();
     let mut after = None;
     loop {
@@ -117,7 +136,7 @@ fn list() -> Result<Vec<JobInfo>> {
     }
 }
 
-fn job(id: u64) -> Result<JobInfo> {
+pub(crate) fn job(id: u64) -> Result<JobInfo> {
     match ask(&Request::Show { id })? {
         Response::Job { job } => Ok(*job),
         r => bail!("unexpected answer {r:?}"),
@@ -133,6 +152,7 @@ pub fn run(verb: Verb) -> Result<ExitCode> {
             memory,
             ranks,
             name,
+            queue,
             command,
         } => {
             let req = Request::Submit {
@@ -142,6 +162,7 @@ pub fn run(verb: Verb) -> Result<ExitCode> {
                 cwd: std::env::current_dir()?,
                 env: std::env::vars().collect(),
                 name,
+                queue: queue.options(),
             };
             let Response::Submitted { id } = ask(&req)? else {
                 bail!("unexpected answer to submit");
@@ -180,45 +201,10 @@ pub fn run(verb: Verb) -> Result<ExitCode> {
                 emit(show_text(&j))?;
             }
         }
-        Verb::Cancel { id } => {
-            ask(&Request::Cancel { id })?;
-            emit(format!("cancelled {id}\n"))?;
-        }
-        Verb::Follow { id } => {
-            let mut offsets = [0u64, 0u64];
-            loop {
-                let mut got = false;
-                let mut finished = false;
-                for (i, stream) in [Stream::Stdout, Stream::Stderr].into_iter().enumerate() {
-                    let Response::Output {
-                        data,
-                        next,
-                        finished: f,
-                    } = ask(&Request::Output {
-                        id,
-                        stream,
-                        offset: offsets[i],
-                    })?
-                    else {
-                        bail!("unexpected answer to output");
-                    };
-                    got |= next > offsets[i];
-                    offsets[i] = next;
-                    finished = f;
-                    // The job's bytes as they are: not text to decode.
-                    if stream == Stream::Stdout {
-                        emit(&data)?;
-                    } else {
-                        emit_to(&mut std::io::stderr().lock(), &data)?;
-                    }
-                }
-                if finished && !got {
-                    break;
-                }
-                if !got {
-                    std::thread::sleep(POLL);
-                }
-            }
+        // main.rs sends these to cancel.rs and log.rs, which ask through
+        // this module.
+        Verb::Cancel { .. } | Verb::Log { .. } | Verb::Follow { .. } => {
+            unreachable!("dispatched in main.rs")
         }
         Verb::Wait { id } => loop {
             let j = job(id)?;
@@ -268,6 +254,7 @@ fn show_text(j: &JobInfo) -> String {
         j.ranks,
         printable(&j.cwd.display().to_string())
     );
+    s += &queue_text(j);
     if let Some(a) = &j.account {
         // A daemon of another version may send an account this client
         // cannot read: then it is shown as sent.
@@ -275,6 +262,42 @@ fn show_text(j: &JobInfo) -> String {
             Ok(a) => s += &format!("time:     {}", crate::report::job_account(&a)),
             Err(_) => s += &format!("time:     {a}\n"),
         }
+    }
+    s
+}
+
+/// `show`'s lines for the queue's options, those the job has.
+fn queue_text(j: &JobInfo) -> String {
+    let q = &j.queue;
+    let mut s = String::new();
+    let path = |p: &std::path::Path| printable(&p.display().to_string()).into_owned();
+    if let Some(p) = &q.stdout {
+        s += &format!("output:   {}\n", path(p));
+    }
+    if let Some(p) = &q.stderr {
+        s += &format!("error:    {}\n", path(p));
+    }
+    if let Some(t) = q.time_limit_s {
+        s += &format!(
+            "limit:    {} ({} used)\n",
+            format_elapsed(t as f64),
+            format_elapsed(q.used_s)
+        );
+    }
+    if !q.after.is_empty() {
+        let deps: Vec<String> = q
+            .after
+            .iter()
+            .map(|d| format!("{}:{}", d.kind.name(), d.id))
+            .collect();
+        s += &format!("after:    {}\n", deps.join(","));
+    }
+    if let (Some(a), Some(i)) = (q.array_id, q.array_index) {
+        let limit = q
+            .array_limit
+            .map(|l| format!(" (at most {l} at once)"))
+            .unwrap_or_default();
+        s += &format!("array:    {a}_{i}{limit}\n");
     }
     s
 }
@@ -307,14 +330,14 @@ struct JsonRow<'a> {
     elapsed_s: Option<f64>,
 }
 
-/// Which jobs `status` shows.
-struct Filter {
+/// Which jobs `status` (and `cancel`) takes.
+pub(crate) struct Filter {
     states: Vec<JobState>,
     uids: Vec<u32>,
 }
 
 impl Filter {
-    fn new(states: &[String], users: &[String], all: bool) -> Result<Filter> {
+    pub(crate) fn new(states: &[String], users: &[String], all: bool) -> Result<Filter> {
         let mut want = Vec::new();
         for s in states.iter().map(|s| s.trim().to_ascii_lowercase()) {
             let found: &[JobState] = match s.as_str() {
@@ -325,10 +348,11 @@ impl Filter {
                 "cd" | "completed" => &[JobState::Finished],
                 "f" => &[JobState::Failed],
                 "ca" => &[JobState::Cancelled],
+                "to" => &[JobState::Timeout],
                 name => match JobState::ALL.iter().find(|st| st.name() == name) {
                     Some(st) => std::slice::from_ref(st),
                     None => bail!(
-                        "unknown state {s:?}: give queued, running, suspended, finished, failed, cancelled or all (or PD, R, S, CD, F, CA)"
+                        "unknown state {s:?}: give queued, running, suspended, finished, failed, cancelled, timeout or all (or PD, R, S, CD, F, CA, TO)"
                     ),
                 },
             };
@@ -360,7 +384,7 @@ impl Filter {
         Ok(Filter { states: want, uids })
     }
 
-    fn keeps(&self, j: &JobInfo) -> bool {
+    pub(crate) fn keeps(&self, j: &JobInfo) -> bool {
         self.states.contains(&j.state) && (self.uids.is_empty() || self.uids.contains(&j.uid))
     }
 }
@@ -501,10 +525,10 @@ fn status_table(jobs: &[&JobInfo], now: f64, width: usize) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn job(id: u64, name: &str, state: JobState, reason: Option<&str>) -> JobInfo {
+    pub(crate) fn job(id: u64, name: &str, state: JobState, reason: Option<&str>) -> JobInfo {
         JobInfo {
             id,
             uid: 0,
@@ -522,6 +546,7 @@ mod tests {
             log_dir: "/x".into(),
             cwd: "/".into(),
             account: None,
+            queue: Default::default(),
         }
     }
 

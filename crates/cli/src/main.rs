@@ -17,9 +17,11 @@ use std::time::Duration;
 
 mod args;
 mod calibrate;
+mod cancel;
 mod cleanup;
 mod client;
 mod figures;
+mod log;
 mod man;
 mod out;
 mod plot;
@@ -27,6 +29,7 @@ mod progress;
 mod report;
 mod sim;
 mod slurm;
+mod submit;
 #[cfg(test)]
 mod tests;
 mod top;
@@ -253,6 +256,20 @@ fn main() -> ExitCode {
 
 fn dispatch(cli: Cli) -> Result<ExitCode> {
     match cli.command {
+        Command::Client(client::Verb::Cancel { ids, states, users }) => {
+            let all = cancel::cancel(&ids, &states, &users)?;
+            Ok(if all {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            })
+        }
+        Command::Client(client::Verb::Log { id, lines }) => {
+            log::log(&client::job(id)?, lines).map(|()| ExitCode::SUCCESS)
+        }
+        Command::Client(client::Verb::Follow { id }) => {
+            log::follow(id, || client::job(id)).map(|()| ExitCode::SUCCESS)
+        }
         Command::Client(verb) => client::run(verb),
         Command::Top(args) => top::run(args).map(|()| ExitCode::SUCCESS),
         Command::Run(args) => run(args),

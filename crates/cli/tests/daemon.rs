@@ -20,8 +20,14 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 impl Daemon {
+    /// A user's job writes no output file: the daemon's directory is
+    /// not theirs to write in (tests of output files give a place).
     fn submit(&self, user: Option<(u32, u32)>, memory: &str, cmd: &[&str]) -> u64 {
-        let mut args = vec!["submit", "--memory", memory, "--"];
+        let mut args = vec!["submit", "--memory", memory];
+        if user.is_some() {
+            args.extend(["--output", "/dev/null"]);
+        }
+        args.push("--");
         args.extend_from_slice(cmd);
         let out = self.cli(user, &args);
         assert!(out.status.success(), "submit failed: {}", text(&out));
@@ -81,8 +87,10 @@ fn verbs_bad_input_and_socket_permissions() {
     );
     let out = d.cli(None, &["follow", &a.to_string()]);
     assert!(out.status.success(), "{}", text(&out));
-    assert_eq!(String::from_utf8_lossy(&out.stdout), "hello\n");
-    assert!(String::from_utf8_lossy(&out.stderr).contains("bye"));
+    // One file, memgang-ID.out, as sbatch: stderr joins stdout.
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "hello\nbye\n");
+    let file = d.dir.path().join(format!("memgang-{a}.out"));
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "hello\nbye\n");
     let out = d.cli(None, &["wait", &a.to_string()]);
     assert!(out.status.success(), "{}", text(&out));
     let b = d.submit(None, "50M", &["sh", "-c", "exit 7"]);
@@ -255,32 +263,54 @@ fn another_user_cannot_touch_a_job() {
     let d = Daemon::new("pool_memory = \"256M\"\nswap_reserve = \"0\"\n");
     let alice = user("memgang-alice");
     let bob = user("memgang-bob");
-    let id = d.submit(
+    // Alice's output goes to a file she makes, in a directory anyone
+    // may write (sticky, as /tmp).
+    let outdir = d.dir.path().join("out");
+    std::fs::create_dir(&outdir).unwrap();
+    std::fs::set_permissions(&outdir, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let out = d.cli(
         Some(alice),
-        "20M",
-        &["sh", "-c", "id -u; echo secret; sleep 60"],
+        &[
+            "submit",
+            "--memory",
+            "20M",
+            "-o",
+            "out/%u-%j.out",
+            "--",
+            "sh",
+            "-c",
+            "id -u; echo secret; sleep 60",
+        ],
     );
+    assert!(out.status.success(), "{}", text(&out));
+    let id: u64 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
     let deadline = Instant::now() + Duration::from_secs(10);
     while d.job(id)["state"] != "running" {
         assert!(Instant::now() < deadline, "{}", d.log());
         std::thread::sleep(Duration::from_millis(100));
     }
     std::thread::sleep(Duration::from_millis(500));
-    // It runs as alice (its output is hers to read).
-    let own = d.raw(
-        format!("{{\"op\":\"output\",\"id\":{id},\"stream\":\"stdout\",\"offset\":0}}\n")
-            .as_bytes(),
-    );
+    // It runs as alice, and its output is hers to read.
+    let file = outdir.join(format!("memgang-alice-{id}.out"));
+    let meta = std::fs::metadata(&file).unwrap();
+    assert_eq!(std::os::unix::fs::MetadataExt::uid(&meta), alice.0);
+    let own = d.cli(Some(alice), &["log", &id.to_string()]);
     assert_eq!(
-        own["data"].as_str().unwrap(),
-        format!("{}\nsecret\n", alice.0)
+        String::from_utf8_lossy(&own.stdout),
+        format!("{}\nsecret\n", alice.0),
+        "{}",
+        text(&own)
     );
+    assert!(!as_user(bob, &format!("cat {}", file.display()))
+        .status
+        .success());
 
     let ids = id.to_string();
     for verb in [
         vec!["cancel", &ids],
         vec!["show", &ids],
         vec!["follow", &ids],
+        vec!["log", &ids],
         vec!["wait", &ids],
     ] {
         let out = d.cli(Some(bob), &verb);
@@ -305,14 +335,7 @@ fn another_user_cannot_touch_a_job() {
     // Behind the daemon's back: bob cannot read the output file, freeze
     // or page the job's cgroup, or signal its processes.
     let log_dir = d.job(id)["log_dir"].as_str().unwrap().to_string();
-    let as_bob = |script: &str| {
-        Command::new("sh")
-            .args(["-c", script])
-            .uid(bob.0)
-            .gid(bob.1)
-            .output()
-            .unwrap()
-    };
+    let as_bob = |script: &str| as_user(bob, script);
     assert!(!as_bob(&format!("cat {log_dir}/stdout")).status.success());
     let group = std::fs::read_dir("/sys/fs/cgroup/freezer")
         .ok()
@@ -341,6 +364,15 @@ fn another_user_cannot_touch_a_job() {
     // Alice can cancel her own job.
     let out = d.cli(Some(alice), &["cancel", &ids]);
     assert!(out.status.success(), "{}", text(&out));
+}
+
+fn as_user(u: (u32, u32), script: &str) -> std::process::Output {
+    Command::new("sh")
+        .args(["-c", script])
+        .uid(u.0)
+        .gid(u.1)
+        .output()
+        .unwrap()
 }
 
 /// Processes in job `id`'s cgroup (its name is job-j<id>).

@@ -566,6 +566,7 @@ fn a_reader_that_closes_early_ends_the_client_quietly() {
         let out = memgang()
             .args(verb)
             .env("MEMGANG_SOCKET", d.socket())
+            .current_dir(d.dir.path())
             .stdout(writer)
             .output()
             .unwrap();

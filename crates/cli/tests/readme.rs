@@ -676,6 +676,10 @@ fn readme_client_verbs_run_against_memgangd() {
     let nobody = nix::unistd::User::from_name("nobody")
         .unwrap()
         .expect("user nobody");
+    // A directory of nobody's own: `submit` writes memgang-ID.out there.
+    let home = d.dir.path().join("nobody");
+    std::fs::create_dir(&home).unwrap();
+    std::os::unix::fs::chown(&home, Some(nobody.uid.as_raw()), Some(nobody.gid.as_raw())).unwrap();
     let run = |args: &[String]| -> Output {
         let mut c = memgang();
         c.args(args)
@@ -684,7 +688,7 @@ fn readme_client_verbs_run_against_memgangd() {
             .env("HOME", "/")
             .uid(nobody.uid.as_raw())
             .gid(nobody.gid.as_raw())
-            .current_dir(d.dir.path());
+            .current_dir(&home);
         output_within(c, Duration::from_secs(120))
     };
     let mut ids: Vec<String> = Vec::new();

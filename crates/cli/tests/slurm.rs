@@ -426,8 +426,10 @@ fn a_job_an_admin_suspended_stays_suspended_until_the_admin_resumes_it() {
     require_root("a_job_an_admin_suspended_stays_suspended_until_the_admin_resumes_it");
     // The supervised controller (q = 3 s), restarted when it dies.
     let c = Cluster::up(STATE, "192M", "linear", Controller::Supervised);
-    // About 30 s of work each, alone.
-    c.submit_pair(120, 1500);
+    // About 10 s of work each alone in memgang's pool, 30 s under Slurm's
+    // task/cgroup (below): long enough to outlast the two holds, since b
+    // may complete during them.
+    c.submit_pair(120, 500);
     let job = |name: &str| c.jobs().into_iter().find(|j| j["JobName"] == name);
     let state = |name: &str| job(name).map(|j| j["JobState"].clone()).unwrap_or_default();
     let id = job("a").unwrap()["JobId"].clone();
@@ -486,9 +488,9 @@ fn a_job_an_admin_suspended_stays_suspended_until_the_admin_resumes_it() {
     assert_eq!(c.log().matches(&said).count(), 2, "{}", c.log());
 
     c.slurm("scontrol", &["resume", &id]);
-    // Under Slurm's task/cgroup with select/linear each job runs about
-    // 75 s here (its --mem is its cgroup's limit, and Open MPI's shared
-    // pages are charged to it), twice its time in memgang's own pool.
+    // Under Slurm's task/cgroup with select/linear a job runs two to three
+    // times its time in memgang's own pool (its --mem is its cgroup's
+    // limit, and Open MPI's shared pages are charged to it).
     c.wait_completed(
         Duration::from_secs(360),
         &["RUNNING", "SUSPENDED", "COMPLETING", "COMPLETED"],

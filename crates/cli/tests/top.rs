@@ -184,12 +184,16 @@ fn submit_raw(d: &Daemon, name: &str, memory: u64) -> Value {
 fn top_shows_a_user_only_their_jobs_and_stays_bounded_under_a_flood() {
     require_root("top_shows_a_user_only_their_jobs_and_stays_bounded_under_a_flood");
     let d = Daemon::new("pool_memory = \"256M\"\nswap_reserve = \"0\"\npolicy = \"gang\"\n");
+    // Their output to /dev/null: the test's directory is not theirs to
+    // write in (a job's output files are made as its user).
     let alice = user("memgang-alice");
     let bob = user("memgang-bob");
     let secret = d.cli(
         Some(alice),
         &[
             "submit",
+            "-o",
+            "/dev/null",
             "--name",
             "alice-secret",
             "--memory",
@@ -207,7 +211,16 @@ fn top_shows_a_user_only_their_jobs_and_stays_bounded_under_a_flood() {
     let own = d.cli(
         Some(bob),
         &[
-            "submit", "--name", "bobs-own", "--memory", "20M", "--", "sleep", "600",
+            "submit",
+            "-o",
+            "/dev/null",
+            "--name",
+            "bobs-own",
+            "--memory",
+            "20M",
+            "--",
+            "sleep",
+            "600",
         ],
     );
     assert!(own.status.success(), "{}", text(&own));

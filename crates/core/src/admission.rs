@@ -64,6 +64,58 @@ pub fn admit<K: Copy>(queue: &[(K, u64)], held: &[u64], cap: &Capacity) -> Admis
     out
 }
 
+/// The queue in fair turns between users: each turn goes to the user
+/// with the fewest jobs running plus already placed in this order; ties
+/// to the user served least recently (`served`: each user's last start,
+/// any key that grows with time; none: never), then to the user whose
+/// next job was submitted first; it takes that user's next job. So a
+/// user with 100 queued jobs and one with 1 alternate: the second user's
+/// job is second, not 101st. `queue` is `(key, user)` in submission
+/// order; `running` is each user's running jobs.
+pub fn fair_order<K: Copy>(
+    queue: &[(K, u32)],
+    running: &[(u32, usize)],
+    served: &[(u32, u64)],
+) -> Vec<K> {
+    use std::collections::{BTreeMap, VecDeque};
+    // Each user's jobs in order, as queue positions.
+    let mut per_user: BTreeMap<u32, VecDeque<usize>> = BTreeMap::new();
+    for (i, &(_, u)) in queue.iter().enumerate() {
+        per_user.entry(u).or_default().push_back(i);
+    }
+    let mut load: BTreeMap<u32, usize> = per_user.keys().map(|&u| (u, 0)).collect();
+    for &(u, n) in running {
+        if let Some(l) = load.get_mut(&u) {
+            *l += n;
+        }
+    }
+    let mut last: BTreeMap<u32, Option<u64>> = per_user.keys().map(|&u| (u, None)).collect();
+    for &(u, t) in served {
+        if let Some(l) = last.get_mut(&u) {
+            *l = (*l).max(Some(t));
+        }
+    }
+    let mut out = Vec::with_capacity(queue.len());
+    let mut turn = u64::MAX - queue.len() as u64;
+    while out.len() < queue.len() {
+        let (&user, _) = per_user
+            .iter()
+            .filter_map(|(u, q)| Some((u, (load[u], last[u], *q.front()?))))
+            .min_by_key(|(_, k)| *k)
+            .expect("a job is left");
+        let i = per_user
+            .get_mut(&user)
+            .and_then(VecDeque::pop_front)
+            .expect("non-empty");
+        *load.get_mut(&user).expect("known") += 1;
+        // Placed now: served after anything before.
+        turn += 1;
+        last.insert(user, Some(turn));
+        out.push(queue[i].0);
+    }
+    out
+}
+
 /// The queued jobs (`(key, declared bytes)`, in submission order) that
 /// could not start now even on an empty node ([`capacity::set_may_run`]
 /// of the job alone against `cap`: what is promised now, less swap used
@@ -126,6 +178,26 @@ mod tests {
         // Without swap for the exchange, the second waits.
         let a = admit(&[(1, G), (2, G)], &[], &cap(G, G));
         assert_eq!(a.admit, vec![1]);
+    }
+
+    #[test]
+    fn users_take_turns_whatever_their_queue_length() {
+        // User 1 queued 20 jobs first, user 2 one job after them.
+        let mut q: Vec<(u32, u32)> = (0..20).map(|k| (k, 1)).collect();
+        q.push((100, 2));
+        let o = fair_order(&q, &[], &[]);
+        assert_eq!(o.len(), 21);
+        assert_eq!(&o[..3], &[0, 100, 1]);
+        // One job at a time: user 1 was served last, so user 2 is next.
+        assert_eq!(fair_order(&q, &[], &[(1, 7)])[0], 100);
+        assert_eq!(fair_order(&q, &[], &[(1, 7), (2, 8)])[0], 0);
+        // User 2 already runs two jobs: user 1 gets two turns first, then
+        // they alternate.
+        q.push((101, 2));
+        let o = fair_order(&q, &[(2, 2), (3, 9)], &[]);
+        assert_eq!(&o[..5], &[0, 1, 100, 2, 101]);
+        // Alone, a user keeps submission order.
+        assert_eq!(fair_order(&[(5, 7), (3, 7)], &[], &[]), vec![5, 3]);
     }
 
     #[test]

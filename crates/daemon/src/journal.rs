@@ -325,6 +325,7 @@ pub(crate) mod tests {
                 log_dir: "/tmp".into(),
                 cwd: "/".into(),
                 account: None,
+                queue: Default::default(),
             },
             env: BTreeMap::new(),
             gid: 1000,

@@ -55,6 +55,13 @@ enum Cmd {
     /// end the same way the command did.
     #[command(hide = true)]
     Shim {
+        /// The file the command's stdout goes to, made by the shim as
+        /// the job's user (default: the shim's own stdout).
+        #[arg(long)]
+        stdout: Option<PathBuf>,
+        /// The command's stderr's file (default: the stdout's).
+        #[arg(long)]
+        stderr: Option<PathBuf>,
         #[arg(last = true, required = true)]
         command: Vec<String>,
     },
@@ -75,7 +82,11 @@ enum Cmd {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        Some(Cmd::Shim { command }) => return shim(&command),
+        Some(Cmd::Shim {
+            stdout,
+            stderr,
+            command,
+        }) => return shim(stdout.as_deref(), stderr.as_deref(), &command),
         Some(Cmd::Man { out }) => return man(&out),
         Some(Cmd::Hold) => {
             init_logging();
@@ -200,7 +211,11 @@ fn protect_from_oom() {
 /// daemon that restarted meanwhile. It first stops itself until the
 /// daemon has attached the job's counters (`Launch::gate`). It writes to stderr without
 /// panicking: a full disk must not change how the job is recorded.
-fn shim(command: &[String]) -> ExitCode {
+/// The command's output files (`--output`, `--error`) are made here, as
+/// the user, in the job's directory: root never opens a user's path. A
+/// file the user cannot make fails the job with exit 1 and the shim's
+/// word on it, which the daemon takes as the job's reason.
+fn shim(stdout: Option<&Path>, stderr: Option<&Path>, command: &[String]) -> ExitCode {
     use std::io::Write;
     use std::os::fd::{FromRawFd, OwnedFd};
     use std::os::unix::process::ExitStatusExt;
@@ -223,11 +238,22 @@ fn shim(command: &[String]) -> ExitCode {
     // to the stopped shim and continues it, so they inherit into the
     // command forked below instead of racing the fork.
     let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGSTOP);
-    let (line, end) = match std::process::Command::new(&command[0])
-        .args(&command[1..])
-        .stdin(std::process::Stdio::null())
-        .status()
-    {
+    let files = match output_files(stdout, stderr) {
+        Ok(f) => f,
+        Err(e) => {
+            say(e);
+            if let Some(f) = &status {
+                let _ = std::os::unix::fs::FileExt::write_all_at(f, b"exit 1\n", 0);
+            }
+            return ExitCode::from(1);
+        }
+    };
+    let mut cmd = std::process::Command::new(&command[0]);
+    cmd.args(&command[1..]).stdin(std::process::Stdio::null());
+    if let Some((out, err)) = files {
+        cmd.stdout(out).stderr(err);
+    }
+    let (line, end) = match cmd.status() {
         Ok(st) => match (st.code(), st.signal()) {
             (Some(c), _) => (format!("exit {c}\n"), Ok(c as u8)),
             (_, Some(s)) => (format!("signal {s}\n"), Err(s)),
@@ -254,6 +280,36 @@ fn shim(command: &[String]) -> ExitCode {
         Ok(code) => ExitCode::from(code),
         Err(sig) => die_of(sig),
     }
+}
+
+/// The command's stdout and stderr files, made (or emptied) as the
+/// user; None: the shim's own.
+fn output_files(
+    stdout: Option<&Path>,
+    stderr: Option<&Path>,
+) -> Result<Option<(std::fs::File, std::fs::File)>, String> {
+    let open = |p: &Path| {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(p)
+            .map_err(|e| {
+                format!(
+                    "cannot write the output file {} as uid {}: {e}; give --output a path you may write",
+                    p.display(),
+                    nix::unistd::getuid()
+                )
+            })
+    };
+    let Some(out) = stdout.map(open).transpose()? else {
+        return Ok(None);
+    };
+    let err = match stderr {
+        Some(p) => open(p)?,
+        None => out.try_clone().map_err(|e| format!("{e}"))?,
+    };
+    Ok(Some((out, err)))
 }
 
 /// End by signal `sig`, as the command did: default action, no core file

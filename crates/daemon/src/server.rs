@@ -8,6 +8,7 @@
 //! answered whatever the users do. One request per connection. The caller
 //! is who the kernel says (SO_PEERCRED), never what it claims.
 
+mod queue;
 mod requests;
 
 use crate::service::Shared;

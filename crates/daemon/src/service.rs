@@ -14,6 +14,7 @@ mod exposition;
 mod metrics;
 mod node;
 mod published;
+mod queue;
 mod recovery;
 mod store;
 mod tally;

@@ -36,6 +36,7 @@ fn request() -> impl Strategy<Value = Request> {
                     cwd: cwd.into(),
                     env: env.into_iter().collect::<BTreeMap<_, _>>(),
                     name,
+                    queue: Default::default(),
                 }
             }),
     ]

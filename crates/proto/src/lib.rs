@@ -18,12 +18,17 @@ pub const DEFAULT_SOCKET: &str = "/run/memgang/memgang.sock";
 /// must not buffer it.
 pub const MAX_REQUEST_BYTES: u64 = 1 << 20;
 
+/// Most tasks in one array (Slurm's default MaxArraySize is 1001).
+pub const MAX_ARRAY_TASKS: usize = 1000;
+
 /// Output chunk size of one `output` response: big enough that `follow`
 /// keeps up with a chatty job in a few round trips per second.
 pub const OUTPUT_CHUNK: u64 = 256 << 10;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
+// One request per connection, parsed once: a submission's size is no cost.
+#[allow(clippy::large_enum_variant)]
 pub enum Request {
     /// Run `command` as the caller, in `cwd` with `env` (the caller's
     /// whole environment: the job sees what it would see in a shell).
@@ -36,6 +41,10 @@ pub enum Request {
         cwd: PathBuf,
         env: BTreeMap<String, String>,
         name: Option<String>,
+        /// The queue's options (output files, time limit, dependencies,
+        /// array); absent from an older client: none.
+        #[serde(default, flatten)]
+        queue: QueueOptions,
     },
     /// The caller's jobs (root: everyone's), a page at a time: those
     /// after job `after` (None: from the first), as many as fit the
@@ -127,23 +136,26 @@ pub enum JobState {
     /// Exited otherwise, was killed, or could not start.
     Failed,
     Cancelled,
+    /// Stopped at its time limit (`--time`, running time only).
+    Timeout,
 }
 
 impl JobState {
     /// Every state, in a job's order.
-    pub const ALL: [JobState; 6] = [
+    pub const ALL: [JobState; 7] = [
         JobState::Queued,
         JobState::Running,
         JobState::Suspended,
         JobState::Finished,
         JobState::Failed,
         JobState::Cancelled,
+        JobState::Timeout,
     ];
 
     pub fn is_final(self) -> bool {
         matches!(
             self,
-            JobState::Finished | JobState::Failed | JobState::Cancelled
+            JobState::Finished | JobState::Failed | JobState::Cancelled | JobState::Timeout
         )
     }
 
@@ -155,6 +167,7 @@ impl JobState {
             JobState::Finished => "finished",
             JobState::Failed => "failed",
             JobState::Cancelled => "cancelled",
+            JobState::Timeout => "timeout",
         }
     }
 }
@@ -186,11 +199,105 @@ pub struct JobInfo {
     /// journals written before it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub account: Option<serde_json::Value>,
+    /// Its queue options as the daemon settled them (absent in journals
+    /// written before them).
+    #[serde(default, flatten)]
+    pub queue: QueueInfo,
+}
+
+/// What a submission asks of the queue beyond memory and ranks.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct QueueOptions {
+    /// Pattern of the file its stdout goes to (`%j` id, `%x` name, `%u`
+    /// user, `%a` array index, `%A` array id, `%%`), relative to its
+    /// working directory. None with `error` None too: no files, the
+    /// output stays in memgangd's job directory (what `memgang submit`
+    /// sends unless told: `memgang-%j.out`, as sbatch).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<String>,
+    /// Pattern of its stderr's file; None: the output file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Running time allowed, in seconds (frozen time does not count).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_limit_s: Option<u64>,
+    /// Jobs that must end first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub after: Vec<Dependency>,
+    /// Run it as an array of tasks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub array: Option<ArraySpec>,
+}
+
+/// A dependency, as Slurm's `--dependency` spells its kinds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Dependency {
+    pub id: u64,
+    pub kind: DependencyKind,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DependencyKind {
+    /// Starts once the job finished with exit code 0; never, if it ended
+    /// otherwise.
+    Afterok,
+    /// Starts once the job ended, however it ended.
+    Afterany,
+}
+
+impl DependencyKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            DependencyKind::Afterok => "afterok",
+            DependencyKind::Afterany => "afterany",
+        }
+    }
+}
+
+/// `--array FIRST-LAST[:STEP][%LIMIT]` or a list `1,3,5[%LIMIT]`: the
+/// indexes, and how many of its tasks may run at once (None: no limit).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ArraySpec {
+    pub indexes: Vec<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u32>,
+}
+
+/// A job's queue settings and bookkeeping.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct QueueInfo {
+    /// The file its stdout goes to, made by the job as its user.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stdout: Option<PathBuf>,
+    /// Its stderr's file, when not the stdout's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stderr: Option<PathBuf>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_limit_s: Option<u64>,
+    /// Running time used so far (frozen time not counted), as last
+    /// recorded.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub used_s: f64,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub after: Vec<Dependency>,
+    /// The array it is a task of (the id of its first task), its index,
+    /// and how many of the array's tasks may run at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub array_id: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub array_index: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub array_limit: Option<u32>,
+}
+
+fn is_zero(x: &f64) -> bool {
+    *x == 0.0
 }
 
 impl JobInfo {
     /// The job without what its user wrote (name, command, directories,
-    /// reason: empty) and with its account only if `account`: small
+    /// output files, dependencies, reason: empty) and with its account only if `account`: small
     /// whatever the job, for counting jobs (the daemon's metrics).
     pub fn summary(&self, account: bool) -> JobInfo {
         JobInfo {
@@ -210,6 +317,12 @@ impl JobInfo {
             log_dir: PathBuf::new(),
             cwd: PathBuf::new(),
             account: if account { self.account.clone() } else { None },
+            queue: QueueInfo {
+                stdout: None,
+                stderr: None,
+                after: Vec::new(),
+                ..self.queue.clone()
+            },
         }
     }
 }

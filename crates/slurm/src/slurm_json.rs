@@ -13,7 +13,10 @@
 //!
 //! Later data parsers (v0.0.39 on) write numbers as `{"set":..,
 //! "infinite":.., "number":..}` and states as lists; [`number`] and
-//! [`state`] read both, so a 23.x Slurm parses too.
+//! [`state`] read both. Debian 13's Slurm 24.11 (data_parser v0.0.42, seen
+//! on 24.11.5) honours `squeue`'s filters with `--json`: without
+//! `--states=all` it leaves out the jobs that ended, so [`jobs`] asks for
+//! them (22.05 takes the option and ignores it).
 
 use crate::slurmctl::JobInfo;
 use anyhow::{bail, Context, Result};
@@ -216,10 +219,14 @@ pub fn expand_hostlist(list: &str) -> Result<Vec<String>> {
     Ok(out)
 }
 
-fn run_json(cmd: &str) -> Result<String> {
-    let out = Command::new(cmd).arg("--json").output().with_context(|| {
-        format!("running {cmd} --json (is Slurm installed and SLURM_CONF set?)")
-    })?;
+fn run_json(cmd: &str, args: &[&str]) -> Result<String> {
+    let out = Command::new(cmd)
+        .arg("--json")
+        .args(args)
+        .output()
+        .with_context(|| {
+            format!("running {cmd} --json (is Slurm installed and SLURM_CONF set?)")
+        })?;
     if !out.status.success() {
         bail!(
             "{cmd} --json failed: {} (Slurm 22.05 or later with the serializer/json plugin, slurm-wlm-basic-plugins)",
@@ -232,14 +239,14 @@ fn run_json(cmd: &str) -> Result<String> {
 /// Every job of `partitions` slurmctld still knows, ended ones included
 /// (as [`slurmctl::jobs`](crate::slurmctl::jobs), from JSON).
 pub fn jobs(partitions: &[&str]) -> Result<Vec<Job>> {
-    let mut jobs = parse_jobs(&run_json("squeue")?)?;
+    let mut jobs = parse_jobs(&run_json("squeue", &["--all", "--states=all"])?)?;
     jobs.retain(|j| partitions.contains(&j.info.partition.as_str()));
     Ok(jobs)
 }
 
 /// The nodes of `partition`, in Slurm's order.
 pub fn nodes(partition: &str) -> Result<Vec<String>> {
-    parse_nodes(&run_json("sinfo")?, partition)
+    parse_nodes(&run_json("sinfo", &[])?, partition)
 }
 
 #[cfg(test)]
@@ -253,12 +260,39 @@ mod tests {
     const SQUEUE: &str = include_str!("../tests/data/squeue-22.05.8.json");
     const SINFO: &str = include_str!("../tests/data/sinfo-22.05.8.json");
 
-    #[test]
-    fn squeue_json_of_slurm_22_05_parses_as_its_text_does() {
-        let jobs = parse_jobs(SQUEUE).unwrap();
+    /// The six jobs of a capture, each as `text` (what `squeue -o
+    /// %i|%T|%D|%m|%P|%j` printed at the same time) shows it; job
+    /// `pending` waits on its DOWN partition and `running` (on `nodes`)
+    /// has memgang's admin comment.
+    fn jobs_as_text(
+        json: &str,
+        text: &[&str],
+        pending: u32,
+        running: u32,
+        nodes: &str,
+    ) -> Vec<Job> {
+        let jobs = parse_jobs(json).unwrap();
         let by_id = |id: u32| jobs.iter().find(|j| j.info.id == id).unwrap();
         assert_eq!(jobs.len(), 6);
-        // What `squeue -o %i|%T|%D|%m|%P|%j` printed at the same time.
+        for line in text {
+            let t = crate::slurmctl::parse_job(line).unwrap();
+            assert_eq!(by_id(t.id).info, t, "{line}");
+        }
+        let (pending, running) = (by_id(pending), by_id(running));
+        assert_eq!(
+            (pending.reason.as_str(), pending.node_list.as_str()),
+            ("PartitionDown", "")
+        );
+        assert_eq!(running.admin_comment, "memgang: hello");
+        assert_eq!(
+            (running.reason.as_str(), running.node_list.as_str()),
+            ("", nodes)
+        );
+        jobs
+    }
+
+    #[test]
+    fn squeue_json_of_slurm_22_05_parses_as_its_text_does() {
         let text = [
             "6|CANCELLED|1|0|memgang|cancelled",
             "1|PENDING|2|120M|memgang|pend a|b",
@@ -266,22 +300,48 @@ mod tests {
             "2|RUNNING|2|100M|memgang-run|run",
             "3|SUSPENDED|1|0|memgang-run|susp",
         ];
-        for line in text {
-            let t = crate::slurmctl::parse_job(line).unwrap();
-            assert_eq!(by_id(t.id).info, t, "{line}");
-        }
+        let jobs = jobs_as_text(SQUEUE, &text, 1, 2, "n[1-2]");
+        let by_id = |id: u32| jobs.iter().find(|j| j.info.id == id).unwrap();
         // --mem-per-cpu=50M on a node of 2 CPUs (select/linear: the whole node).
         assert_eq!(by_id(5).info.mem_per_node, Some(100 << 20));
-
-        let pending = by_id(1);
-        assert_eq!(pending.reason, "PartitionDown");
-        assert_eq!(pending.node_list, "");
-        let running = by_id(2);
-        assert_eq!(running.admin_comment, "memgang: hello");
-        assert_eq!(running.node_list, "n[1-2]");
-        assert_eq!(running.reason, "");
         assert!(by_id(6).info.is_over() && by_id(4).info.is_over());
         assert!(!by_id(3).info.is_over());
+    }
+
+    /// Captured from Debian 13's Slurm 24.11.5 (data_parser v0.0.42,
+    /// `squeue --json --states=all`) in the Slurm VM lane's root file
+    /// system, one node: one job completed, one pending in the DOWN
+    /// partition, one running with an admin comment, one suspended, one
+    /// pending with --mem-per-cpu, one cancelled.
+    const SQUEUE_24_11: &str = include_str!("../tests/data/squeue-24.11.5.json");
+    const SINFO_24_11: &str = include_str!("../tests/data/sinfo-24.11.5.json");
+
+    #[test]
+    fn squeue_json_of_slurm_24_11_parses_as_its_text_does() {
+        let text = [
+            "2|PENDING|1|120M|memgang|pend a|b",
+            "6|CANCELLED|1|0|memgang-run|cancelled",
+            "1|COMPLETED|1|0|memgang-run|done",
+            "3|RUNNING|1|100M|memgang-run|run",
+            "4|SUSPENDED|1|10M|memgang-run|susp",
+        ];
+        let jobs = jobs_as_text(SQUEUE_24_11, &text, 2, 3, "memgang-vm");
+        let by_id = |id: u32| jobs.iter().find(|j| j.info.id == id).unwrap();
+        // -c 2 --mem-per-cpu=50M: 100M on its node (the text says 50M).
+        let per_cpu = by_id(5);
+        assert_eq!(per_cpu.info.mem_per_node, Some(100 << 20));
+        assert_eq!(
+            (per_cpu.info.state.as_str(), per_cpu.reason.as_str()),
+            ("PENDING", "Resources")
+        );
+
+        assert!(by_id(6).info.is_over() && by_id(1).info.is_over());
+        assert!(!by_id(4).info.is_over());
+        assert_eq!(
+            parse_nodes(SINFO_24_11, "memgang-run").unwrap(),
+            ["memgang-vm"]
+        );
+        assert_eq!(parse_nodes(SINFO_24_11, "memgang").unwrap(), ["memgang-vm"]);
     }
 
     #[test]

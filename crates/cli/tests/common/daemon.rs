@@ -270,7 +270,7 @@ impl Drop for Daemon {
 }
 
 pub fn is_final(j: &Value) -> bool {
-    ["finished", "failed", "cancelled"].contains(&j["state"].as_str().unwrap_or(""))
+    ["finished", "failed", "cancelled", "timeout"].contains(&j["state"].as_str().unwrap_or(""))
 }
 
 /// Run `c` to its end, or kill it after `timeout` (its output so far, and

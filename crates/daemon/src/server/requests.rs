@@ -3,6 +3,7 @@
 //! it. The socket (`server.rs`) hands each request line here and writes
 //! back the answer line.
 
+use super::queue;
 use crate::config::Budgets;
 use crate::journal::Record;
 use crate::service::Shared;
@@ -45,52 +46,7 @@ pub struct Caller {
 
 fn handle(req: Request, caller: &Caller, shared: &Shared) -> Result<Response> {
     match req {
-        Request::Submit {
-            command,
-            memory_bytes,
-            ranks,
-            cwd,
-            env,
-            name,
-        } => {
-            let budgets = &shared.budgets;
-            check_sizes(&command, &env, &cwd, name.as_deref(), budgets)?;
-            let (gid, groups) = user_groups(caller.uid)?;
-            let gid = if caller.uid == 0 { caller.gid } else { gid };
-            let creds = Credentials {
-                uid: caller.uid,
-                gid,
-                groups: groups.clone(),
-                limits: Vec::new(),
-            };
-            let info = validate(&creds, &command, memory_bytes, ranks, &cwd, &env, budgets)?;
-            let id = shared.submit(|id, log_dir| Record {
-                info: JobInfo {
-                    id,
-                    uid: caller.uid,
-                    name: name.unwrap_or_else(|| info.clone()),
-                    command,
-                    memory_bytes,
-                    ranks,
-                    state: JobState::Queued,
-                    reason: Some("just submitted".into()),
-                    exit_code: None,
-                    signal: None,
-                    submitted_unix_s: crate::service::unix_now(),
-                    started_unix_s: None,
-                    finished_unix_s: None,
-                    log_dir,
-                    cwd,
-                    account: None,
-                },
-                env,
-                gid,
-                groups,
-                admitted: false,
-                group: None,
-            })?;
-            Ok(Response::Submitted { id })
-        }
+        req @ Request::Submit { .. } => submit(req, caller, shared),
         Request::List { after } => {
             let (jobs, next) = shared.list_page(
                 |r| caller.uid == 0 || r.info.uid == caller.uid,
@@ -128,6 +84,84 @@ fn handle(req: Request, caller: &Caller, shared: &Shared) -> Result<Response> {
             })
         }
     }
+}
+
+/// A submission: checked as its user, then its job (or its array's
+/// tasks) recorded.
+fn submit(req: Request, caller: &Caller, shared: &Shared) -> Result<Response> {
+    let Request::Submit {
+        command,
+        memory_bytes,
+        ranks,
+        cwd,
+        env,
+        name,
+        queue: q,
+    } = req
+    else {
+        unreachable!("submit is called with a submission")
+    };
+    let budgets = &shared.budgets;
+    check_sizes(&command, &env, &cwd, name.as_deref(), budgets)?;
+    let (user, gid, groups) = user_groups(caller.uid)?;
+    let gid = if caller.uid == 0 { caller.gid } else { gid };
+    let creds = Credentials {
+        uid: caller.uid,
+        gid,
+        groups: groups.clone(),
+        limits: Vec::new(),
+    };
+    let info = validate(&creds, &command, memory_bytes, ranks, &cwd, &env, budgets)?;
+    queue::check(&q, caller.uid, shared)?;
+    let name = name.unwrap_or(info);
+    let indexes = q.array.as_ref().map(|a| a.indexes.clone());
+    let n = indexes.as_ref().map_or(1, Vec::len);
+    let mut array_id = None;
+    let id = shared.submit(n, |id, k, log_dir| {
+        let array = indexes.as_ref().map(|ix| {
+            let first = *array_id.get_or_insert(id);
+            (first, ix[k])
+        });
+        let mut env = env.clone();
+        if let Some((a, i)) = array {
+            for (k, v) in [
+                ("MEMGANG_ARRAY_JOB_ID", a),
+                ("MEMGANG_ARRAY_TASK_ID", u64::from(i)),
+                ("SLURM_ARRAY_JOB_ID", a),
+                ("SLURM_ARRAY_TASK_ID", u64::from(i)),
+            ] {
+                env.insert(k.into(), v.to_string());
+            }
+        }
+        env.insert("MEMGANG_JOB_ID".into(), id.to_string());
+        Ok(Record {
+            info: JobInfo {
+                id,
+                uid: caller.uid,
+                name: name.clone(),
+                command: command.clone(),
+                memory_bytes,
+                ranks,
+                state: JobState::Queued,
+                reason: Some("just submitted".into()),
+                exit_code: None,
+                signal: None,
+                submitted_unix_s: crate::service::unix_now(),
+                started_unix_s: None,
+                finished_unix_s: None,
+                log_dir,
+                cwd: cwd.clone(),
+                account: None,
+                queue: queue::settle(&q, id, &name, &user, &cwd, array)?,
+            },
+            env,
+            gid,
+            groups: groups.clone(),
+            admitted: false,
+            group: None,
+        })
+    })?;
+    Ok(Response::Submitted { id })
 }
 
 /// The job, if the caller may see it; another user's job reads as no job,
@@ -260,9 +294,9 @@ fn candidates(program: &str, path: Option<&str>) -> Vec<PathBuf> {
         .collect()
 }
 
-/// The user's primary group and supplementary groups, from the user
-/// database as login would set them.
-fn user_groups(uid: u32) -> Result<(u32, Vec<u32>)> {
+/// The user's name, primary group and supplementary groups, from the
+/// user database as login would set them.
+fn user_groups(uid: u32) -> Result<(String, u32, Vec<u32>)> {
     use nix::unistd::{getgrouplist, Uid, User};
     let user = User::from_uid(Uid::from_raw(uid))
         .context("looking the caller up in the user database")?
@@ -273,6 +307,7 @@ fn user_groups(uid: u32) -> Result<(u32, Vec<u32>)> {
     let groups =
         getgrouplist(&name, user.gid).with_context(|| format!("the groups of {}", user.name))?;
     Ok((
+        user.name.clone(),
         user.gid.as_raw(),
         groups.into_iter().map(|g| g.as_raw()).collect(),
     ))

@@ -3,7 +3,7 @@
 //! job journaled before it starts, and its start on the node.
 
 use super::store::{disk_full, log_limited, unix_now};
-use super::Service;
+use super::{queue, Service};
 use crate::journal::Record;
 use anyhow::{Context, Result};
 use memgang_core::admission::{self, Capacity};
@@ -44,15 +44,8 @@ impl Service {
             })
             .unzip();
         let cap = capacity::less_pinned(cap, &mut held, &locked);
-        let queue: Vec<(u64, u64)> = inner
-            .jobs
-            .values()
-            .filter(|r| !r.admitted && r.info.state == JobState::Queued)
-            .filter(|r| {
-                !inner.cancelled.contains(&r.info.id) && !inner.pending.contains_key(&r.info.id)
-            })
-            .map(|r| (r.info.id, r.info.memory_bytes))
-            .collect();
+        // Startable now, in fair turns between users.
+        let queue = queue::startable(inner);
         let cancels = std::mem::take(&mut inner.cancels);
         let decision = if self.cfg.paging_prevention {
             // A job that could not start even alone now is held out of
@@ -125,7 +118,16 @@ impl Service {
             .and_then(|()| d.create_new("status", 0o600))
             .with_context(|| format!("creating {}", status.display()))?;
         let shim = std::env::current_exe().context("finding memgangd's own binary for the shim")?;
-        let mut command = vec![shim.display().to_string(), "shim".into(), "--".into()];
+        let mut command = vec![shim.display().to_string(), "shim".into()];
+        for (flag, path) in [
+            ("--stdout", &r.info.queue.stdout),
+            ("--stderr", &r.info.queue.stderr),
+        ] {
+            if let Some(p) = path {
+                command.extend([flag.to_string(), p.display().to_string()]);
+            }
+        }
+        command.push("--".into());
         command.extend(r.info.command.iter().cloned());
         let launch = Launch {
             command,

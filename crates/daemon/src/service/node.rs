@@ -4,7 +4,8 @@
 //! it did, and does the periodic work (metrics, retention, compaction).
 
 use super::exposition::Accounted;
-use super::recovery::{read_status, Adopted, Recovered};
+use super::queue::Clocks;
+use super::recovery::{read_status, shim_said, Adopted, Recovered};
 use super::store::{disk_full, finish, stopped_by_daemon, unix_now};
 use super::Service;
 use anyhow::Result;
@@ -44,6 +45,7 @@ struct Turns {
     /// Jobs of a previous daemon running to their end in older pools.
     adopted: Vec<Adopted>,
     accounted: Accounted,
+    clocks: Clocks,
     vm_start: Option<VmStat>,
     next_metrics: Instant,
     next_forget: Instant,
@@ -141,6 +143,7 @@ impl Service {
             next_forget: Instant::now(),
             next_output: Instant::now(),
             accounted: Accounted::default(),
+            clocks: Clocks::default(),
             vm_start: VmStat::read().ok(),
         }
     }
@@ -155,6 +158,7 @@ impl Service {
             t.adopted.iter().filter_map(|a| a.group.parent()).collect();
         pools.insert(t.node.pool().clone());
         let cap = self.capacity(&pools.into_iter().collect::<Vec<_>>());
+        self.drop_unsatisfiable();
         let pinned: HashMap<u64, u64> = (t.map.iter())
             .map(|(id, jid)| (*id, t.node.pinned(*jid)))
             .collect();
@@ -171,13 +175,33 @@ impl Service {
             self.cancel_job(t, id);
         }
         let idle = t.node.step(Some(IDLE_WAIT))?;
+        self.tick_clocks(t);
         // Before sync, which may forget the switches of ended jobs.
         self.shared.observe_switches(t.node.switches());
-        self.sync(&mut t.node, &mut t.map, &mut t.accounted);
+        self.sync(&mut t.node, &mut t.map, &mut t.accounted, &mut t.clocks);
         self.publish(&t.node, &t.map);
         t.adopted.retain(|a| !self.reap_adopted(a));
         self.periodic(t, cap, idle);
         Ok(())
+    }
+
+    /// Running time counted for the jobs the node runs now (not frozen,
+    /// not held); a job at its `--time` is cancelled on the node, to end
+    /// `timeout`.
+    fn tick_clocks(&self, t: &mut Turns) {
+        let state = t.node.scheduler().state();
+        let running: Vec<(u64, JobId)> = (t.map.iter())
+            // A held job is frozen though the policy runs it: not its time.
+            .filter(|(_, &jid)| {
+                state.job(jid).status == JobStatus::Running && t.node.held(jid).is_none()
+            })
+            .map(|(&id, &jid)| (id, jid))
+            .collect();
+        self.tick(&mut t.clocks, &running, |jid| {
+            if let Err(e) = t.node.cancel(jid) {
+                tracing::error!("{}", printable(&format!("{e:#}")));
+            }
+        });
     }
 
     /// A cancellation: the node cancels its job, an adopted job's group
@@ -235,7 +259,7 @@ impl Service {
     /// At stop: the node's last news recorded; jobs still running are left
     /// for the next start to adopt, else the pool goes.
     fn close(&self, mut t: Turns) {
-        self.sync(&mut t.node, &mut t.map, &mut t.accounted);
+        self.sync(&mut t.node, &mut t.map, &mut t.accounted, &mut t.clocks);
         self.shared.flush();
         let alive = t.map.iter().any(|(id, _)| {
             self.shared
@@ -258,7 +282,13 @@ impl Service {
     /// each job that ended into `accounted` too. A job whose end is
     /// recorded is forgotten by the node ([`Node::forget`]): the daemon
     /// holds a job gone by its record only, which retention bounds.
-    fn sync(&self, node: &mut Node, map: &mut HashMap<u64, JobId>, accounted: &mut Accounted) {
+    fn sync(
+        &self,
+        node: &mut Node,
+        map: &mut HashMap<u64, JobId>,
+        accounted: &mut Accounted,
+        clocks: &mut Clocks,
+    ) {
         let (mut requeued, mut done) = (Vec::new(), Vec::new());
         for (&id, &jid) in map.iter() {
             let Some(res) = node.result(jid) else {
@@ -299,6 +329,12 @@ impl Service {
                     };
                     finish(r, code, signal, cancelled, res.error.clone());
                     stopped_by_daemon(r, stopped.clone());
+                    if r.info.state == JobState::Failed && stopped.is_none() {
+                        if let Some(why) = shim_said(&r.info.log_dir) {
+                            r.info.reason = Some(why);
+                        }
+                    }
+                    self.end_clock(clocks, r);
                     // In the same journal line as the end: a line after an
                     // end is never replayed.
                     r.info.account = res

@@ -237,6 +237,29 @@ pub(super) fn read_status(log_dir: &Path) -> Option<(Option<i32>, Option<i32>)> 
     parse_status(&bytes)
 }
 
+/// The shim's last word (`memgangd shim: ...`) in root's stderr file of
+/// the job: why a job failed before its command ran (an output file the
+/// user cannot write, a command that would not start). The command
+/// writes to its own files, never to this one.
+pub(super) fn shim_said(log_dir: &Path) -> Option<String> {
+    use std::io::{Read, Seek, SeekFrom};
+    use std::os::unix::fs::OpenOptionsExt;
+    const MAX: u64 = 4096;
+    let mut f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(log_dir.join("stderr"))
+        .ok()?;
+    let len = f.metadata().ok().filter(|m| m.is_file())?.len();
+    f.seek(SeekFrom::Start(len.saturating_sub(MAX))).ok()?;
+    let mut text = String::new();
+    f.take(MAX).read_to_string(&mut text).ok()?;
+    text.lines()
+        .rev()
+        .find_map(|l| l.strip_prefix("memgangd shim: "))
+        .map(str::to_string)
+}
+
 fn parse_status(bytes: &[u8]) -> Option<(Option<i32>, Option<i32>)> {
     let line = std::str::from_utf8(bytes).ok()?.strip_suffix('\n')?;
     let (kind, n) = line.split_once(' ')?;

@@ -43,8 +43,9 @@ pub struct Retention {
 }
 
 /// What a job's record holds of what its user wrote, in bytes: its name,
-/// command, working directory, environment and reason, and a fixed part
-/// for the rest (ids, times, its time account). What the budgets count.
+/// command, working directory, output files, dependencies, environment
+/// and reason, and a fixed part for the rest (ids, times, its time
+/// account). What the budgets count.
 pub fn record_bytes(r: &Record) -> u64 {
     let i = &r.info;
     let strings = i.name.len()
@@ -52,6 +53,11 @@ pub fn record_bytes(r: &Record) -> u64 {
         + i.cwd.as_os_str().len()
         + i.log_dir.as_os_str().len()
         + i.reason.as_ref().map_or(0, String::len)
+        + [&i.queue.stdout, &i.queue.stderr]
+            .iter()
+            .map(|p| p.as_ref().map_or(0, |p| p.as_os_str().len()))
+            .sum::<usize>()
+        + i.queue.after.len() * 16
         + r.env
             .iter()
             .map(|(k, v)| k.len() + v.len() + 2)
@@ -132,32 +138,50 @@ impl Shared {
         self.published.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Record a new job durably and return its id; a job that could never
-    /// fit, that would pass its user's budgets, or that cannot be
-    /// journaled, is refused.
-    pub fn submit(&self, make: impl FnOnce(u64, PathBuf) -> Record) -> Result<u64> {
+    /// Record `n` new jobs (an array's tasks; else one) durably, with
+    /// ids in a row, and return the first id. A submission that could
+    /// never fit, or whose `n` jobs would pass their user's budgets, is
+    /// refused whole; one that cannot be journaled is refused from the
+    /// task that could not be (the tasks before it kept, and said so).
+    pub fn submit(
+        &self,
+        n: usize,
+        mut make: impl FnMut(u64, usize, PathBuf) -> Result<Record>,
+    ) -> Result<u64> {
         let mut g = self.lock();
-        let id = g.next_id;
-        let r = make(id, self.state_dir.join("jobs").join(id.to_string()));
-        if let Some(msg) = admission::refuse(r.info.memory_bytes, &g.capacity) {
-            anyhow::bail!("{msg}");
+        let first = g.next_id;
+        for k in 0..n {
+            let id = g.next_id;
+            let r = match make(id, k, self.state_dir.join("jobs").join(id.to_string())) {
+                Ok(r) => r,
+                Err(e) if k > 0 => return Err(e.context(kept(first, id))),
+                Err(e) => return Err(e),
+            };
+            if k == 0 {
+                // The tasks differ only in their index: the first speaks
+                // for all.
+                if let Some(msg) = admission::refuse(r.info.memory_bytes, &g.capacity) {
+                    anyhow::bail!("{msg}");
+                }
+                if let Some(msg) = g.over_budget(&r, n, &self.budgets) {
+                    anyhow::bail!("{msg}");
+                }
+            }
+            if let Err(e) = g.journal.append(&r) {
+                log_limited(
+                    "submit",
+                    format!("refusing a submission: {}", printable(&format!("{e:#}"))),
+                );
+                let e = e.context("the job was not submitted: memgangd cannot record it");
+                return Err(if k > 0 { e.context(kept(first, id)) } else { e });
+            }
+            g.next_id += 1;
+            g.tally.changed(None, &r.info);
+            g.jobs.insert(id, r);
         }
-        if let Some(msg) = g.over_budget(&r, &self.budgets) {
-            anyhow::bail!("{msg}");
-        }
-        if let Err(e) = g.journal.append(&r) {
-            log_limited(
-                "submit",
-                format!("refusing a submission: {}", printable(&format!("{e:#}"))),
-            );
-            return Err(e.context("the job was not submitted: memgangd cannot record it"));
-        }
-        g.next_id += 1;
-        g.tally.changed(None, &r.info);
-        g.jobs.insert(id, r);
         g.woken = true;
         self.wake.notify_all();
-        Ok(id)
+        Ok(first)
     }
 
     pub fn list(&self, visible: impl Fn(&Record) -> bool) -> Vec<JobInfo> {
@@ -369,32 +393,48 @@ impl Shared {
     }
 }
 
+/// What a refusal says of the tasks journaled before it.
+fn kept(first: u64, id: u64) -> String {
+    format!(
+        "jobs {first} to {} of the array were submitted, and run",
+        id - 1
+    )
+}
+
 impl Inner {
-    /// Why `r` would pass its user's budgets, if it would: their jobs in
-    /// progress, by number and by bytes ([`record_bytes`]). Root has none.
-    fn over_budget(&self, r: &Record, b: &Budgets) -> Option<String> {
+    /// Why `n` jobs like `r` (an array's tasks; else one) would pass
+    /// their user's budgets, if they would: their jobs in progress, by
+    /// number and by bytes ([`record_bytes`]). Root has none.
+    fn over_budget(&self, r: &Record, n: usize, b: &Budgets) -> Option<String> {
         use memgang_core::units::format_bytes;
         let uid = r.info.uid;
         if uid == 0 {
             return None;
         }
-        let (n, bytes) = self
+        let (have, bytes) = self
             .jobs
             .values()
             .filter(|j| j.info.uid == uid && !j.info.state.is_final())
             .fold((0usize, 0u64), |(n, b), j| (n + 1, b + record_bytes(j)));
-        if n >= b.jobs_per_user {
+        if have + n > b.jobs_per_user {
+            let these = if n > 1 {
+                format!(", and these are {n} more,")
+            } else {
+                String::new()
+            };
             return Some(format!(
-                "you have {n} jobs in progress, the most a user may (max_jobs_per_user); \
-                 wait for some to end, or cancel some"
+                "you have {have} jobs in progress{these} and a user may have at most {} \
+                 (max_jobs_per_user); wait for some to end, or cancel some",
+                b.jobs_per_user
             ));
         }
-        let with = bytes + record_bytes(r);
+        let with = bytes + record_bytes(r) * n as u64;
         (with > b.user_bytes).then(|| {
             format!(
-                "your jobs in progress would hold {} of memgangd's memory with this one, more \
-                 than the {} a user may (max_user_bytes: their names, commands and \
-                 environments); wait for some to end, or submit with a smaller environment",
+                "your jobs in progress would hold {} of memgangd's memory with this \
+                 submission, more than the {} a user may (max_user_bytes: their names, \
+                 commands and environments); wait for some to end, or submit with a \
+                 smaller environment",
                 format_bytes(with),
                 format_bytes(b.user_bytes)
             )
@@ -550,29 +590,35 @@ mod tests {
             ..Budgets::default()
         });
         let job = |uid: u32, env: usize| {
-            move |id, log_dir| {
+            move |id, _, log_dir| {
                 let mut r = crate::journal::tests::rec(id, JobState::Queued);
                 r.info.uid = uid;
                 r.info.log_dir = log_dir;
                 r.env.insert("X".into(), "y".repeat(env));
-                r
+                Ok(r)
             }
         };
         for _ in 0..3 {
-            shared.submit(job(1000, 10)).unwrap();
+            shared.submit(1, job(1000, 10)).unwrap();
         }
-        let e = shared.submit(job(1000, 10)).unwrap_err().to_string();
+        let e = shared.submit(1, job(1000, 10)).unwrap_err().to_string();
         assert!(e.contains("max_jobs_per_user"), "{e}");
-        // Another user, and root, are not held by the first one's jobs.
-        shared.submit(job(1001, 10)).unwrap();
-        shared.submit(job(0, 100_000)).unwrap();
-        let e = shared.submit(job(1001, 50_000)).unwrap_err().to_string();
+        // Another user, and root, are not held by the first one's jobs;
+        // an array that would pass the number is refused whole.
+        shared.submit(1, job(1001, 10)).unwrap();
+        let e = shared.submit(3, job(1001, 10)).unwrap_err().to_string();
+        assert!(
+            e.contains("these are 3 more") && e.contains("max_jobs_per_user"),
+            "{e}"
+        );
+        shared.submit(1, job(0, 100_000)).unwrap();
+        let e = shared.submit(1, job(1001, 50_000)).unwrap_err().to_string();
         assert!(e.contains("max_user_bytes"), "{e}");
         // Ended: no environment, in memory or in the journal.
         shared.update(1, |r| finish(r, Some(0), None, false, None));
         let r = shared.get(1).unwrap();
         assert!(r.env.is_empty() && r.info.state.is_final());
-        shared.submit(job(1000, 10)).unwrap();
+        shared.submit(1, job(1000, 10)).unwrap();
         for id in [2, 3] {
             shared.update(id, |r| finish(r, Some(0), None, false, None));
         }

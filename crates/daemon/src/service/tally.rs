@@ -110,14 +110,14 @@ impl Default for Tally {
 }
 
 impl Tally {
-    /// The node's switches (in order, some perhaps let go of): those not
-    /// counted yet are.
+    /// The node's switches (in order of time, some perhaps let go of):
+    /// those not counted yet are. Called every turn: a binary search finds
+    /// the first new one, rather than a walk of every switch held.
     pub fn switches(&mut self, switches: &[memgang_results::Switch]) {
-        for s in switches {
-            if s.at_s > self.switches_until {
-                self.switch_seconds.observe(s.took_s);
-                self.switches_until = s.at_s;
-            }
+        let new = switches.partition_point(|s| s.at_s <= self.switches_until);
+        for s in &switches[new..] {
+            self.switch_seconds.observe(s.took_s);
+            self.switches_until = s.at_s;
         }
     }
 
@@ -186,5 +186,26 @@ mod tests {
         assert_eq!(t.completed, [0, 1, 0]);
         assert_eq!(t.queue_wait.count(), 1);
         assert_eq!(t.queue_wait.sum(), 30.0);
+    }
+
+    #[test]
+    fn each_switch_counts_once_also_after_older_ones_are_let_go() {
+        let switch = |at_s: f64, took_s: f64| -> memgang_results::Switch {
+            serde_json::from_value(serde_json::json!({
+                "at_s": at_s, "took_s": took_s, "suspended": [], "resumed": []
+            }))
+            .unwrap()
+        };
+        let mut t = Tally::default();
+        let held = vec![switch(1.0, 0.5), switch(2.0, 1.5)];
+        t.switches(&held);
+        t.switches(&held);
+        assert_eq!(t.switch_seconds.count(), 2);
+        // The first let go of (its job ended), a third one new.
+        t.switches(&[switch(2.0, 1.5), switch(3.0, 2.0)]);
+        assert_eq!(t.switch_seconds.count(), 3);
+        assert_eq!(t.switch_seconds.sum(), 4.0);
+        t.switches(&[]);
+        assert_eq!(t.switch_seconds.count(), 3);
     }
 }
