@@ -11,23 +11,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source bench/lib.sh
-[ "$(id -u)" -eq 0 ] || { echo "bench/daemon_hostile.sh needs root (memgangd, test users)" >&2; exit 1; }
-ensure_toolchain
-ensure_tools
-command -v perl useradd >/dev/null || { echo "needs perl and useradd (passwd)" >&2; exit 1; }
-bin_dir=${BIN_DIR:-target/release}
-[ -n "${BIN_DIR:-}" ] || cargo build --release --workspace --bins --quiet
-out=${1:-bench/results/daemon-hostile-$(date -u +%Y%m%dT%H%M%SZ)}
-mkdir -p "$out"
-work=$(mktemp -d /tmp/memgang-bench-hostile.XXXXXX)
-chmod 755 "$work"
-on_exit 'rm -rf "$work"'
-# Two unprivileged users of the bench's own (the tests use memgang-t-*).
-users=(memgang-bench-a memgang-bench-b)
-for u in "${users[@]}"; do
-  useradd --no-create-home --shell /usr/sbin/nologin "$u" 2>/dev/null || id "$u" >/dev/null
-  on_exit "userdel -f $u 2>/dev/null || true"
-done
+daemon_bench_setup daemon_hostile memgang-bench "${1:-}"
+command -v perl >/dev/null || { echo "needs perl" >&2; exit 1; }
 cat > "$work/memgang.toml" <<CONF
 state_dir = "$work/state"
 socket = "$work/memgang.sock"
@@ -44,10 +29,5 @@ for _ in $(seq 100); do [ -S "$work/memgang.sock" ] && break; sleep 0.1; done
 python3 bench/daemon_hostile.py "$work/memgang.sock" "$PWD/$bin_dir/memgang" "$pid" "${users[@]}" \
   >"$work/table.md" || { cat "$work/memgangd.log" >&2; exit 1; }
 tee "$out/table.md" <"$work/table.md"
-{
-  printf 'machine: %s, %s CPUs, %s GiB, Linux %s; binaries: %s (git %s)\n' "$(hostname)" "$(nproc)" \
-    "$(awk '/MemTotal/ {printf "%.1f", $2 / 2^20}' /proc/meminfo)" "$(uname -r)" "$bin_dir" \
-    "$(git rev-parse --short HEAD)"
-  date -u +'date: %Y-%m-%d %H:%M UTC'
-} | tee -a "$out/table.md"
+daemon_bench_machine | tee -a "$out/table.md"
 echo "results in $out"

@@ -167,3 +167,39 @@ write_experiment() {
     done
   } > "$2"
 }
+
+# daemon_bench_setup NAME USER_PREFIX [OUT_DIR]: the opening of the daemon
+# benches run against memgangd as other users (daemon_hostile, daemon_soak):
+# root and tools checked; $bin_dir (BIN_DIR: binaries already built there,
+# default target/release, built here); $out (OUT_DIR or a dated default);
+# $work, a directory removed at exit; ${users[@]}, two unprivileged users
+# USER_PREFIX-a and -b of the bench's own (the tests use memgang-t-*),
+# deleted at exit.
+daemon_bench_setup() {
+  local name=$1 prefix=$2 u
+  [ "$(id -u)" -eq 0 ] || { echo "bench/$name.sh needs root (memgangd, test users)" >&2; exit 1; }
+  ensure_toolchain
+  ensure_tools
+  command -v useradd >/dev/null || { echo "needs useradd (passwd)" >&2; exit 1; }
+  bin_dir=${BIN_DIR:-target/release}
+  [ -n "${BIN_DIR:-}" ] || cargo build --release --workspace --bins --quiet
+  out=${3:-bench/results/${name//_/-}-$(date -u +%Y%m%dT%H%M%SZ)}
+  mkdir -p "$out"
+  work=$(mktemp -d "/tmp/memgang-bench-${name#daemon_}.XXXXXX")
+  chmod 755 "$work"
+  on_exit 'rm -rf "$work"'
+  users=("$prefix-a" "$prefix-b")
+  for u in "${users[@]}"; do
+    useradd --no-create-home --shell /usr/sbin/nologin "$u" 2>/dev/null || id "$u" >/dev/null
+    on_exit "userdel -f $u 2>/dev/null || true"
+  done
+}
+
+# daemon_bench_machine: the machine, the binaries and the date, for the
+# end of a daemon bench's table.
+daemon_bench_machine() {
+  printf 'machine: %s, %s CPUs, %s GiB, Linux %s; binaries: %s (git %s)\n' "$(hostname)" "$(nproc)" \
+    "$(awk '/MemTotal/ {printf "%.1f", $2 / 2^20}' /proc/meminfo)" "$(uname -r)" "$bin_dir" \
+    "$(git rev-parse --short HEAD)"
+  date -u +'date: %Y-%m-%d %H:%M UTC'
+}

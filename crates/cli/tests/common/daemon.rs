@@ -28,6 +28,19 @@ pub fn memgangd_exe() -> PathBuf {
     exe
 }
 
+/// `config` without the lines of the keys in `$MEMGANG_TEST_DROP_KEYS`
+/// (comma-separated): keys an older memgangd refuses, so that a test run
+/// against it meets the old behaviour rather than its config check.
+fn known_keys(config: &str) -> String {
+    let drop = std::env::var("MEMGANG_TEST_DROP_KEYS").unwrap_or_default();
+    let drop: Vec<&str> = drop.split(',').filter(|k| !k.is_empty()).collect();
+    config
+        .lines()
+        .filter(|l| !drop.contains(&l.split('=').next().unwrap_or("").trim()))
+        .map(|l| format!("{l}\n"))
+        .collect()
+}
+
 pub struct Daemon {
     pub dir: tempfile::TempDir,
     pub child: Option<Child>,
@@ -90,7 +103,7 @@ impl Daemon {
             "state_dir = \"{}\"\nsocket = \"{}\"\n{}",
             self.state().display(),
             self.socket().display(),
-            self.config
+            known_keys(&self.config)
         );
         std::fs::write(self.dir.path().join("memgang.toml"), text).unwrap();
         let log = std::fs::OpenOptions::new()

@@ -10,7 +10,13 @@ use std::process::{Command, Output};
 pub mod daemon;
 pub mod slurm;
 
+/// The memgang the tests run: the one built with them, or
+/// `$MEMGANG_TEST_MEMGANG` (an older build, the client of
+/// `$MEMGANG_TEST_MEMGANGD`'s).
 pub fn memgang() -> Command {
+    if let Some(exe) = std::env::var_os("MEMGANG_TEST_MEMGANG") {
+        return Command::new(exe);
+    }
     let exe = PathBuf::from(env!("CARGO_BIN_EXE_memgang"));
     let workload = exe.with_file_name("memgang-workload");
     assert!(
