@@ -9,8 +9,9 @@ Printed: the daemon's resident memory, descriptors, memgang's cgroups
 (memory and freezer) and journal bytes after a warm-up and at the end,
 each beside its bound; and what the load did. The bounds: RSS within
 16 MiB of the warm daemon's, descriptors within 8, no cgroup but the
-pool, the journal within what retention keeps (KEEP jobs of at most
-max_job_command bytes each, plus 1 MiB).
+pool, the journal within what its compaction allows: four times what it
+kept (KEEP jobs of at most max_job_command bytes each) past what it kept,
+plus 1 MiB.
 
 usage: python3 bench/daemon_soak.py WORK_DIR BIN_DIR MINUTES USER_A USER_B
 """
@@ -144,6 +145,9 @@ def all_jobs(sock):
 
 
 def measure(d):
+    # A daemon that ended is a zombie here until stopped: no VmRSS, no fds.
+    if d.proc.poll() is not None:
+        sys.exit(f"memgangd ended (status {d.proc.returncode}) before the measure; its log says why")
     pid = d.proc.pid
     return {"rss": rss(pid), "fds": fds(pid), "cgroups": cgroups(), "journal": d.journal_bytes()}
 
@@ -262,7 +266,7 @@ def main():
         ("memgang cgroups (pools, jobs; memory and freezer)", warm["cgroups"], final["cgroups"],
          "2 (the pool)", final["cgroups"] <= 2),
         ("journal, KiB", warm["journal"] / 1024, final["journal"] / 1024,
-         f"{KEEP} x 64 KiB + 1 MiB", final["journal"] <= KEEP * (64 << 10) + (1 << 20)),
+         f"5 x {KEEP} x 64 KiB + 1 MiB", final["journal"] <= 5 * KEEP * (64 << 10) + (1 << 20)),
     ]
     print(f"| measure | after {WARM_S} s | at the end | bound | within |")
     print("|---|---|---|---|---|")
