@@ -97,13 +97,27 @@ pub fn log(j: &JobInfo, lines: Option<usize>) -> Result<()> {
             continue;
         };
         let data = tail(&mut f, lines)?;
-        if to_stderr {
-            emit_to(&mut std::io::stderr().lock(), &data)?;
-        } else {
-            emit(&data)?;
-        }
+        emit_stream(to_stderr, &data)?;
     }
     Ok(())
+}
+
+/// A job's stdout to ours, its stderr to ours.
+fn emit_stream(to_stderr: bool, data: &[u8]) -> Result<()> {
+    if to_stderr {
+        emit_to(&mut std::io::stderr().lock(), data)
+    } else {
+        emit(data)
+    }
+}
+
+/// After one round of a follow: true once the job has ended and its
+/// streams gave nothing more; else waits a moment if nothing came.
+fn followed_to_the_end(finished: bool, got: bool) -> bool {
+    if !got && !finished {
+        std::thread::sleep(crate::client::POLL);
+    }
+    finished && !got
 }
 
 /// `memgang follow`: the job's files as they grow, until it ends.
@@ -125,17 +139,10 @@ pub fn follow(id: u64, job: impl Fn() -> Result<JobInfo>) -> Result<()> {
             f.take(memgang_proto::OUTPUT_CHUNK).read_to_end(&mut data)?;
             offsets[i] += data.len() as u64;
             got |= !data.is_empty();
-            if i == 0 {
-                emit(&data)?;
-            } else {
-                emit_to(&mut std::io::stderr().lock(), &data)?;
-            }
+            emit_stream(i == 1, &data)?;
         }
-        if finished && !got {
+        if followed_to_the_end(finished, got) {
             return Ok(());
-        }
-        if !got {
-            std::thread::sleep(crate::client::POLL);
         }
     }
 }
@@ -162,17 +169,10 @@ fn follow_daemon(id: u64) -> Result<()> {
             got |= next > offsets[i];
             offsets[i] = next;
             finished = f;
-            if stream == Stream::Stdout {
-                emit(&data)?;
-            } else {
-                emit_to(&mut std::io::stderr().lock(), &data)?;
-            }
+            emit_stream(stream == Stream::Stderr, &data)?;
         }
-        if finished && !got {
+        if followed_to_the_end(finished, got) {
             return Ok(());
-        }
-        if !got {
-            std::thread::sleep(crate::client::POLL);
         }
     }
 }

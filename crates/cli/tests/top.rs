@@ -55,17 +55,20 @@ fn submit(d: &Daemon, name: &str, memory: &str, cmd: &[&str]) -> u64 {
     String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
 }
 
-#[test]
-#[ignore = "needs root: cgroups, swap (scripts/test runs it as root)"]
-fn top_shows_a_gang_pair_taking_turns_and_a_job_waiting_for_memory() {
-    require_root("top_shows_a_gang_pair_taking_turns_and_a_job_waiting_for_memory");
-    // As in daemon.rs's deferral test: room for two jobs of 210M and a
-    // switch's exchange, not three.
-    let _swap = TestSwap::new(768 << 20).unwrap();
+/// A daemon whose 256M pool runs two jobs of 210M in turns (gang, q = 1 s,
+/// ao/ai), with a swap file of its own that holds them.
+fn gang_pool() -> (TestSwap, Daemon) {
+    let swap = TestSwap::new(768 << 20).unwrap();
     let d = Daemon::new(
         "pool_memory = \"256M\"\nswap_reserve = \"256M\"\npolicy = \"gang\"\n\
          quantum = \"1s\"\nswitch = \"ao/ai\"\n",
     );
+    (swap, d)
+}
+
+/// One of the jobs that take turns in [`gang_pool`]: 200 MiB touched in
+/// order for long enough, declared 210M.
+fn submit_pair_job(d: &Daemon, name: &str) -> u64 {
     let w = workload();
     let cmd = [
         w.as_str(),
@@ -78,9 +81,19 @@ fn top_shows_a_gang_pair_taking_turns_and_a_job_waiting_for_memory() {
         "--compute",
         "4",
     ];
+    submit(d, name, "210M", &cmd)
+}
+
+#[test]
+#[ignore = "needs root: cgroups, swap (scripts/test runs it as root)"]
+fn top_shows_a_gang_pair_taking_turns_and_a_job_waiting_for_memory() {
+    require_root("top_shows_a_gang_pair_taking_turns_and_a_job_waiting_for_memory");
+    // As in daemon.rs's deferral test: room for two jobs of 210M and a
+    // switch's exchange, not three.
+    let (_swap, d) = gang_pool();
     let ids: Vec<u64> = ["pair-a", "pair-b", "third"]
         .iter()
-        .map(|n| submit(&d, n, "210M", &cmd))
+        .map(|n| submit_pair_job(&d, n))
         .collect();
     let (a, b, third) = (ids[0], ids[1], ids[2]);
     let mut seen: Vec<(Option<String>, Option<String>)> = Vec::new();
@@ -373,25 +386,9 @@ fn top_in_a_terminal_shows_a_switching_pair_and_gives_the_terminal_back() {
     require_root("top_in_a_terminal_shows_a_switching_pair_and_gives_the_terminal_back");
     require_installed(&["tmux"], "ensure_tools");
     // Two jobs of 210M in a pool of 256M: they take turns.
-    let _swap = TestSwap::new(768 << 20).unwrap();
-    let d = Daemon::new(
-        "pool_memory = \"256M\"\nswap_reserve = \"256M\"\npolicy = \"gang\"\n\
-         quantum = \"1s\"\nswitch = \"ao/ai\"\n",
-    );
-    let w = workload();
-    let cmd = [
-        w.as_str(),
-        "--mib",
-        "200",
-        "--pattern",
-        "seq",
-        "--iterations",
-        "1000",
-        "--compute",
-        "4",
-    ];
-    let a = submit(&d, "pair-a", "210M", &cmd);
-    let b = submit(&d, "pair-b", "210M", &cmd);
+    let (_swap, d) = gang_pool();
+    let a = submit_pair_job(&d, "pair-a");
+    let b = submit_pair_job(&d, "pair-b");
     // The pane's shell: the terminal's settings before and after top,
     // top's exit status, then it stays for the capture.
     let dir = d.dir.path();
