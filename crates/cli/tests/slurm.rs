@@ -556,10 +556,13 @@ fn tasks_stay_in_slurms_cgroups_where_slurm_tracks_them() {
                 .find(|j| j["JobState"] == s)
                 .map(|j| j["JobId"].clone())
         };
-        // After a switch: the held job has run and been paged out.
+        // After a switch: the held job has run and been paged out, and
+        // its ranks had started (a job stopped during its launch, as under
+        // load in a full run, has its ranks only from its next turn).
         if let (Some(r), Some(h)) = (of("RUNNING"), of("SUSPENDED")) {
             if c.slurm("scontrol", &["show", "job", &h])
                 .contains("SuspendTime=20")
+                && ranks(&c).len() == 4
             {
                 break (r, h);
             }
