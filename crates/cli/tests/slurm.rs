@@ -549,31 +549,50 @@ fn tasks_stay_in_slurms_cgroups_where_slurm_tracks_them() {
     let json = c.dir.path().join("record.json");
     let mut ctl = c.controller(&json);
     let t = Instant::now();
-    let (run, held) = loop {
+    // Slurm's suspend under proctrack/cgroup: SIGSTOP, or its freezer
+    // cgroup FROZEN.
+    let stopped_of = |pid: i32, cg: &str| {
+        let freezer = cg
+            .lines()
+            .find_map(|l| l.split(":freezer:").nth(1))
+            .unwrap();
+        let frozen =
+            std::fs::read_to_string(format!("/sys/fs/cgroup/freezer{freezer}/freezer.state"))
+                .is_ok_and(|s| s.trim() == "FROZEN");
+        memgang_linux::process::state(pid) == Some('T') || frozen
+    };
+    let pair = || {
         let jobs = c.jobs();
         let of = |s: &str| {
             jobs.iter()
                 .find(|j| j["JobState"] == s)
                 .map(|j| j["JobId"].clone())
         };
+        Some((of("RUNNING")?, of("SUSPENDED")?))
+    };
+    let (run, held, ranks, stopped) = loop {
         // After a switch: the held job has run and been paged out, and
         // its ranks had started (a job stopped during its launch, as under
         // load in a full run, has its ranks only from its next turn).
-        if let (Some(r), Some(h)) = (of("RUNNING"), of("SUSPENDED")) {
+        if let Some((r, h)) = pair() {
             if c.slurm("scontrol", &["show", "job", &h])
                 .contains("SuspendTime=20")
                 && ranks(&c).len() == 4
             {
-                break (r, h);
+                std::thread::sleep(Duration::from_secs(1));
+                let ranks = ranks(&c);
+                let stopped: Vec<bool> = ranks.iter().map(|(p, cg)| stopped_of(*p, cg)).collect();
+                // Read again if a switch came in between (q = 3 s).
+                if pair() == Some((r.clone(), h.clone())) {
+                    break (r, h, ranks, stopped);
+                }
             }
         }
-        assert!(t.elapsed() < Duration::from_secs(90), "{jobs:?}");
+        assert!(t.elapsed() < Duration::from_secs(90), "{:?}", c.jobs());
         std::thread::sleep(Duration::from_millis(300));
     };
-    std::thread::sleep(Duration::from_secs(1));
-    let ranks = ranks(&c);
     assert_eq!(ranks.len(), 4, "two ranks of two jobs: {ranks:?}");
-    for (pid, cg) in &ranks {
+    for (i, (pid, cg)) in ranks.iter().enumerate() {
         let job = [&run, &held]
             .into_iter()
             .find(|j| cg.contains(&format!("/uid_0/job_{j}/")))
@@ -589,18 +608,8 @@ fn tasks_stay_in_slurms_cgroups_where_slurm_tracks_them() {
                 "rank {pid} of job {job}, {hierarchy}: {line}"
             );
         }
-        // Slurm's suspend under proctrack/cgroup: SIGSTOP, or its
-        // freezer cgroup FROZEN.
-        let freezer = cg
-            .lines()
-            .find_map(|l| l.split(":freezer:").nth(1))
-            .unwrap();
-        let frozen =
-            std::fs::read_to_string(format!("/sys/fs/cgroup/freezer{freezer}/freezer.state"))
-                .is_ok_and(|s| s.trim() == "FROZEN");
-        let stopped = memgang_linux::process::state(*pid) == Some('T') || frozen;
         assert_eq!(
-            stopped,
+            stopped[i],
             job == &held,
             "rank {pid} of job {job} (held {held})"
         );
